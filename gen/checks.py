@@ -1,0 +1,49 @@
+"""Evaluating a spec's parameter checks on the tensors and params of a call."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gen.expr import ExprError, evaluate
+from gen.spec import Check, Spec
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """What a check may ask of a tensor: its declared shape, dtype name and layout."""
+    shape: tuple
+    dtype: str
+    layout: str
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+def check_env(spec: Spec, tensors: dict[str, TensorInfo | None], params: dict) -> dict:
+    env = {name: None for name in (*spec.inputs, *spec.outputs)}
+    env.update(tensors)
+    env.update(params)
+    return env
+
+
+def first_failure(spec: Spec, tensors: dict[str, TensorInfo | None], params: dict) -> Check | None:
+    """The first check, in the doc's order, that the call violates; None if all hold.
+
+    A check whose expression cannot even be evaluated (a tensor of the wrong rank
+    indexed past its end, say) counts as violated: the call is malformed.
+    """
+    env = check_env(spec, tensors, params)
+    for check in spec.checks:
+        try:
+            holds = bool(evaluate(check.require, env))
+        except ExprError:
+            holds = False
+        if not holds:
+            return check
+    return None

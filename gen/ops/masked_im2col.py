@@ -1,0 +1,58 @@
+"""masked_im2col forward (design doc 004, OPS.md).
+
+    data_col[(c*kh + i)*kw + j, m] = feature[0, c, mask_h_idx[m] - pad_h + i, mask_w_idx[m] - pad_w + j]
+
+and 0 where that position lies outside the map.  Mask indices may be negative or past
+the map.  One vectorized gather per kernel tap (i, j).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
+    feature = inputs["feature"]
+    mh = np.asarray(inputs["mask_h_idx"], dtype=np.int64)
+    mw = np.asarray(inputs["mask_w_idx"], dtype=np.int64)
+    kh, kw = int(params["kernel_h"]), int(params["kernel_w"])
+    pad_h, pad_w = int(params["pad_h"]), int(params["pad_w"])
+    _, C, H, W = feature.shape
+    M = mh.shape[0]
+    cols = np.zeros((C, kh, kw, M), dtype=compute_dtype)
+    if cols.size == 0 or H == 0 or W == 0:
+        return {"data_col": cols.reshape(C * kh * kw, M)}
+    image = feature[0]
+    for i in range(kh):
+        rows = mh - pad_h + i
+        row_ok = (rows >= 0) & (rows < H)
+        for j in range(kw):
+            colw = mw - pad_w + j
+            inside = row_ok & (colw >= 0) & (colw < W)
+            if not inside.any():
+                continue
+            m = np.flatnonzero(inside)
+            cols[:, i, j, m] = image[:, rows[m], colw[m]]
+    return {"data_col": cols.reshape(C * kh * kw, M)}
+
+
+def mask_positions(rng: np.random.Generator, ctx, outside: float = 0.0, margin: int = 4):
+    """Joint draw of mask_h_idx and mask_w_idx the way a masked conv produces them.
+
+    Distinct positions of the H x W map in row-major order (the order ``mask.nonzero()``
+    gives); with ``outside`` > 0 that fraction is moved up to ``margin`` cells beyond the
+    map on either side, as mlu-ops' own cases do.
+    """
+    M = int(ctx.shapes["mask_h_idx"][0])
+    _, _, H, W = ctx.shapes["feature"]
+    cells = H * W
+    if M <= cells:
+        flat = np.sort(rng.choice(cells, size=M, replace=False))
+    else:
+        flat = np.sort(rng.integers(0, cells, size=M))
+    mh, mw = (flat // W).astype(np.int32), (flat % W).astype(np.int32)
+    if outside > 0 and M:
+        moved = rng.random(M) < outside
+        mh[moved] = rng.choice(np.r_[np.arange(-margin, 0), np.arange(H, H + margin)], size=moved.sum())
+        moved = rng.random(M) < outside
+        mw[moved] = rng.choice(np.r_[np.arange(-margin, 0), np.arange(W, W + margin)], size=moved.sum())
+    return {"mask_h_idx": mh, "mask_w_idx": mw}

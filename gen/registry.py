@@ -1,0 +1,25 @@
+"""Where the committed specs live, and loading them by operator name."""
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from gen.spec import Spec, load_spec
+
+
+def specs_dir() -> Path:
+    """OPCASE_SPECS if set, else the repository's specs/ beside the gen package."""
+    return Path(os.environ.get("OPCASE_SPECS") or Path(__file__).resolve().parent.parent / "specs")
+
+
+def known_ops() -> list[str]:
+    return sorted(p.stem for p in specs_dir().glob("*.yaml"))
+
+
+@lru_cache(maxsize=None)
+def spec_for(op: str) -> Spec:
+    path = specs_dir() / f"{op}.yaml"
+    if not path.is_file():
+        raise KeyError(f"no spec for operator {op!r} in {specs_dir()} (known: {', '.join(known_ops())})")
+    return load_spec(path)

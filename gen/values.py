@@ -1,0 +1,77 @@
+"""Drawing input values from a spec's distributions."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gen.spec import resolve_callable
+
+
+@dataclass
+class ValueContext:
+    """What a custom value generator may look at.
+
+    ``shapes``/``dtypes``: every tensor of the case (inputs and outputs) by name;
+    ``dims`` and ``params``: the case's sampled dims and op params; ``dtype``: the case's
+    floating dtype; ``inputs``: the inputs drawn so far (in spec order).
+    """
+    shapes: dict
+    dtypes: dict
+    dims: dict
+    params: dict
+    dtype: str
+    inputs: dict = field(default_factory=dict)
+
+
+def _plain(rng: np.random.Generator, dist: dict, shape, dtype: np.dtype) -> np.ndarray:
+    kind = dist["dist"]
+    if kind == "uniform":
+        values = rng.uniform(float(dist["low"]), float(dist["high"]), size=shape)
+    elif kind == "normal":
+        values = rng.normal(float(dist["mean"]), float(dist["std"]), size=shape)
+    elif kind == "randint":
+        values = rng.integers(int(dist["low"]), int(dist["high"]), size=shape, endpoint=True)
+    elif kind == "const":
+        values = np.full(shape, dist["value"], dtype=np.float64)
+    else:
+        raise ValueError(f"unknown distribution {kind!r}")
+    return values.astype(dtype)
+
+
+def _sprinkle_nonfinite(rng: np.random.Generator, array: np.ndarray, dist: dict) -> None:
+    """Overwrite the fractions dist['nan'] / dist['inf'] of the elements (inf with random sign)."""
+    flat = array.reshape(-1)
+    for key in ("nan", "inf"):
+        fraction = float(dist.get(key, 0.0))
+        if fraction <= 0 or flat.size == 0:
+            continue
+        count = max(1, int(round(fraction * flat.size)))
+        where = rng.choice(flat.size, size=min(count, flat.size), replace=False)
+        if key == "nan":
+            flat[where] = np.nan
+        else:
+            flat[where] = np.where(rng.random(where.size) < 0.5, np.inf, -np.inf)
+
+
+def draw(rng: np.random.Generator, name: str, dist: dict, ctx: ValueContext, spec_path) -> dict:
+    """Draw input ``name``; a custom generator may return several inputs at once (a dict)."""
+    shape, dtype = ctx.shapes[name], np.dtype(ctx.dtypes[name])
+    if dist["dist"] == "custom":
+        fn = resolve_callable(dist["fn"], spec_path, f"values of {name}")
+        kwargs = {k: v for k, v in dist.items() if k not in ("dist", "fn", "nan", "inf")}
+        produced = fn(rng, ctx, **kwargs)
+        if not isinstance(produced, dict):
+            produced = {name: produced}
+    else:
+        produced = {name: _plain(rng, dist, shape, dtype)}
+    result = {}
+    for key, array in produced.items():
+        array = np.ascontiguousarray(np.asarray(array).astype(ctx.dtypes[key], copy=False))
+        if tuple(array.shape) != tuple(ctx.shapes[key]):
+            raise ValueError(f"value generator for {key} returned shape {array.shape}, "
+                             f"expected {tuple(ctx.shapes[key])}")
+        if key == name and array.dtype.kind == "f":
+            _sprinkle_nonfinite(rng, array, dist)
+        result[key] = array
+    return result

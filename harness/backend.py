@@ -1,0 +1,101 @@
+"""The backend interface: what the harness hands an implementation and what it expects back."""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+
+class InvalidArgument(Exception):
+    """Raised by a backend that rejects a call (the design doc's BAD_PARAM)."""
+
+
+class BackendLoadError(Exception):
+    """A --backend value that does not name a usable backend."""
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    shape: tuple
+    dtype: np.dtype
+    layout: str
+
+
+@dataclass
+class Request:
+    """One call of a kernel.
+
+    ``inputs`` holds numpy arrays in their declared dtypes and layouts (an optional
+    input the case leaves out is not in the dict); ``outputs`` says what must come back.
+    """
+    op: str
+    params: dict
+    inputs: dict[str, np.ndarray]
+    outputs: dict[str, OutputSpec]
+    layouts: dict[str, str] = field(default_factory=dict)   # input name -> layout
+
+
+@dataclass
+class Backend:
+    """A loaded backend: a name, where it came from, and its ``run``.
+
+    ``supports(op, dtype)`` says whether it implements a kernel in a dtype; cases it
+    does not support are skipped, not failed.
+    """
+    name: str
+    origin: str
+    run: Callable[[Request], dict]
+    supports: Callable[[str, str], bool] = lambda op, dtype: True
+    measures_time: bool = False   # run() returns (outputs, seconds) with its own kernel time
+
+
+def _wrap(name: str, origin: str, obj) -> Backend:
+    if isinstance(obj, Backend):
+        return obj
+    run = getattr(obj, "run", None)
+    if run is None:
+        if not callable(obj):
+            raise BackendLoadError(f"backend {name!r}: {origin} is neither a function nor an object with run()")
+        run = obj
+    supports = getattr(obj, "supports", None) or (lambda op, dtype: True)
+    return Backend(name=getattr(obj, "name", name), origin=origin, run=run, supports=supports,
+                   measures_time=bool(getattr(obj, "measures_time", False)))
+
+
+def _builtin(name: str) -> Backend | None:
+    if name in ("reference", "lowp"):
+        from harness.backends import builtin
+        return builtin.reference() if name == "reference" else builtin.lowp()
+    if name == "torch":
+        try:
+            from harness.backends import torch_backend
+        except ImportError as exc:
+            raise BackendLoadError(f"backend 'torch' needs PyTorch: pip install 'opcase[torch]' ({exc})") from None
+        return _wrap("torch", "built-in (harness.backends.torch_backend)", torch_backend.backend)
+    return None
+
+
+BUILTIN_NAMES = ("reference", "lowp", "torch")
+
+
+def load_backend(spec: str) -> Backend:
+    """Resolve ``--backend``: a built-in name or ``module:attr``."""
+    builtin = _builtin(spec)
+    if builtin is not None:
+        return builtin
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise BackendLoadError(f"unknown backend {spec!r}: use one of {', '.join(BUILTIN_NAMES)} "
+                               f"or module:attr")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - any import-time failure is the backend's, report it
+        raise BackendLoadError(f"backend {spec!r}: cannot import {module_name}: "
+                               f"{type(exc).__name__}: {exc}") from None
+    try:
+        obj = getattr(module, attr)
+    except AttributeError:
+        raise BackendLoadError(f"backend {spec!r}: module {module_name} has no attribute {attr}") from None
+    return _wrap(spec, f"{module_name}:{attr}", obj)

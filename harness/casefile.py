@@ -1,0 +1,309 @@
+"""Case files: one protobuf ``Case`` per file, in a checksummed envelope.
+
+Layout on disk::
+
+    DIR/<name>.opcase                 CaseFile envelope (format version, Case bytes, sha256)
+    DIR/<name>.opcase.<io>.<tensor>   sidecar: raw little-endian tensor bytes, for big tensors
+
+Small tensors are stored inline.  A tensor larger than ``sidecar_bytes`` is written
+to a sidecar whose length and sha256 the case records; it is read back
+memory-mapped.  Every write goes to a temporary file in the same directory and is
+renamed into place, so a reader never sees half a file.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from harness.proto import opcase_pb2 as pb
+
+FORMAT_VERSION = 1
+SUFFIX = ".opcase"
+DEFAULT_SIDECAR_BYTES = 1 << 20
+# Sidecar digests are computed in blocks so that multi-GB tensors never sit in memory twice.
+_HASH_BLOCK = 16 << 20
+
+_DTYPES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool"}
+
+
+class CaseFileError(Exception):
+    """A case file that cannot be trusted: unreadable, truncated, tampered or inconsistent."""
+
+
+@dataclass
+class Tensor:
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    layout: str
+    data: np.ndarray | None = None   # None: shape-only (rejected cases) or absent optional input
+    absent: bool = False             # an optional input left out of the call
+
+
+@dataclass
+class Threshold:
+    metric: str
+    value: float
+    provenance: str
+    baseline: str = ""
+    baseline_value: float = 0.0
+    rate: float = 0.0
+    floor: float = 0.0
+    cap: float = 0.0
+
+
+@dataclass
+class Case:
+    op: str
+    suite: str
+    name: str
+    params: dict
+    inputs: dict[str, Tensor]
+    outputs: dict[str, Tensor]
+    criteria: dict[str, list[Threshold]] = field(default_factory=dict)
+    expect: str = "ok"               # "ok" or "rejected"
+    expect_check: str = ""
+    expect_message: str = ""
+    seed: int = 0
+    generator_version: str = ""
+    spec_sha256: str = ""
+    spec_path: str = ""
+    note: str = ""
+    zero_golden_ok: bool = False
+    dtype: str = ""
+
+
+# --------------------------------------------------------------------------- writing
+
+def _value_to_pb(value) -> pb.Value:
+    if isinstance(value, (bool, np.bool_)):
+        return pb.Value(b=bool(value))
+    if isinstance(value, (int, np.integer)):
+        return pb.Value(i=int(value))
+    if isinstance(value, (float, np.floating)):
+        return pb.Value(f=float(value))
+    if isinstance(value, str):
+        return pb.Value(s=value)
+    raise TypeError(f"parameter value {value!r} has unsupported type {type(value).__name__}")
+
+
+def _value_from_pb(value: pb.Value):
+    kind = value.WhichOneof("kind")
+    if kind is None:
+        raise CaseFileError("a parameter has no value")
+    return getattr(value, kind)
+
+
+def _le_bytes_view(array: np.ndarray) -> np.ndarray:
+    """The array as C-contiguous little-endian, without copying when it already is."""
+    array = np.asarray(array)
+    if array.dtype.byteorder == ">":
+        array = array.astype(array.dtype.newbyteorder("<"))
+    return np.ascontiguousarray(array)
+
+
+def _atomic_write(path: Path, chunks: Iterator[bytes] | bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if isinstance(chunks, (bytes, bytearray, memoryview)):
+                f.write(chunks)
+            else:
+                for chunk in chunks:
+                    f.write(chunk)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _blocks(raw: memoryview) -> Iterator[memoryview]:
+    for start in range(0, len(raw), _HASH_BLOCK):
+        yield raw[start:start + _HASH_BLOCK]
+
+
+def write_sidecar(path: Path, array: np.ndarray) -> pb.Sidecar:
+    """Write ``array``'s bytes to ``path`` atomically; return the record the case keeps."""
+    raw = memoryview(_le_bytes_view(array)).cast("B")
+    digest = hashlib.sha256()
+    for block in _blocks(raw):
+        digest.update(block)
+    _atomic_write(path, _blocks(raw))
+    return pb.Sidecar(path=path.name, length=len(raw), sha256=digest.digest())
+
+
+def _tensor_to_pb(t: Tensor, case_path: Path, io: str, sidecar_bytes: int) -> pb.Tensor:
+    msg = pb.Tensor(name=t.name, shape=[int(s) for s in t.shape], dtype=np.dtype(t.dtype).name,
+                    layout=t.layout, absent=t.absent)
+    if t.data is None:
+        return msg
+    if tuple(t.data.shape) != tuple(t.shape) or t.data.dtype != np.dtype(t.dtype):
+        raise ValueError(f"tensor {t.name}: data {t.data.dtype}{list(t.data.shape)} does not match "
+                         f"declared {np.dtype(t.dtype)}{list(t.shape)}")
+    if t.data.nbytes > sidecar_bytes:
+        sidecar_path = case_path.with_name(f"{case_path.name}.{io}.{t.name}")
+        msg.sidecar.CopyFrom(write_sidecar(sidecar_path, t.data))
+    else:
+        msg.data = _le_bytes_view(t.data).tobytes()
+    return msg
+
+
+def to_proto(case: Case, case_path: Path, sidecar_bytes: int = DEFAULT_SIDECAR_BYTES) -> pb.Case:
+    msg = pb.Case(op=case.op, suite=case.suite, name=case.name, expect=pb.OK if case.expect == "ok" else pb.REJECTED,
+                  expect_check=case.expect_check, expect_message=case.expect_message, seed=case.seed,
+                  generator_version=case.generator_version, spec_sha256=case.spec_sha256,
+                  spec_path=case.spec_path, note=case.note, zero_golden_ok=case.zero_golden_ok,
+                  dtype=case.dtype)
+    for key, value in case.params.items():
+        msg.params[key].CopyFrom(_value_to_pb(value))
+    for t in case.inputs.values():
+        msg.inputs.append(_tensor_to_pb(t, case_path, "in", sidecar_bytes))
+    for t in case.outputs.values():
+        msg.outputs.append(_tensor_to_pb(t, case_path, "out", sidecar_bytes))
+    for output, thresholds in case.criteria.items():
+        crit = msg.criteria.add(output=output)
+        for th in thresholds:
+            crit.thresholds.add(metric=th.metric, value=th.value, provenance=th.provenance, baseline=th.baseline,
+                                baseline_value=th.baseline_value, rate=th.rate, floor=th.floor, cap=th.cap)
+    return msg
+
+
+def save(case: Case, path: str | os.PathLike, sidecar_bytes: int = DEFAULT_SIDECAR_BYTES) -> Path:
+    """Write ``case`` to ``path`` (sidecars first, the envelope last, each atomically)."""
+    path = Path(path)
+    if path.suffix != SUFFIX:
+        path = path.with_name(path.name + SUFFIX)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    case_bytes = to_proto(case, path, sidecar_bytes).SerializeToString()
+    envelope = pb.CaseFile(format_version=FORMAT_VERSION, case_bytes=case_bytes,
+                           case_sha256=hashlib.sha256(case_bytes).digest())
+    _atomic_write(path, envelope.SerializeToString())
+    return path
+
+
+# --------------------------------------------------------------------------- reading
+
+def _dtype_of(name: str, where: str) -> np.dtype:
+    if name not in _DTYPES:
+        raise CaseFileError(f"{where}: unknown dtype {name!r}")
+    return np.dtype(name).newbyteorder("<")
+
+
+def _read_sidecar(case_path: Path, t: pb.Tensor, dtype: np.dtype, shape: tuple[int, ...],
+                  verify: bool) -> np.ndarray:
+    side = case_path.parent / t.sidecar.path
+    where = f"{case_path}: tensor {t.name}: sidecar {side.name}"
+    if os.sep in t.sidecar.path or t.sidecar.path in ("", ".", ".."):
+        raise CaseFileError(f"{where}: sidecar path must name a file beside the case")
+    try:
+        size = side.stat().st_size
+    except OSError as exc:
+        raise CaseFileError(f"{where}: cannot read ({exc.strerror})") from None
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if size != t.sidecar.length or size != expected:
+        raise CaseFileError(f"{where}: {size} bytes on disk, case records {t.sidecar.length}, "
+                            f"shape needs {expected}")
+    if size == 0:
+        return np.zeros(shape, dtype)
+    array = np.memmap(side, dtype=dtype, mode="r", shape=shape)
+    if verify:
+        digest = hashlib.sha256()
+        for block in _blocks(memoryview(array.reshape(-1).view(np.uint8))):
+            digest.update(block)
+        if digest.digest() != t.sidecar.sha256:
+            raise CaseFileError(f"{where}: sha256 mismatch (file changed or corrupt)")
+    return array
+
+
+def _tensor_from_pb(case_path: Path, t: pb.Tensor, verify: bool) -> Tensor:
+    where = f"{case_path}: tensor {t.name!r}"
+    dtype = _dtype_of(t.dtype, where)
+    shape = tuple(int(s) for s in t.shape)
+    if any(s < 0 for s in shape):
+        raise CaseFileError(f"{where}: negative dimension in shape {list(shape)}")
+    storage = t.WhichOneof("storage")
+    data = None
+    if storage == "data":
+        expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if len(t.data) != expected:
+            raise CaseFileError(f"{where}: {len(t.data)} bytes inline, shape {list(shape)} of {dtype.name} "
+                                f"needs {expected}")
+        data = np.frombuffer(t.data, dtype=dtype).reshape(shape)
+    elif storage == "sidecar":
+        data = _read_sidecar(case_path, t, dtype, shape, verify)
+    return Tensor(name=t.name, shape=shape, dtype=np.dtype(t.dtype), layout=t.layout, data=data,
+                  absent=t.absent)
+
+
+def read_envelope(path: Path) -> pb.Case:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise CaseFileError(f"{path}: cannot read ({exc.strerror})") from None
+    envelope = pb.CaseFile()
+    try:
+        envelope.ParseFromString(raw)
+    except DecodeError:
+        raise CaseFileError(f"{path}: not an opcase file (corrupt or truncated)") from None
+    if envelope.format_version != FORMAT_VERSION:
+        raise CaseFileError(f"{path}: format version {envelope.format_version}, this opcase reads "
+                            f"{FORMAT_VERSION} (truncated, or written by another version)")
+    if hashlib.sha256(envelope.case_bytes).digest() != envelope.case_sha256:
+        raise CaseFileError(f"{path}: checksum mismatch (file truncated or modified)")
+    msg = pb.Case()
+    try:
+        msg.ParseFromString(envelope.case_bytes)
+    except DecodeError:
+        raise CaseFileError(f"{path}: case payload does not parse") from None
+    return msg
+
+
+def from_proto(msg: pb.Case, path: Path, verify: bool = True) -> Case:
+    if msg.expect not in (pb.OK, pb.REJECTED):
+        raise CaseFileError(f"{path}: case states no expected outcome")
+    criteria: dict[str, list[Threshold]] = {}
+    for crit in msg.criteria:
+        criteria[crit.output] = [Threshold(metric=t.metric, value=t.value, provenance=t.provenance,
+                                           baseline=t.baseline, baseline_value=t.baseline_value,
+                                           rate=t.rate, floor=t.floor, cap=t.cap) for t in crit.thresholds]
+    return Case(
+        op=msg.op, suite=msg.suite, name=msg.name,
+        params={k: _value_from_pb(v) for k, v in sorted(msg.params.items())},
+        inputs={t.name: _tensor_from_pb(path, t, verify) for t in msg.inputs},
+        outputs={t.name: _tensor_from_pb(path, t, verify) for t in msg.outputs},
+        criteria=criteria,
+        expect="ok" if msg.expect == pb.OK else "rejected",
+        expect_check=msg.expect_check, expect_message=msg.expect_message, seed=msg.seed,
+        generator_version=msg.generator_version, spec_sha256=msg.spec_sha256, spec_path=msg.spec_path,
+        note=msg.note, zero_golden_ok=msg.zero_golden_ok, dtype=msg.dtype,
+    )
+
+
+def load(path: str | os.PathLike, verify: bool = True) -> Case:
+    """Read a case; raise CaseFileError for anything that does not check out.
+
+    ``verify`` re-hashes sidecars: set it False only for data you have just written.
+    """
+    path = Path(path)
+    return from_proto(read_envelope(path), path, verify)
+
+
+def find(paths) -> list[Path]:
+    """Every case file under ``paths`` (files or directories), sorted for a stable order."""
+    found: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found.extend(sorted(q for q in p.rglob(f"*{SUFFIX}") if q.is_file()))
+        else:
+            found.append(p)
+    return found
