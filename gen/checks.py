@@ -32,6 +32,19 @@ def check_env(spec: Spec, tensors: dict[str, TensorInfo | None], params: dict) -
     return env
 
 
+def failures(spec: Spec, tensors: dict[str, TensorInfo | None], params: dict) -> list[Check]:
+    """Every check the call violates, in the doc's order."""
+    env = check_env(spec, tensors, params)
+    return [check for check in spec.checks if not _holds(check, env)]
+
+
+def _holds(check: Check, env: dict) -> bool:
+    try:
+        return bool(evaluate(check.require, env))
+    except ExprError:
+        return False
+
+
 def first_failure(spec: Spec, tensors: dict[str, TensorInfo | None], params: dict) -> Check | None:
     """The first check, in the doc's order, that the call violates; None if all hold.
 
@@ -39,11 +52,4 @@ def first_failure(spec: Spec, tensors: dict[str, TensorInfo | None], params: dic
     indexed past its end, say) counts as violated: the call is malformed.
     """
     env = check_env(spec, tensors, params)
-    for check in spec.checks:
-        try:
-            holds = bool(evaluate(check.require, env))
-        except ExprError:
-            holds = False
-        if not holds:
-            return check
-    return None
+    return next((check for check in spec.checks if not _holds(check, env)), None)

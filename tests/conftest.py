@@ -1,0 +1,80 @@
+"""Shared fixtures: generated suites (once per session) and backends built from functions."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gen.generate import Generator, case_path, plan_suite
+from gen.registry import spec_for
+from harness.backend import Backend, InvalidArgument, Request, load_backend
+from harness.backends.builtin import round_to
+from harness.casefile import find, save
+from harness.runner import run_case
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+TEST_SUITES = ("random", "boundary", "invalid")
+
+
+def generate(op: str, out_dir: Path, suites=TEST_SUITES, count: int = 12, seed: int = 0,
+             max_bytes: int = 64 << 20) -> Path:
+    """Generate `suites` of `op` into out_dir (skipping cases over max_bytes); return the op's directory."""
+    from gen.generate import total_bytes
+    spec = spec_for(op)
+    baseline = load_backend(spec.criteria.baseline) if spec.criteria.mode == "dynamic" else None
+    generator = Generator(spec, baseline)
+    for suite in suites:
+        for plan in plan_suite(spec, suite, count, seed):
+            if total_bytes(spec, plan) <= max_bytes:
+                save(generator.build(plan), case_path(out_dir, plan, op))
+    return out_dir / op
+
+
+@pytest.fixture(scope="session")
+def suites(tmp_path_factory):
+    """suites(op) -> directory with the op's random, boundary and invalid cases (generated once)."""
+    made: dict[str, Path] = {}
+
+    def get(op: str) -> Path:
+        if op not in made:
+            made[op] = generate(op, tmp_path_factory.mktemp(op))
+        return made[op]
+    return get
+
+
+def checked_backend(name: str, compute, skip_check: str | None = None) -> Backend:
+    """A backend that makes the spec's checks (all but `skip_check`) and then runs `compute`.
+
+    `compute(request) -> {output: float64 array}`; results are rounded to the output dtypes.
+    """
+    from gen.checks import TensorInfo, check_env
+    from gen.expr import ExprError, evaluate
+
+    def run(request: Request) -> dict:
+        spec = spec_for(request.op)
+        tensors = {n: TensorInfo(tuple(a.shape), a.dtype.name, request.layouts[n]) for n, a in request.inputs.items()}
+        tensors.update({n: TensorInfo(o.shape, np.dtype(o.dtype).name, o.layout) for n, o in request.outputs.items()})
+        env = check_env(spec, tensors, request.params)
+        for check in spec.checks:
+            if check.id == skip_check:
+                continue
+            try:
+                ok = bool(evaluate(check.require, env))
+            except ExprError:
+                ok = False
+            if not ok:
+                raise InvalidArgument(check.id)
+        outputs = compute(request)
+        return {n: round_to(outputs[n], o.dtype) for n, o in request.outputs.items()}
+    return Backend(name=name, origin="test", run=run)
+
+
+def run_dir(directory: Path, backend: Backend) -> list:
+    return [run_case(p, backend, backend.name) for p in find([directory])]
+
+
+def statuses(results) -> dict:
+    from collections import Counter
+    return dict(Counter(r.status for r in results))

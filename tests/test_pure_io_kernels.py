@@ -1,0 +1,220 @@
+"""psamask and masked_im2col: the references against mmcv's data and against slow loops
+written from the design docs' pseudo-code, and the generated suites against planted bugs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import SHARED, checked_backend, run_dir, statuses
+from gen.ops import masked_im2col, psamask
+from gen.registry import spec_for
+from harness.runner import FAILING
+
+MMCV = SHARED / "conformance" / "mmcv"
+
+
+def _raw(path, shape):
+    return np.fromfile(path, dtype="<f4").reshape(shape)
+
+
+# ----------------------------------------------------------------------------- slow references
+
+def slow_psamask_forward(x, psa_type, hm, wm):
+    """Doc 001, 3.1.1 / 3.1.2 pseudo-code, element by element."""
+    N, H, W, _ = x.shape
+    y = np.zeros((N, H, W, H * W))
+    half_h, half_w = (hm - 1) // 2, (wm - 1) // 2
+    for n in range(N):
+        for h in range(H):
+            for w in range(W):
+                for hidx in range(max(0, half_h - h), min(hm, H + half_h - h)):
+                    for widx in range(max(0, half_w - w), min(wm, W + half_w - w)):
+                        fh, fw = h + hidx - half_h, w + widx - half_w
+                        if psa_type == 0:
+                            y[n, h, w, fh * W + fw] = x[n, h, w, hidx * wm + widx]
+                        else:
+                            y[n, fh, fw, h * W + w] = x[n, h, w, hidx * wm + widx]
+    return y
+
+
+def slow_psamask_backward(dy, psa_type, hm, wm):
+    N, H, W, _ = dy.shape
+    dx = np.zeros((N, H, W, hm * wm))
+    half_h, half_w = (hm - 1) // 2, (wm - 1) // 2
+    for n in range(N):
+        for h in range(H):
+            for w in range(W):
+                for hidx in range(max(0, half_h - h), min(hm, H + half_h - h)):
+                    for widx in range(max(0, half_w - w), min(wm, W + half_w - w)):
+                        fh, fw = h + hidx - half_h, w + widx - half_w
+                        src = dy[n, h, w, fh * W + fw] if psa_type == 0 else dy[n, fh, fw, h * W + w]
+                        dx[n, h, w, hidx * wm + widx] = src
+    return dx
+
+
+def slow_masked_im2col(feature, mh, mw, kh, kw, ph, pw):
+    """Doc 004, 3.2 (the CUDA loop it quotes)."""
+    _, C, H, W = feature.shape
+    cols = np.zeros((C * kh * kw, len(mh)))
+    for m in range(len(mh)):
+        for c in range(C):
+            for i in range(kh):
+                for j in range(kw):
+                    hi, wi = mh[m] - ph + i, mw[m] - pw + j
+                    if 0 <= hi < H and 0 <= wi < W:
+                        cols[(c * kh + i) * kw + j, m] = feature[0, c, hi, wi]
+    return cols
+
+
+# ----------------------------------------------------------------------------- conformance
+
+@pytest.mark.skipif(not MMCV.is_dir(), reason="../shared/conformance is not present")
+@pytest.mark.parametrize("psa_type, stem", [(0, "collect"), (1, "distribute")])
+def test_psamask_reproduces_mmcv_exactly(psa_type, stem):
+    x = _raw(MMCV / "for_psa_mask" / "psa_input.bin", (4, 16, 8, 8)).transpose(0, 2, 3, 1)
+    expected = _raw(MMCV / "for_psa_mask" / f"psa_output_{stem}.bin", (4, 64, 8, 8))
+    y = psamask.forward({"x": x}, {"psa_type": psa_type, "h_mask": 4, "w_mask": 4})["y"]
+    assert np.array_equal(y.astype(np.float32).transpose(0, 3, 1, 2), expected)
+    # and backward is the adjoint of forward: <forward(x), dy> == <x, backward(dy)>
+    dy = np.random.default_rng(1).normal(size=y.shape)
+    dx = psamask.backward({"dy": dy}, {"psa_type": psa_type, "h_mask": 4, "w_mask": 4})["dx"]
+    assert np.isclose(np.vdot(y, dy), np.vdot(x.astype(np.float64), dx), rtol=1e-12)
+
+
+@pytest.mark.skipif(not MMCV.is_dir(), reason="../shared/conformance is not present")
+def test_masked_conv_reproduces_mmcv():
+    load = lambda n: np.load(MMCV / "for_masked_conv2d" / f"masked_conv2d_for_{n}.npy")  # noqa: E731
+    feature, mask, weight, bias, expected = (load(n) for n in ("input", "mask", "weight", "bias", "output"))
+    mh, mw = np.nonzero(mask[0] > 0)
+    cols = masked_im2col.forward({"feature": feature, "mask_h_idx": mh.astype(np.int32),
+                                  "mask_w_idx": mw.astype(np.int32)},
+                                 {"kernel_h": 3, "kernel_w": 3, "pad_h": 1, "pad_w": 1})["data_col"]
+    out = np.zeros(expected.shape[1:])
+    out[:, mh, mw] = bias[:, None] + weight.reshape(weight.shape[0], -1) @ cols
+    assert np.abs(out - expected[0]).max() < 1e-5
+
+
+# ----------------------------------------------------------------------------- vs slow loops
+
+@pytest.mark.parametrize("shape, hm, wm", [((2, 5, 6), 3, 3), ((1, 6, 5), 2, 2), ((2, 7, 4), 4, 6),
+                                           ((1, 3, 4), 15, 13), ((3, 1, 1), 3, 3), ((1, 1, 9), 1, 4)])
+@pytest.mark.parametrize("psa_type", [0, 1])
+def test_psamask_matches_slow_loops(shape, hm, wm, psa_type):
+    rng = np.random.default_rng(hm * 100 + wm)
+    N, H, W = shape
+    params = {"psa_type": psa_type, "h_mask": hm, "w_mask": wm}
+    x = rng.normal(size=(N, H, W, hm * wm))
+    assert np.array_equal(psamask.forward({"x": x}, params)["y"], slow_psamask_forward(x, psa_type, hm, wm))
+    dy = rng.normal(size=(N, H, W, H * W))
+    assert np.array_equal(psamask.backward({"dy": dy}, params)["dx"], slow_psamask_backward(dy, psa_type, hm, wm))
+
+
+@pytest.mark.parametrize("C, H, W, kh, kw, ph, pw", [(3, 6, 7, 3, 3, 1, 1), (2, 3, 4, 7, 9, 3, 4),
+                                                     (4, 1, 1, 3, 3, 1, 1), (3, 9, 11, 3, 5, 1, 2),
+                                                     (2, 8, 8, 2, 3, 4, 5), (5, 6, 6, 1, 1, 1, 1)])
+def test_masked_im2col_matches_slow_loop(C, H, W, kh, kw, ph, pw):
+    rng = np.random.default_rng(C * 7 + H)
+    feature = rng.normal(size=(1, C, H, W))
+    mh = rng.integers(-4, H + 4, size=17).astype(np.int32)
+    mw = rng.integers(-4, W + 4, size=17).astype(np.int32)
+    got = masked_im2col.forward({"feature": feature, "mask_h_idx": mh, "mask_w_idx": mw},
+                                {"kernel_h": kh, "kernel_w": kw, "pad_h": ph, "pad_w": pw})["data_col"]
+    assert np.array_equal(got, slow_masked_im2col(feature, mh, mw, kh, kw, ph, pw))
+
+
+# ----------------------------------------------------------------------------- planted bugs
+
+def _psamask_variant(half=lambda m: (m - 1) // 2, swap_types=False, zero_fill=True):
+    """A copy of the psamask reference with knobs for realistic bugs."""
+    def forward(request):
+        x = request.inputs["x"].astype(np.float64)
+        p = request.params
+        hm, wm = p["h_mask"], p["w_mask"]
+        collect = (p["psa_type"] == 0) != swap_types
+        N, H, W, _ = x.shape
+        y = np.zeros((N, H, W, H * W)) if zero_fill else np.random.default_rng(0).uniform(0.5, 4, (N, H, W, H * W))
+        y5, x5 = y.reshape(N, H, W, H, W), x.reshape(N, H, W, hm, wm)
+        hh, hw = half(hm), half(wm)
+        for h in range(H):
+            for w in range(W):
+                for hidx in range(max(0, hh - h), min(hm, H + hh - h)):
+                    fh = h + hidx - hh
+                    ws = range(max(0, hw - w), min(wm, W + hw - w))
+                    fws = [w + widx - hw for widx in ws]
+                    if collect:
+                        y5[:, h, w, fh, fws] = x5[:, h, w, hidx, list(ws)]
+                    else:
+                        y5[:, fh, fws, h, w] = x5[:, h, w, hidx, list(ws)]
+        return {"y": y}
+    return forward
+
+
+def _im2col_variant(pad_sign=1, clamp=False, zero_fill=True):
+    def forward(request):
+        f = request.inputs["feature"].astype(np.float64)
+        p = request.params
+        kh, kw, ph, pw = p["kernel_h"], p["kernel_w"], pad_sign * p["pad_h"], pad_sign * p["pad_w"]
+        mh, mw = request.inputs["mask_h_idx"], request.inputs["mask_w_idx"]
+        _, C, H, W = f.shape
+        shape = (C, kh, kw, len(mh))
+        cols = np.zeros(shape) if zero_fill else np.random.default_rng(0).uniform(0.5, 4, shape)
+        for i in range(kh):
+            for j in range(kw):
+                r, c = mh - ph + i, mw - pw + j
+                inside = (r >= 0) & (r < H) & (c >= 0) & (c < W)
+                if clamp:
+                    cols[:, i, j, :] = f[0][:, np.clip(r, 0, H - 1), np.clip(c, 0, W - 1)]
+                else:
+                    cols[:, i, j, inside] = f[0][:, r[inside], c[inside]]
+        return {"data_col": cols.reshape(C * kh * kw, len(mh))}
+    return forward
+
+
+def _psamask_backward_variant(swap_types=False):
+    def backward(request):
+        dy = request.inputs["dy"].astype(np.float64)
+        p = dict(request.params)
+        if swap_types:
+            p["psa_type"] = 1 - p["psa_type"]
+        return psamask.backward({"dy": dy}, p)
+    return backward
+
+
+def _fails(results) -> bool:
+    return any(r.status in FAILING for r in results)
+
+
+def test_correct_copies_pass(suites):
+    for op, fn in (("psamask_forward", _psamask_variant()), ("masked_im2col_forward", _im2col_variant())):
+        results = run_dir(suites(op), checked_backend("copy", fn))
+        assert not _fails(results), statuses(results)
+
+
+@pytest.mark.parametrize("op, bug, fn", [
+    ("psamask_forward", "half-mask m//2 for even masks", _psamask_variant(half=lambda m: m // 2)),
+    ("psamask_forward", "COLLECT and DISTRIBUTE swapped", _psamask_variant(swap_types=True)),
+    ("psamask_forward", "no zero fill", _psamask_variant(zero_fill=False)),
+    ("psamask_backward", "COLLECT and DISTRIBUTE swapped", _psamask_backward_variant(swap_types=True)),
+    ("masked_im2col_forward", "pad sign flipped", _im2col_variant(pad_sign=-1)),
+    ("masked_im2col_forward", "out-of-map taps clamped", _im2col_variant(clamp=True)),
+    ("masked_im2col_forward", "no zero fill", _im2col_variant(zero_fill=False)),
+])
+def test_suites_catch_planted_bug(suites, op, bug, fn):
+    results = run_dir(suites(op), checked_backend(bug, fn))
+    failing = [r for r in results if r.status == "failed"]
+    assert failing, f"{op}: planted bug '{bug}' passed every case: {statuses(results)}"
+
+
+@pytest.mark.parametrize("op", ["psamask_forward", "psamask_backward", "masked_im2col_forward"])
+def test_every_missing_check_is_caught(suites, op):
+    import gen
+    spec = spec_for(op)
+    compute = lambda request: gen.golden(request.op, request.inputs, request.params)  # noqa: E731
+    testable = [c.id for c in spec.checks if c.violate is not None]
+    assert testable
+    for check_id in testable:
+        results = run_dir(suites(op) / "invalid", checked_backend(f"no {check_id}", compute, skip_check=check_id))
+        # Without the check the call goes through (wrongly-accepted) or crashes (error):
+        # either way exactly the case of that check fails.
+        caught = [r.name.rsplit("-", 1)[0] for r in results if r.status in FAILING]
+        assert caught == [check_id], (check_id, statuses(results))

@@ -1,0 +1,625 @@
+"""The torch backend against mmcv's own data and against slow loop implementations of OPS.md."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from harness.backends import torch_backend  # noqa: E402  (needs torch)
+from harness.backends.torch_backend import InvalidArgument  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+MMCV_DATA = SHARED / "conformance" / "mmcv"
+
+BACKEND = torch_backend.make("cpu")
+
+
+def run(op, params, inputs, outputs, layout="NHWC"):
+    """Run one request; `outputs` maps output name -> (shape, dtype)."""
+    request = SimpleNamespace(
+        op=op,
+        params=params,
+        inputs=inputs,
+        outputs={name: SimpleNamespace(shape=tuple(shape), dtype=np.dtype(dtype), layout=layout)
+                 for name, (shape, dtype) in outputs.items()},
+    )
+    result = BACKEND.run(request)
+    for name, (shape, dtype) in outputs.items():
+        assert result[name].shape == tuple(shape), name
+        assert result[name].dtype == np.dtype(dtype), name
+    return result
+
+
+def nchw_to_nhwc(a):
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1))
+
+
+def nhwc_to_nchw(a):
+    return np.ascontiguousarray(a.transpose(0, 3, 1, 2))
+
+
+# ------------------------------------------------------------------------------------------
+# Slow loop implementations, written straight from OPS.md in NHWC.
+# ------------------------------------------------------------------------------------------
+
+
+def loop_bilinear(y, x, height, width):
+    """[(weight, row, col)] of the four corners, or [] where the point gives 0 / no gradient."""
+    if y < -1 or y > height or x < -1 or x > width:
+        return []
+    y, x = max(y, 0.0), max(x, 0.0)
+    y_low, x_low = int(math.floor(y)), int(math.floor(x))
+    if y_low >= height - 1:
+        y_low = y_high = height - 1
+        y = float(y_low)
+    else:
+        y_high = y_low + 1
+    if x_low >= width - 1:
+        x_low = x_high = width - 1
+        x = float(x_low)
+    else:
+        x_high = x_low + 1
+    ly, lx = y - y_low, x - x_low
+    hy, hx = 1 - ly, 1 - lx
+    return [(hy * hx, y_low, x_low), (hy * lx, y_low, x_high),
+            (ly * hx, y_high, x_low), (ly * lx, y_high, x_high)]
+
+
+def loop_psamask_index_pairs(height, width, h_mask, w_mask):
+    """Yield (h, w, hidx, widx, fh, fw) for every mask entry that lands inside the map."""
+    half_h, half_w = (h_mask - 1) // 2, (w_mask - 1) // 2
+    for h in range(height):
+        for w in range(width):
+            for hidx in range(max(0, half_h - h), min(h_mask, height + half_h - h)):
+                for widx in range(max(0, half_w - w), min(w_mask, width + half_w - w)):
+                    yield h, w, hidx, widx, h + hidx - half_h, w + widx - half_w
+
+
+def loop_psamask_forward(x, psa_type, h_mask, w_mask):
+    n, height, width, _ = x.shape
+    y = np.zeros((n, height, width, height * width), x.dtype)
+    for b in range(n):
+        for h, w, hidx, widx, fh, fw in loop_psamask_index_pairs(height, width, h_mask, w_mask):
+            value = x[b, h, w, hidx * w_mask + widx]
+            if psa_type == 0:
+                y[b, h, w, fh * width + fw] = value
+            else:
+                y[b, fh, fw, h * width + w] = value
+    return y
+
+
+def loop_psamask_backward(dy, psa_type, h_mask, w_mask):
+    n, height, width, _ = dy.shape
+    dx = np.zeros((n, height, width, h_mask * w_mask), dy.dtype)
+    for b in range(n):
+        for h, w, hidx, widx, fh, fw in loop_psamask_index_pairs(height, width, h_mask, w_mask):
+            if psa_type == 0:
+                value = dy[b, h, w, fh * width + fw]
+            else:
+                value = dy[b, fh, fw, h * width + w]
+            dx[b, h, w, hidx * w_mask + widx] = value
+    return dx
+
+
+def loop_carafe_taps(n, height, width, channels, masks_shape, k, groups, scale):
+    """Yield (b, ho, wo, c, iy, ix, mask_channel) for every tap inside the map."""
+    _, out_h, out_w, _ = masks_shape
+    r = (k - 1) // 2
+    group_channels = channels // groups
+    for b in range(n):
+        for ho in range(out_h):
+            for wo in range(out_w):
+                for c in range(channels):
+                    g = c // group_channels
+                    for kh in range(k):
+                        for kw in range(k):
+                            iy, ix = ho // scale - r + kh, wo // scale - r + kw
+                            if 0 <= iy < height and 0 <= ix < width:
+                                yield b, ho, wo, c, iy, ix, (g * k + kh) * k + kw
+
+
+def loop_carafe_forward(inp, mask, k, groups, scale):
+    n, height, width, channels = inp.shape
+    out = np.zeros(mask.shape[:3] + (channels,), np.float64)
+    for b, ho, wo, c, iy, ix, mc in loop_carafe_taps(n, height, width, channels, mask.shape,
+                                                     k, groups, scale):
+        out[b, ho, wo, c] += inp[b, iy, ix, c] * mask[b, ho, wo, mc]
+    return out
+
+
+def loop_carafe_backward(inp, mask, grad_out, k, groups, scale):
+    n, height, width, channels = inp.shape
+    grad_in = np.zeros(inp.shape, np.float64)
+    grad_mask = np.zeros(mask.shape, np.float64)
+    for b, ho, wo, c, iy, ix, mc in loop_carafe_taps(n, height, width, channels, mask.shape,
+                                                     k, groups, scale):
+        grad_in[b, iy, ix, c] += mask[b, ho, wo, mc] * grad_out[b, ho, wo, c]
+        grad_mask[b, ho, wo, mc] += inp[b, iy, ix, c] * grad_out[b, ho, wo, c]
+    return grad_in, grad_mask
+
+
+def loop_masked_im2col(feature, mask_h_idx, mask_w_idx, kh, kw, pad_h, pad_w):
+    _, channels, height, width = feature.shape
+    count = len(mask_h_idx)
+    data_col = np.zeros((channels * kh * kw, count), feature.dtype)
+    for c in range(channels):
+        for i in range(kh):
+            for j in range(kw):
+                for m in range(count):
+                    h = mask_h_idx[m] - pad_h + i
+                    w = mask_w_idx[m] - pad_w + j
+                    if 0 <= h < height and 0 <= w < width:
+                        data_col[(c * kh + i) * kw + j, m] = feature[0, c, h, w]
+    return data_col
+
+
+def loop_deform_roi_pool(inp, rois, offset, ph_count, pw_count, scale, sampling_ratio, gamma):
+    _, height, width, channels = inp.shape
+    out = np.zeros((len(rois), ph_count, pw_count, channels), np.float64)
+    for r, (batch, x1, y1, x2, y2) in enumerate(rois):
+        start_w, start_h = x1 * scale - 0.5, y1 * scale - 0.5
+        roi_w, roi_h = (x2 * scale - 0.5) - start_w, (y2 * scale - 0.5) - start_h
+        bin_h, bin_w = roi_h / ph_count, roi_w / pw_count
+        grid_h = sampling_ratio if sampling_ratio > 0 else max(math.ceil(roi_h / ph_count), 0)
+        grid_w = sampling_ratio if sampling_ratio > 0 else max(math.ceil(roi_w / pw_count), 0)
+        for ph in range(ph_count):
+            for pw in range(pw_count):
+                sw, sh = start_w, start_h
+                if offset is not None:
+                    sw += gamma * roi_w * offset[r, 0, ph, pw]
+                    sh += gamma * roi_h * offset[r, 1, ph, pw]
+                for c in range(channels):
+                    total = 0.0
+                    for iy in range(grid_h):
+                        y = sh + ph * bin_h + (iy + 0.5) * bin_h / grid_h
+                        for ix in range(grid_w):
+                            x = sw + pw * bin_w + (ix + 0.5) * bin_w / grid_w
+                            for weight, row, col in loop_bilinear(y, x, height, width):
+                                total += weight * inp[int(batch), row, col, c]
+                    out[r, ph, pw, c] = total / max(grid_h * grid_w, 1)
+    return out
+
+
+def loop_border_align_backward(grad_out, boxes, argmax_idx, pool_size, height, width):
+    n, box_count, _, channels = grad_out.shape
+    grad_in = np.zeros((n, height, width, 4 * channels), np.float64)
+    for b in range(n):
+        for k in range(box_count):
+            x1, y1, x2, y2 = boxes[b, k]
+            w, h = x2 - x1, y2 - y1
+            starts = [(x1, y1), (x1, y1), (x2, y2), (x2, y2)]
+            strides = [(w / pool_size, 0), (0, h / pool_size),
+                       (-w / pool_size, 0), (0, -h / pool_size)]
+            for e in range(4):
+                for c in range(channels):
+                    i = argmax_idx[b, k, e, c]
+                    x = starts[e][0] + strides[e][0] * i
+                    y = starts[e][1] + strides[e][1] * i
+                    for weight, row, col in loop_bilinear(y, x, height, width):
+                        grad_in[b, row, col, e * channels + c] += weight * grad_out[b, k, e, c]
+    return grad_in
+
+
+# ------------------------------------------------------------------------------------------
+# Conformance against mmcv's own test data
+# ------------------------------------------------------------------------------------------
+
+
+def load_bin(folder, name, shape):
+    path = MMCV_DATA / folder / name
+    if not path.exists():
+        pytest.skip(f"{path} missing")
+    return np.fromfile(path, dtype="<f4").reshape(shape)
+
+
+def relative_error(actual, expected):
+    return float(np.abs(actual.astype(np.float64) - expected).sum() / np.abs(expected).sum())
+
+
+@pytest.mark.parametrize("psa_type, golden", [(0, "psa_output_collect.bin"),
+                                              (1, "psa_output_distribute.bin")])
+def test_psamask_matches_mmcv_data(psa_type, golden):
+    x = nchw_to_nhwc(load_bin("for_psa_mask", "psa_input.bin", (4, 16, 8, 8)))
+    expected = nchw_to_nhwc(load_bin("for_psa_mask", golden, (4, 64, 8, 8)))
+    params = dict(psa_type=psa_type, h_mask=4, w_mask=4)
+    y = run("psamask_forward", params, {"x": x}, {"y": ((4, 8, 8, 64), "float32")})["y"]
+    np.testing.assert_array_equal(y, expected)
+
+
+def carafe_data():
+    feat = nchw_to_nhwc(load_bin("for_carafe", "carafe_feat.bin", (2, 64, 3, 3)))
+    mask = nchw_to_nhwc(load_bin("for_carafe", "carafe_mask.bin", (2, 100, 6, 6)))
+    return feat, mask, dict(kernel_size=5, group_size=4, scale_factor=2)
+
+
+def test_carafe_forward_matches_mmcv_data():
+    feat, mask, params = carafe_data()
+    expected = nchw_to_nhwc(load_bin("for_carafe", "carafe_output.bin", (2, 64, 6, 6)))
+    out = run("carafe_forward", params, {"input": feat, "mask": mask},
+              {"output": ((2, 6, 6, 64), "float32")})["output"]
+    assert relative_error(out, expected) < 1e-4
+    np.testing.assert_allclose(out, expected, atol=1e-3)
+
+
+def test_carafe_backward_matches_mmcv_data():
+    feat, mask, params = carafe_data()
+    expected_feat_grad = nchw_to_nhwc(load_bin("for_carafe", "carafe_feat_grad.bin", (2, 64, 3, 3)))
+    expected_mask_grad = nchw_to_nhwc(load_bin("for_carafe", "carafe_mask_grad.bin", (2, 100, 6, 6)))
+    grads = run("carafe_backward", params,
+                {"input": feat, "mask": mask, "grad_output": np.ones((2, 6, 6, 64), np.float32)},
+                {"grad_input": ((2, 3, 3, 64), "float32"), "grad_mask": ((2, 6, 6, 100), "float32")})
+    assert relative_error(grads["grad_input"], expected_feat_grad) < 1e-4
+    assert relative_error(grads["grad_mask"], expected_mask_grad) < 1e-4
+    np.testing.assert_allclose(grads["grad_input"], expected_feat_grad, atol=1e-3)
+    np.testing.assert_allclose(grads["grad_mask"], expected_mask_grad, atol=1e-3)
+
+
+def test_masked_conv_matches_mmcv_data():
+    folder = MMCV_DATA / "for_masked_conv2d"
+    if not folder.exists():
+        pytest.skip(f"{folder} missing")
+    load = lambda part: np.load(folder / f"masked_conv2d_for_{part}.npy")  # noqa: E731
+    feature, mask, weight, bias, expected = (load(p) for p in
+                                             ("input", "mask", "weight", "bias", "output"))
+    rows, cols = np.nonzero(mask[0] > 0)  # row-major order
+    data_col = run("masked_im2col_forward",
+                   dict(kernel_h=3, kernel_w=3, pad_h=1, pad_w=1),
+                   {"feature": feature.astype(np.float32),
+                    "mask_h_idx": rows.astype(np.int32), "mask_w_idx": cols.astype(np.int32)},
+                   {"data_col": ((27, len(rows)), "float32")}, layout="ARRAY")["data_col"]
+    conv = bias[:, None] + weight.reshape(3, -1) @ data_col
+    out = np.zeros((1, 3, 16, 16), np.float32)
+    out[0][:, rows, cols] = conv
+    np.testing.assert_allclose(out, expected, atol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------
+# Against the loop implementations
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(20240611)
+
+
+# (H, W, h_mask, w_mask): odd, even (asymmetric), bigger than the map, 1x1
+PSAMASK_SHAPES = [(4, 5, 3, 3), (5, 4, 2, 4), (3, 4, 7, 9), (4, 3, 1, 1), (3, 3, 5, 5)]
+
+
+@pytest.mark.parametrize("psa_type", [0, 1])
+@pytest.mark.parametrize("height, width, h_mask, w_mask", PSAMASK_SHAPES)
+def test_psamask_forward_matches_loops(rng, psa_type, height, width, h_mask, w_mask):
+    x = rng.standard_normal((2, height, width, h_mask * w_mask))
+    params = dict(psa_type=psa_type, h_mask=h_mask, w_mask=w_mask)
+    y = run("psamask_forward", params, {"x": x},
+            {"y": ((2, height, width, height * width), "float64")})["y"]
+    np.testing.assert_array_equal(y, loop_psamask_forward(x, psa_type, h_mask, w_mask))
+
+
+@pytest.mark.parametrize("psa_type", [0, 1])
+@pytest.mark.parametrize("height, width, h_mask, w_mask", PSAMASK_SHAPES)
+def test_psamask_backward_matches_loops(rng, psa_type, height, width, h_mask, w_mask):
+    dy = rng.standard_normal((2, height, width, height * width)).astype(np.float32)
+    params = dict(psa_type=psa_type, h_mask=h_mask, w_mask=w_mask)
+    dx = run("psamask_backward", params, {"dy": dy},
+             {"dx": ((2, height, width, h_mask * w_mask), "float32")})["dx"]
+    np.testing.assert_array_equal(dx, loop_psamask_backward(dy, psa_type, h_mask, w_mask))
+
+
+# (kernel_h, kernel_w, pad_h, pad_w)
+@pytest.mark.parametrize("kernel", [(3, 3, 1, 1), (2, 3, 0, 2), (1, 1, 0, 0), (5, 1, 3, 0)])
+@pytest.mark.parametrize("dtype", ["float64", "float16"])
+def test_masked_im2col_matches_loops(rng, kernel, dtype):
+    feature = rng.standard_normal((1, 3, 5, 6)).astype(dtype)
+    # inside, negative and past-the-map indices (mlu-ops' cases use -4 and -1)
+    mask_h_idx = np.array([0, 4, 2, -1, -4, 5, 7, 2, 3], np.int32)
+    mask_w_idx = np.array([0, 5, 3, 2, -1, 1, 9, -4, 6], np.int32)
+    kh, kw, pad_h, pad_w = kernel
+    params = dict(kernel_h=kh, kernel_w=kw, pad_h=pad_h, pad_w=pad_w)
+    data_col = run("masked_im2col_forward", params,
+                   {"feature": feature, "mask_h_idx": mask_h_idx, "mask_w_idx": mask_w_idx},
+                   {"data_col": ((3 * kh * kw, len(mask_h_idx)), dtype)}, layout="ARRAY")
+    expected = loop_masked_im2col(feature, mask_h_idx, mask_w_idx, kh, kw, pad_h, pad_w)
+    np.testing.assert_array_equal(data_col["data_col"], expected)
+
+
+def test_masked_im2col_passes_nan_and_inf_through():
+    feature = np.arange(2 * 3 * 3, dtype=np.float32).reshape(1, 2, 3, 3)
+    feature[0, 0, 1, 1] = np.nan
+    feature[0, 1, 0, 0] = np.inf
+    mask_h_idx = np.array([0, 1, 2, -2], np.int32)
+    mask_w_idx = np.array([0, 1, 2, 0], np.int32)
+    params = dict(kernel_h=3, kernel_w=3, pad_h=1, pad_w=1)
+    data_col = run("masked_im2col_forward", params,
+                   {"feature": feature, "mask_h_idx": mask_h_idx, "mask_w_idx": mask_w_idx},
+                   {"data_col": ((18, 4), "float32")}, layout="ARRAY")["data_col"]
+    np.testing.assert_array_equal(
+        data_col, loop_masked_im2col(feature, mask_h_idx, mask_w_idx, 3, 3, 1, 1))
+
+
+def test_masked_im2col_with_no_mask_points():
+    data_col = run("masked_im2col_forward", dict(kernel_h=3, kernel_w=3, pad_h=1, pad_w=1),
+                   {"feature": np.ones((1, 2, 4, 4), np.float32),
+                    "mask_h_idx": np.zeros(0, np.int32), "mask_w_idx": np.zeros(0, np.int32)},
+                   {"data_col": ((18, 0), "float32")}, layout="ARRAY")["data_col"]
+    assert data_col.shape == (18, 0)
+
+
+# (N, H, W, C, kernel_size, group_size, scale_factor)
+CARAFE_SHAPES = [(2, 3, 4, 4, 3, 2, 2), (1, 2, 3, 3, 5, 1, 1), (1, 4, 2, 6, 3, 3, 3),
+                 (1, 1, 1, 2, 1, 2, 2)]
+
+
+def carafe_inputs(rng, n, height, width, channels, k, groups, scale, dtype):
+    inp = rng.standard_normal((n, height, width, channels)).astype(dtype)
+    mask = rng.standard_normal((n, height * scale, width * scale, groups * k * k)).astype(dtype)
+    return inp, mask, dict(kernel_size=k, group_size=groups, scale_factor=scale)
+
+
+@pytest.mark.parametrize("shape", CARAFE_SHAPES)
+def test_carafe_forward_matches_loops(rng, shape):
+    inp, mask, params = carafe_inputs(rng, *shape, "float64")
+    out = run("carafe_forward", params, {"input": inp, "mask": mask},
+              {"output": (mask.shape[:3] + inp.shape[3:], "float64")})["output"]
+    expected = loop_carafe_forward(inp, mask, shape[4], shape[5], shape[6])
+    np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", CARAFE_SHAPES)
+def test_carafe_backward_matches_loops(rng, shape):
+    inp, mask, params = carafe_inputs(rng, *shape, "float64")
+    grad_out = rng.standard_normal(mask.shape[:3] + inp.shape[3:])
+    grads = run("carafe_backward", params, {"input": inp, "mask": mask, "grad_output": grad_out},
+                {"grad_input": (inp.shape, "float64"), "grad_mask": (mask.shape, "float64")})
+    expected_in, expected_mask = loop_carafe_backward(inp, mask, grad_out, *shape[4:])
+    np.testing.assert_allclose(grads["grad_input"], expected_in, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(grads["grad_mask"], expected_mask, rtol=1e-12, atol=1e-12)
+
+
+def test_carafe_half_accumulates_in_float32(rng):
+    inp, mask, params = carafe_inputs(rng, *CARAFE_SHAPES[0], "float16")
+    out = run("carafe_forward", params, {"input": inp, "mask": mask},
+              {"output": (mask.shape[:3] + inp.shape[3:], "float16")})["output"]
+    expected = loop_carafe_forward(inp.astype(np.float64), mask.astype(np.float64), 3, 2, 2)
+    # one rounding to half at the end: within half an ulp of float16 plus float32 noise
+    np.testing.assert_allclose(out.astype(np.float64), expected, rtol=2 ** -11, atol=1e-6)
+
+
+def test_carafe_skips_taps_outside_the_map_even_with_inf_masks():
+    inp = np.ones((1, 1, 1, 1), np.float32)
+    mask = np.full((1, 1, 1, 9), np.inf, np.float32)
+    mask[..., 4] = 2.0  # the centre tap, the only one inside a 1x1 map
+    out = run("carafe_forward", dict(kernel_size=3, group_size=1, scale_factor=1),
+              {"input": inp, "mask": mask}, {"output": ((1, 1, 1, 1), "float32")})["output"]
+    assert out.item() == 2.0
+
+
+def deform_roi_pool_case(rng, dtype):
+    inp = rng.standard_normal((2, 6, 7, 3)).astype(dtype)
+    rois = np.array([
+        [0, 1.0, 1.0, 4.0, 5.0],     # inside the map
+        [1, -3.0, -2.0, 3.0, 2.5],   # crosses the top-left edge
+        [0, 4.0, 3.0, 9.5, 8.0],     # crosses the bottom-right edge and beyond
+        [1, 2.0, 2.0, 2.2, 2.1],     # tiny: a 1x1 grid with sampling_ratio 0
+        [0, 5.0, 4.0, 2.0, 1.0],     # inverted: an empty grid, output 0
+        [1, -9.0, -9.0, -4.0, -4.0],  # entirely outside: output 0
+    ], dtype)
+    offset = (rng.standard_normal((len(rois), 2, 2, 3)) * 2).astype(dtype)
+    return inp, rois, offset
+
+
+@pytest.mark.parametrize("sampling_ratio", [0, 2])
+@pytest.mark.parametrize("with_offset", [False, True])
+@pytest.mark.parametrize("spatial_scale", [1.0, 0.5])
+def test_deform_roi_pool_matches_loops(rng, sampling_ratio, with_offset, spatial_scale):
+    inp, rois, offset = deform_roi_pool_case(rng, "float64")
+    offset = offset if with_offset else None
+    params = dict(pooled_height=2, pooled_width=3, spatial_scale=spatial_scale,
+                  sampling_ratio=sampling_ratio, gamma=0.3)
+    out = run("deform_roi_pool_forward", params, {"input": inp, "rois": rois, "offset": offset},
+              {"output": ((len(rois), 2, 3, 3), "float64")})["output"]
+    expected = loop_deform_roi_pool(inp, rois, offset, 2, 3, spatial_scale, sampling_ratio, 0.3)
+    np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_deform_roi_pool_without_offset_key_and_in_half(rng):
+    inp, rois, _ = deform_roi_pool_case(rng, "float16")
+    params = dict(pooled_height=2, pooled_width=3, spatial_scale=1.0, sampling_ratio=0, gamma=0.1)
+    out = run("deform_roi_pool_forward", params, {"input": inp, "rois": rois},
+              {"output": ((len(rois), 2, 3, 3), "float16")})["output"]
+    expected = loop_deform_roi_pool(inp.astype(np.float64), rois.astype(np.float64), None,
+                                    2, 3, 1.0, 0, 0.1)
+    np.testing.assert_allclose(out.astype(np.float64), expected, rtol=2 ** -10, atol=1e-3)
+
+
+def test_deform_roi_pool_on_an_empty_map_gives_zeros():
+    params = dict(pooled_height=2, pooled_width=2, spatial_scale=1.0, sampling_ratio=0, gamma=0.1)
+    out = run("deform_roi_pool_forward", params,
+              {"input": np.zeros((1, 0, 0, 4), np.float32),
+               "rois": np.array([[0, 0, 0, 3, 3]], np.float32)},
+              {"output": ((1, 2, 2, 4), "float32")})["output"]
+    np.testing.assert_array_equal(out, 0)
+
+
+# mmcv's tests/test_ops/test_border_align.py data, NCHW: input [1, 4C=4, H=3, W=4], boxes [1, 12, 4]
+BORDER_ALIGN_INPUT = np.array([[[[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]],
+                                [[6, 7, 5, 8], [2, 1, 3, 4], [12, 9, 11, 10]],
+                                [[-2, -3, 2, 0], [-4, -5, 1, -1], [-1, -1, -1, -1]],
+                                [[0, -1, 2, 1], [-4, -3, -2, -1], [-1, -2, -3, -4]]]], np.float32)
+BORDER_ALIGN_BOXES = np.array([[[0, 0, 2, 1], [1, 0, 3, 1], [1, 0, 2, 1], [0, 0, 3, 1],
+                                [0, 0, 1, 2], [0, 0, 2, 2], [1, 0, 2, 1], [1, 0, 3, 1],
+                                [0, 1, 1, 2], [0, 0, 3, 2], [1, 0, 3, 2], [2, 0, 3, 2]]],
+                              np.float32)
+
+
+def loop_border_align_forward(inp_nchw, boxes, pool_size):
+    """mmcv border_align forward (OPS.md): P+1 points from the start by repeated addition,
+    first maximum kept. Returns output and argmax_idx, both NHWC [N, K, 4, C]."""
+    n, four_c, height, width = inp_nchw.shape
+    channels = four_c // 4
+    out = np.zeros((n, boxes.shape[1], 4, channels))
+    argmax_idx = np.zeros(out.shape, np.int32)
+    for b, k, e, c in np.ndindex(*out.shape):
+        x1, y1, x2, y2 = (float(v) for v in boxes[b, k])
+        x, y = (x1, y1) if e < 2 else (x2, y2)
+        step_x, step_y = [((x2 - x1) / pool_size, 0), (0, (y2 - y1) / pool_size),
+                          (-(x2 - x1) / pool_size, 0), (0, -(y2 - y1) / pool_size)][e]
+
+        def sample(y, x):
+            return sum(weight * inp_nchw[b, e * channels + c, row, col]
+                       for weight, row, col in loop_bilinear(y, x, height, width))
+
+        best, best_i = sample(y, x), 0
+        for i in range(1, pool_size + 1):
+            x, y = x + step_x, y + step_y
+            value = sample(y, x)
+            if value > best:
+                best, best_i = value, i
+        out[b, k, e, c], argmax_idx[b, k, e, c] = best, best_i
+    return out, argmax_idx
+
+
+@pytest.mark.parametrize("pool_size, expected_nchw", [
+    (1, [[[0, 1, 4, 6], [0, 1, 0, 0], [0, 0, 0, 0]],
+         [[2, 4, 0, 0], [0, 0, 0, 0], [4, 1, 1, 0]],
+         [[0, 0, 0, 0], [0, 0, 3, 3], [0, 2, 1, 3]],
+         [[0, 1, 4, 6], [0, 0, 0, 0], [0, 1, 0, 0]]]),
+    (2, [[[0, 1, 4, 6], [0, 1, 0, 0], [0, 0, 0, 0]],
+         [[2, 4, 0, 0], [0, 0, 0, 0], [4, 1, 1, 0]],
+         [[0, 0, 0, 0], [0, 0, 5, 1], [0, 2, 1, 3]],
+         [[0, 1, 4, 6], [0, 0, 0, 0], [0, 1, 0, 0]]]),
+])
+def test_border_align_backward_matches_mmcv_test_data(pool_size, expected_nchw):
+    """mmcv's own check: input gradient of border_align with grad_output = ones."""
+    _, argmax_idx = loop_border_align_forward(BORDER_ALIGN_INPUT, BORDER_ALIGN_BOXES, pool_size)
+    grad_input = run("border_align_backward", dict(pool_size=pool_size),
+                     {"grad_output": np.ones(argmax_idx.shape, np.float32),
+                      "boxes": BORDER_ALIGN_BOXES, "argmax_idx": argmax_idx},
+                     {"grad_input": ((1, 3, 4, 4), "float32")})["grad_input"]
+    np.testing.assert_array_equal(grad_input, nchw_to_nhwc(np.array([expected_nchw], np.float32)))
+
+
+def test_border_align_backward_worked_example():
+    """Doc 003 section 1.2 (pool_size 1), given there in mmcv's NCHW layouts.
+
+    Its grad_output is the forward output of mmcv's test data and its argmax_idx that
+    forward's argmax. The grad_input it prints is exactly twice what one call of mmcv's
+    kernel gives (the loops of OPS.md, mmcv's own test above and this backend agree), as if
+    the call had run twice into the same buffer: one call must give half of it.
+    """
+    grad_output = np.array([[3, 6, 1, 2], [4, 7, -1, 1], [3, 7, 1, 2], [4, 6, -1, 1],
+                            [2, 12, -1, -1], [3, 12, -1, 2], [3, 7, 1, 2], [4, 7, -1, 1],
+                            [6, 12, -1, -2], [4, 12, -1, 1], [4, 9, -1, 1], [4, 11, -1, 1]],
+                           np.float32)
+    argmax_idx = np.array([[1, 0, 0, 1], [1, 0, 0, 1], [1, 0, 0, 1], [1, 0, 0, 1],
+                           [1, 1, 0, 1], [1, 1, 0, 1], [1, 0, 0, 1], [1, 0, 0, 1],
+                           [1, 1, 0, 0], [1, 1, 0, 1], [1, 1, 0, 1], [1, 1, 0, 1]], np.int32)
+    printed_nchw = np.array([[[0, 4, 24, 48], [0, 12, 0, 0], [0, 0, 0, 0]],
+                             [[24, 56, 0, 0], [0, 0, 0, 0], [96, 18, 22, 0]],
+                             [[0, 0, 0, 0], [0, 0, 6, -6], [0, -4, -2, -6]],
+                             [[0, -2, 16, 12], [0, 0, 0, 0], [0, -4, 0, 0]]], np.float32)[None]
+    forward_out, forward_argmax = loop_border_align_forward(BORDER_ALIGN_INPUT,
+                                                            BORDER_ALIGN_BOXES, 1)
+    np.testing.assert_array_equal(forward_out[0, :, :, 0], grad_output)
+    np.testing.assert_array_equal(forward_argmax[0, :, :, 0], argmax_idx)
+    # mmcv's grad_output [N=1, C=1, K=12, 4] is NHWC [1, 12, 4, 1]
+    grad_input = run("border_align_backward", dict(pool_size=1),
+                     {"grad_output": grad_output[None, :, :, None],
+                      "boxes": BORDER_ALIGN_BOXES, "argmax_idx": argmax_idx[None, :, :, None]},
+                     {"grad_input": ((1, 3, 4, 4), "float32")})["grad_input"]
+    np.testing.assert_array_equal(grad_input, nchw_to_nhwc(printed_nchw) / 2)
+
+
+@pytest.mark.parametrize("pool_size", [1, 3, 10])
+def test_border_align_backward_matches_loops(rng, pool_size):
+    n, box_count, channels, height, width = 2, 5, 3, 6, 7
+    corner = rng.uniform(-2.5, 5.0, (n, box_count, 2))
+    size = rng.uniform(0.0, 5.0, (n, box_count, 2))
+    boxes = np.concatenate([corner, corner + size], axis=-1)  # some cross or leave the map
+    grad_out = rng.standard_normal((n, box_count, 4, channels))
+    argmax_idx = rng.integers(0, pool_size + 1, (n, box_count, 4, channels), dtype=np.int32)
+    grad_input = run("border_align_backward", dict(pool_size=pool_size),
+                     {"grad_output": grad_out, "boxes": boxes, "argmax_idx": argmax_idx},
+                     {"grad_input": ((n, height, width, 4 * channels), "float64")})["grad_input"]
+    expected = loop_border_align_backward(grad_out, boxes, argmax_idx, pool_size, height, width)
+    np.testing.assert_allclose(grad_input, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_border_align_backward_half_returns_half(rng):
+    boxes = np.array([[[0.5, 0.5, 3.0, 2.5], [1.0, 0.0, 4.5, 3.5]]], np.float16)
+    grad_out = rng.standard_normal((1, 2, 4, 2)).astype(np.float16)
+    argmax_idx = rng.integers(0, 3, (1, 2, 4, 2), dtype=np.int32)
+    grad_input = run("border_align_backward", dict(pool_size=2),
+                     {"grad_output": grad_out, "boxes": boxes, "argmax_idx": argmax_idx},
+                     {"grad_input": ((1, 4, 5, 8), "float16")})["grad_input"]
+    expected = loop_border_align_backward(grad_out.astype(np.float64), boxes.astype(np.float64),
+                                          argmax_idx, 2, 4, 5)
+    np.testing.assert_allclose(grad_input.astype(np.float64), expected, rtol=2 ** -10, atol=1e-3)
+
+
+# ------------------------------------------------------------------------------------------
+# Interface
+# ------------------------------------------------------------------------------------------
+
+
+def test_supports():
+    assert BACKEND.name == "torch"
+    assert BACKEND.supports("psamask_forward", "float32")
+    assert not BACKEND.supports("psamask_forward", "float16")
+    assert BACKEND.supports("carafe_backward", "float16")
+    assert BACKEND.supports("border_align_backward", "float64")
+    assert not BACKEND.supports("roi_align_forward", "float32")
+    assert not BACKEND.supports("carafe_forward", "int32")
+
+
+@pytest.mark.parametrize("op, params, inputs, outputs", [
+    ("carafe_forward", dict(kernel_size=3, group_size=1, scale_factor=2),
+     {"input": np.ones((1, 2, 2, 4), np.float32), "mask": np.ones((1, 3, 4, 9), np.float32)},
+     {"output": ((1, 4, 4, 4), "float32")}),
+    ("carafe_forward", dict(kernel_size=3, group_size=3, scale_factor=1),
+     {"input": np.ones((1, 2, 2, 4), np.float32), "mask": np.ones((1, 2, 2, 27), np.float32)},
+     {"output": ((1, 2, 2, 4), "float32")}),
+    ("psamask_forward", dict(psa_type=0, h_mask=3, w_mask=3),
+     {"x": np.ones((1, 2, 2, 8), np.float32)}, {"y": ((1, 2, 2, 4), "float32")}),
+    ("deform_roi_pool_forward",
+     dict(pooled_height=2, pooled_width=2, spatial_scale=1.0, sampling_ratio=0, gamma=0.1),
+     {"input": np.ones((1, 4, 4, 2), np.float32), "rois": np.array([[3, 0, 0, 2, 2]], np.float32)},
+     {"output": ((1, 2, 2, 2), "float32")}),
+    ("deform_roi_pool_forward",  # sampling_ratio 0 on a roi of absurd size
+     dict(pooled_height=2, pooled_width=2, spatial_scale=1.0, sampling_ratio=0, gamma=0.1),
+     {"input": np.ones((1, 4, 4, 2), np.float32),
+      "rois": np.array([[0, 0, 0, 1e30, 1e30]], np.float32)},
+     {"output": ((1, 2, 2, 2), "float32")}),
+    ("border_align_backward", dict(pool_size=2),
+     {"grad_output": np.ones((1, 2, 4, 1), np.float32), "boxes": np.ones((1, 3, 4), np.float32),
+      "argmax_idx": np.zeros((1, 2, 4, 1), np.int32)},
+     {"grad_input": ((1, 3, 3, 4), "float32")}),
+    ("masked_im2col_forward", dict(kernel_h=3, kernel_w=3, pad_h=1, pad_w=1),
+     {"feature": np.ones((2, 1, 3, 3), np.float32),
+      "mask_h_idx": np.zeros(1, np.int32), "mask_w_idx": np.zeros(1, np.int32)},
+     {"data_col": ((9, 1), "float32")}),
+    ("psamask_forward", dict(psa_type=0, h_mask=2, w_mask=2),
+     {"x": np.ones((1, 2, 2, 4), np.float32)}, {"y": ((1, 2, 2, 5), "float32")}),
+])
+def test_inconsistent_requests_raise_invalid_argument(op, params, inputs, outputs):
+    with pytest.raises(InvalidArgument):
+        run(op, params, inputs, outputs)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_matches_cpu(rng):
+    cuda = torch_backend.make("cuda")
+    inp, mask, params = carafe_inputs(rng, *CARAFE_SHAPES[0], "float32")
+    request = SimpleNamespace(
+        op="carafe_forward", params=params, inputs={"input": inp, "mask": mask},
+        outputs={"output": SimpleNamespace(shape=mask.shape[:3] + inp.shape[3:],
+                                           dtype=np.dtype("float32"), layout="NHWC")})
+    np.testing.assert_allclose(cuda.run(request)["output"], BACKEND.run(request)["output"],
+                               rtol=1e-5, atol=1e-6)
