@@ -184,7 +184,8 @@ def save(case: Case, path: str | os.PathLike, sidecar_bytes: int = DEFAULT_SIDEC
     if path.suffix != SUFFIX:
         path = path.with_name(path.name + SUFFIX)
     path.parent.mkdir(parents=True, exist_ok=True)
-    case_bytes = to_proto(case, path, sidecar_bytes).SerializeToString()
+    # deterministic: the same case always gives the same bytes (params is a protobuf map)
+    case_bytes = to_proto(case, path, sidecar_bytes).SerializeToString(deterministic=True)
     envelope = pb.CaseFile(format_version=FORMAT_VERSION, case_bytes=case_bytes,
                            case_sha256=hashlib.sha256(case_bytes).digest())
     _atomic_write(path, envelope.SerializeToString())

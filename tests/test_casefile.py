@@ -1,0 +1,85 @@
+"""Case files: round trips, sidecars, and refusal of anything truncated or tampered."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.casefile import Case, CaseFileError, Tensor, Threshold, load, save
+
+
+def _case(big: int = 10) -> Case:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 3, big)).astype(np.float32)
+    x[0, 0, 0] = np.nan
+    x[0, 0, 1] = -0.0
+    y = rng.normal(size=(big, 4)).astype(np.float16)
+    return Case(op="psamask_forward", suite="boundary", name="c", params={"h_mask": 3, "scale": 0.5, "flag": True},
+                inputs={"x": Tensor("x", x.shape, x.dtype, "NHWC", x),
+                        "idx": Tensor("idx", (3,), np.dtype(np.int32), "ARRAY", np.array([-4, 0, 7], np.int32)),
+                        "opt": Tensor("opt", (2,), np.dtype(np.float32), "ARRAY", None, absent=True)},
+                outputs={"y": Tensor("y", y.shape, y.dtype, "NHWC", y)},
+                criteria={"y": [Threshold("diff3_2", 0.0, "static")]}, seed=7, note="why")
+
+
+@pytest.mark.parametrize("sidecar_bytes", [1 << 20, 16])
+def test_round_trip_is_bit_exact(tmp_path, sidecar_bytes):
+    case = _case(big=100)
+    path = save(case, tmp_path / "c.opcase", sidecar_bytes=sidecar_bytes)
+    back = load(path)
+    assert back.params == case.params and back.seed == 7 and back.note == "why"
+    for name in ("x", "idx"):
+        assert back.inputs[name].data.tobytes() == case.inputs[name].data.tobytes()
+    assert back.inputs["opt"].absent and back.inputs["opt"].data is None
+    assert back.outputs["y"].data.tobytes() == case.outputs["y"].data.tobytes()
+    assert back.criteria["y"][0].metric == "diff3_2"
+    sidecars = sorted(p.name for p in tmp_path.iterdir() if p.name != "c.opcase")
+    assert sidecars == ([] if sidecar_bytes > 4000 else ["c.opcase.in.x", "c.opcase.out.y"])
+    if sidecars:
+        assert isinstance(back.inputs["x"].data, np.memmap)
+    assert not any(p.name.endswith(".tmp") for p in tmp_path.iterdir())
+
+
+def test_truncated_case_is_refused(tmp_path):
+    path = save(_case(), tmp_path / "c.opcase")
+    raw = path.read_bytes()
+    for cut in (1, len(raw) // 2, len(raw) - 1):
+        path.write_bytes(raw[:cut])
+        with pytest.raises(CaseFileError, match=str(path)):
+            load(path)
+
+
+def test_tampered_byte_is_refused(tmp_path):
+    path = save(_case(), tmp_path / "c.opcase")
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0x01
+    path.write_bytes(bytes(raw))
+    with pytest.raises(CaseFileError, match="checksum mismatch|not an opcase file|does not parse"):
+        load(path)
+
+
+def test_sidecar_with_wrong_checksum_is_refused(tmp_path):
+    path = save(_case(big=100), tmp_path / "c.opcase", sidecar_bytes=16)
+    side = tmp_path / "c.opcase.in.x"
+    raw = bytearray(side.read_bytes())
+    raw[-1] ^= 0x80
+    side.write_bytes(bytes(raw))
+    with pytest.raises(CaseFileError, match="sha256 mismatch"):
+        load(path)
+
+
+def test_missing_or_short_sidecar_is_refused(tmp_path):
+    path = save(_case(big=100), tmp_path / "c.opcase", sidecar_bytes=16)
+    side = tmp_path / "c.opcase.out.y"
+    side.write_bytes(side.read_bytes()[:-2])
+    with pytest.raises(CaseFileError, match="bytes on disk"):
+        load(path)
+    side.unlink()
+    with pytest.raises(CaseFileError, match="cannot read"):
+        load(path)
+
+
+def test_not_a_case_file(tmp_path):
+    path = tmp_path / "x.opcase"
+    path.write_text("hello, I am not protobuf\n")
+    with pytest.raises(CaseFileError):
+        load(path)

@@ -1,0 +1,64 @@
+"""The committed suite in cases/ is what the generator makes today, and the reference passes it."""
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from conftest import REPO
+from harness.casefile import load
+from harness.cli import main
+
+CASES = REPO / "cases"
+
+
+def _command() -> list[str]:
+    line = next(l for l in (CASES / "README.md").read_text().splitlines() if l.strip().startswith("opcase gen"))
+    return shlex.split(line)[1:]
+
+
+def test_committed_suite_is_current(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    args = _command()
+    specs = sorted(str(p.relative_to(REPO)) for p in (REPO / "specs").glob("*.yaml"))
+    args = [a for a in args if a != "specs/*.yaml"][:1] + specs + [a for a in args if a != "specs/*.yaml"][1:]
+    args[args.index("-o") + 1] = str(tmp_path)
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    fresh = {p.relative_to(tmp_path): p for p in tmp_path.rglob("*") if p.is_file()}
+    committed = {p.relative_to(CASES): p for p in CASES.rglob("*") if p.is_file() and p.name != "README.md"}
+    assert sorted(fresh) == sorted(committed), "cases/ lists other files than the generator makes now"
+    changed = [str(k) for k in fresh if k.suffix == ".opcase" and not _same_case(fresh[k], committed[k])]
+    assert not changed, f"goldens or cases changed; if intended, regenerate cases/ (see cases/README.md): {changed[:5]}"
+
+
+def _same_case(a: Path, b: Path) -> bool:
+    """Tensors bit for bit, everything else equal; dynamic thresholds to 1e-6 relative, since
+    the float32 baseline that sets them may sum in another order on another CPU."""
+    ca, cb = load(a), load(b)
+    for kind in ("inputs", "outputs"):
+        ta, tb = getattr(ca, kind), getattr(cb, kind)
+        if list(ta) != list(tb):
+            return False
+        for name in ta:
+            x, y = ta[name], tb[name]
+            if (x.shape, x.dtype, x.layout, x.absent) != (y.shape, y.dtype, y.layout, y.absent):
+                return False
+            if (x.data is None) != (y.data is None) or (x.data is not None and x.data.tobytes() != y.data.tobytes()):
+                return False
+    plain = ("op", "suite", "name", "params", "expect", "expect_check", "seed", "spec_sha256", "zero_golden_ok")
+    if any(getattr(ca, f) != getattr(cb, f) for f in plain) or list(ca.criteria) != list(cb.criteria):
+        return False
+    for output, ths in ca.criteria.items():
+        other = cb.criteria[output]
+        if [t.metric for t in ths] != [t.metric for t in other]:
+            return False
+        if any(abs(t.value - u.value) > 1e-6 * max(abs(t.value), abs(u.value)) for t, u in zip(ths, other)):
+            return False
+    return True
+
+
+def test_reference_passes_committed_suite():
+    result = CliRunner().invoke(main, ["run", str(CASES), "--backend", "reference"])
+    assert result.exit_code == 0, result.output[-2000:]

@@ -1,0 +1,85 @@
+"""A malformed spec is refused with the file, the line and what is wrong."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gen.generate import Generator, plan_suite
+from gen.spec import SpecError, load_spec
+
+GOOD = (Path(__file__).resolve().parents[1] / "specs" / "psamask_forward.yaml").read_text()
+
+
+def _write(tmp_path, text) -> Path:
+    path = tmp_path / "broken.yaml"
+    path.write_text(text)
+    return path
+
+
+def _line_of(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+@pytest.mark.parametrize("old, new, needle, message", [
+    ("    shape: [N, H, W, h_mask * w_mask]", "    shape: [N, H, W, h_mask * * w_mask]", "h_mask * * w_mask",
+     "cannot parse expression"),
+    ("    require: \"x.dtype == y.dtype\"", "    require: \"__import__('os').system('true')\"", "__import__",
+     "only these functions"),
+    ("  y: {dtype: T, layout: NHWC, shape: [N, H, W, H * W]}", "  y: {dtype: float8, layout: NHWC, shape: [N]}",
+     "float8", "dtype 'float8'"),
+    ("  psa_type: {type: int,", "  psa_type: {type: integer,", "type: integer", "type must be int"),
+    ("criteria:\n  static: {diff3_2: 0}", "criteria:\n  static: {diff9: 0}", "diff9", "unknown metric 'diff9'"),
+    ("    violate: {params: {psa_type: 2}}\n", "", "id: psa_type_known", "give 'violate'"),
+    ("    violate: {layout: {x: NCHW}}", "    violate: {layout: {z: NCHW}}", "z: NCHW", "unknown tensor 'z'"),
+    ("  random:\n    count: 20", "  random:\n    count: 20\n    cuont: 3", "cuont", "unknown key 'cuont'"),
+    ("  h_mask: {type: int, doc: mask height}", "  h_mask: {type: int, doc: mask height}\n  h_mask: {type: int}",
+     "h_mask: {type: int}", "duplicate key 'h_mask'"),
+    ("    values: {dist: uniform, low: 0.5, high: 4.0}", "    values: {dist: gamma, low: 0.5}", "dist: gamma",
+     "values.dist must be one of"),
+    ("op: psamask_forward", "op: psamask_forward\n  bad indent: [", "bad indent", "YAML error"),
+])
+def test_malformed_spec_names_file_and_line(tmp_path, old, new, needle, message):
+    assert old in GOOD
+    text = GOOD.replace(old, new, 1)
+    path = _write(tmp_path, text)
+    with pytest.raises(SpecError) as err:
+        load_spec(path)
+    assert message in err.value.message
+    assert err.value.path == str(path)
+    expected_line = _line_of(text, needle)
+    assert err.value.line is not None and abs(err.value.line - expected_line) <= 1, (str(err.value), expected_line)
+
+
+def test_violation_that_breaks_other_checks_is_refused(tmp_path):
+    text = GOOD.replace("violate: {shape: {y: [2, 5, 6, 31]}}", "violate: {shape: {y: [2, 5, 7, 31]}}")
+    spec = load_spec(_write(tmp_path, text))
+    generator = Generator(spec)
+    with pytest.raises(SpecError, match=r"check 'y_channels': its violation does not isolate it") as err:
+        for plan in plan_suite(spec, "invalid"):
+            generator.build(plan)
+    assert err.value.line == _line_of(text, "id: y_channels")
+
+
+def test_boundary_case_that_breaks_a_check_is_refused(tmp_path):
+    text = GOOD.replace("params: {h_mask: 1, w_mask: 1}, each: {psa_type: [0, 1]}",
+                        "params: {h_mask: 1, w_mask: 1}, each: {psa_type: [0, 7]}")
+    spec = load_spec(_write(tmp_path, text))
+    generator = Generator(spec)
+    with pytest.raises(SpecError, match=r"breaks check\(s\) \['psa_type_known'\]"):
+        for plan in plan_suite(spec, "boundary"):
+            generator.build(plan)
+
+
+def test_all_zero_golden_is_refused(tmp_path):
+    from gen.generate import GenerationError
+    text = GOOD.replace("values: {dist: uniform, low: 0.5, high: 4.0}", "values: {dist: const, value: 0}", 1)
+    spec = load_spec(_write(tmp_path, text))
+    with pytest.raises(GenerationError, match=re.escape("is all zeros")):
+        Generator(spec).build(plan_suite(spec, "boundary")[0])
+
+
+def test_committed_specs_load():
+    for path in sorted((Path(__file__).resolve().parents[1] / "specs").glob("*.yaml")):
+        assert load_spec(path).op == path.stem
