@@ -8,6 +8,10 @@ from pathlib import Path
 from gen.spec import Spec, load_spec
 
 
+class UnknownOp(LookupError):
+    """An operator with no spec."""
+
+
 def specs_dir() -> Path:
     """OPCASE_SPECS if set, else the repository's specs/ beside the gen package."""
     return Path(os.environ.get("OPCASE_SPECS") or Path(__file__).resolve().parent.parent / "specs")
@@ -21,5 +25,5 @@ def known_ops() -> list[str]:
 def spec_for(op: str) -> Spec:
     path = specs_dir() / f"{op}.yaml"
     if not path.is_file():
-        raise KeyError(f"no spec for operator {op!r} in {specs_dir()} (known: {', '.join(known_ops())})")
+        raise UnknownOp(f"no spec for operator {op!r} in {specs_dir()} (known: {', '.join(known_ops())})")
     return load_spec(path)

@@ -1,7 +1,9 @@
 """The `opcase` command line."""
 from __future__ import annotations
 
+import json
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -105,43 +107,183 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, out_dir):
     click.echo(f"wrote {total_cases} cases ({total_bytes_written / 1e6:.1f} MB) to {out_dir}")
 
 
-@main.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
-@click.option("--backend", "backend_spec", default="reference", show_default=True,
-              help="reference, lowp, torch, or module:attr (a run(request) function or an object with run).")
-@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Write per-case results as JSON.")
-@click.option("-v", "--verbose", is_flag=True, help="Show details for passing cases too.")
-def run(paths, backend_spec, json_path, verbose):
-    """Run a backend on every case under PATHS and judge its outputs.
+def _shard(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise click.BadParameter(f"{text!r} is not I/N with 1 <= I <= N (shards are numbered from 1)")
+    return int(m.group(1)), int(m.group(2))
 
-    Exit status: 0 all cases pass, 1 any case fails or errors, 2 usage or input error.
-    """
-    from harness.backend import BackendLoadError, load_backend
+
+def _run_files(paths, rerun_failed, filter_text, shard) -> list[Path]:
+    """The case files a run covers: PATHS (or the failures of --rerun-failed), then --filter and --shard."""
     from harness.casefile import find
-    from harness.report import case_line, failure_details, summary_text, to_json, write_atomic
-    from harness.runner import FAILING, run_case
+    from harness.gate import BaselineError, load_results
+    from harness.selection import case_key, failed_in, in_shard
 
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
         raise InputError(f"no such file or directory: {', '.join(missing)}")
     files = find(paths)
-    if not files:
+    if paths and not files:
         raise InputError(f"no .opcase files under {', '.join(paths)}")
+    if rerun_failed:
+        try:
+            failed_paths, failed_keys = failed_in(load_results(rerun_failed))
+        except BaselineError as exc:
+            raise InputError(f"--rerun-failed: {exc}") from None
+        if paths:
+            files = [f for f in files if str(f.resolve()) in failed_paths or case_key(f) in failed_keys]
+        else:
+            files = [Path(p) for p in sorted(failed_paths)]
+            gone = [str(f) for f in files if not f.exists()]
+            if gone:
+                raise InputError(f"--rerun-failed: {len(gone)} failing case file(s) are gone, e.g. {gone[0]}; "
+                                 f"give the directory they were moved to as PATHS")
+    if filter_text:
+        try:
+            pattern = re.compile(filter_text)
+        except re.error as exc:
+            raise InputError(f"--filter: bad regular expression: {exc}") from None
+        files = [f for f in files if pattern.search(case_key(f))]
+        if not files:
+            raise InputError(f"no case matches --filter {filter_text!r} (it is matched against OP/SUITE/NAME)")
+    if shard:
+        files = [f for f in files if in_shard(f, *shard)]
+    return files
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--backend", "backend_spec", default="reference", show_default=True,
+              help="reference, lowp, torch, or module:attr (a run(request) function or an object with run).")
+@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Write per-case results as JSON.")
+@click.option("--junit", "junit_path", default=None, type=click.Path(dir_okay=False),
+              help="Write JUnit XML for CI: a testcase per case, classname OP.SUITE.")
+@click.option("--compare", "baseline_path", default=None, type=click.Path(dir_okay=False),
+              help="Also fail on cases that passed in this baseline and do not now, or got slower "
+                   "(see `opcase baseline update`).")
+@click.option("--repeat", type=click.IntRange(min=1), default=None,
+              help="Time N further calls of each valid case (after --warmup ones); record median and spread.")
+@click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True,
+              help="Untimed calls before the --repeat ones.")
+@click.option("--device-profile", "profile_path", default=None, type=click.Path(dir_okay=False),
+              help="YAML with memory_bandwidth and peak_ops per dtype: report io and compute efficiency.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Run cases in N worker processes (a crash or hang then costs only its case).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds a case (all its calls) may take; over it, its worker is killed and the case "
+                   "is an error.  Implies worker processes.")
+@click.option("--shard", "shard_text", default=None, help="I/N: run only shard I of N (1-based), stable by case name.")
+@click.option("--filter", "filter_text", default=None, help="Only cases whose OP/SUITE/NAME matches this regular expression.")
+@click.option("--rerun-failed", "rerun_failed", default=None, type=click.Path(dir_okay=False),
+              help="Only the cases that failed in this results file (of --json); PATHS optional.")
+@click.option("-v", "--verbose", is_flag=True, help="Show details for passing cases too.")
+def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmup, profile_path, jobs, timeout,
+        shard_text, filter_text, rerun_failed, verbose):
+    """Run a backend on every case under PATHS and judge its outputs.
+
+    \b
+    Statuses: passed, failed, wrongly-accepted, wrongly-rejected, error, skipped, mistrusted.
+    Exit status: 0 all cases pass (skipped and mistrusted do not fail), 1 any case fails or errors
+    or the --compare gate fails, 2 usage or input error.
+    """
+    from harness.backend import BackendLoadError, load_backend
+    from harness.efficiency import ProfileError, load_profile
+    from harness.gate import BaselineError, gate_summary, judge_against, load_baseline
+    from harness.junit import junit_xml
+    from harness.parallel import run_cases
+    from harness.report import Progress, fails, summary_text, to_json, write_atomic
+    from harness.runner import RunOptions
+    from harness.timing import TimingPlan
+
+    shard = _shard(shard_text)
+    if not paths and not rerun_failed:
+        raise InputError("give case files or directories (PATHS), or --rerun-failed RESULTS.json")
+    files = _run_files(paths, rerun_failed, filter_text, shard)
     try:
         backend = load_backend(backend_spec)
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
-    results = []
-    for path in files:
-        result = run_case(path, backend, backend_spec)
-        results.append(result)
-        click.echo(case_line(result))
-        if result.status in FAILING or (verbose and result.status != "passed"):
-            click.echo(failure_details(result))
-    click.echo(summary_text(results))
+    try:
+        profile = load_profile(profile_path) if profile_path else None
+    except ProfileError as exc:
+        raise InputError(f"--device-profile: {exc}") from None
+    try:
+        baseline = load_baseline(baseline_path) if baseline_path else None
+    except BaselineError as exc:
+        raise InputError(f"--compare: {exc}") from None
+
+    # The options that change a case's verdict, so that its REPRO line gives the same one.
+    repro = []
+    if timeout is not None:
+        repro += ["--timeout", f"{timeout:g}"]
+    elif jobs is not None:
+        repro += ["--jobs", "1"]   # keep a crash isolated when rerun
+    if repeat is not None:
+        repro += ["--repeat", str(repeat), "--warmup", str(warmup)]
+    options = RunOptions(timing=TimingPlan(repeat or 0, warmup if repeat else 0), profile=profile,
+                         repro_options=tuple(repro))
+
+    progress = Progress(len(files), click.get_text_stream("stdout").isatty(), verbose)
+
+    def on_result(result):
+        if baseline is not None:
+            judge_against(result, baseline.get(result.key))
+            if result.gate in ("regression", "slowdown") and baseline_path not in result.repro:
+                result.repro += f" --compare {shlex.quote(str(baseline_path))}"
+        progress.case(result)
+
+    try:
+        results = run_cases(files, backend, backend_spec, options, on_result, jobs=jobs, timeout=timeout)
+    finally:
+        progress.close()
+    gate = gate_summary(results, baseline_path, baseline) if baseline is not None else None
+    click.echo(summary_text(results, gate))
+    run_info = {"backend_origin": backend.origin, "jobs": jobs, "timeout": timeout, "repeat": repeat,
+                "warmup": warmup if repeat else None, "shard": shard_text, "filter": filter_text,
+                "device_profile": profile_path, "compare": baseline_path}
     if json_path:
-        write_atomic(json_path, to_json(results, backend_spec))
-    sys.exit(1 if any(r.status in FAILING for r in results) else 0)
+        write_atomic(json_path, to_json(results, backend_spec, gate, run_info))
+    if junit_path:
+        write_atomic(junit_path, junit_xml(results, backend_spec))
+    sys.exit(1 if any(fails(r) for r in results) else 0)
+
+
+@main.group()
+def baseline():
+    """Baselines for `opcase run --compare`: the last good run, changed only by `baseline update`."""
+
+
+@baseline.command("update")
+@click.argument("results_paths", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("-o", "--out", "out_path", required=True, type=click.Path(dir_okay=False),
+              help="The baseline to create or update (cases not in RESULTS keep their entries).")
+@click.option("--allow-failing", is_flag=True, help="Record failing cases too (as failing: they gate nothing).")
+def baseline_update(results_paths, out_path, allow_failing):
+    """Record the cases of RESULTS (files of `opcase run --json`, e.g. one per shard) in a baseline.
+
+    Refuses (exit 1) when any of them failed, unless --allow-failing.
+    """
+    from harness.gate import BaselineError, BaselineRefused, load_baseline, load_results, updated_baseline
+    from harness.report import write_atomic
+
+    missing = [p for p in results_paths if not Path(p).is_file()]
+    if missing:
+        raise InputError(f"no such results file: {', '.join(missing)}")
+    try:
+        docs = [load_results(p) for p in results_paths]
+        existing = load_baseline(out_path) if Path(out_path).exists() else None
+    except BaselineError as exc:
+        raise InputError(str(exc)) from None
+    try:
+        doc, counts = updated_baseline(docs, existing, allow_failing)
+    except BaselineRefused as exc:
+        raise click.ClickException(str(exc)) from None
+    write_atomic(out_path, json.dumps(doc, indent=1) + "\n")
+    click.echo(f"baseline {out_path}: {len(doc['cases'])} cases ({counts['added']} added, "
+               f"{counts['changed']} changed, {counts['unchanged']} unchanged)")
 
 
 @main.command()
@@ -182,3 +324,39 @@ def show(case_path, n_values):
 
 if __name__ == "__main__":
     main()
+
+
+@main.command("import")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@click.option("--baseline", default=None, help="Backend for dynamic thresholds (default: the spec's).")
+def import_(paths, out_dir, baseline):
+    """Import mlu-ops case files (.pb/.prototxt), adding goldens and thresholds."""
+    from harness.interop import find_mluops, import_file
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    outcomes = [import_file(p, out, baseline) for p in find_mluops(paths)]
+    _report_outcomes(outcomes)
+
+
+@main.command("export")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--format", "fmt", type=click.Choice(["mluops"]), default="mluops", show_default=True)
+@click.option("--text", is_flag=True, help="Write .prototxt instead of binary .pb.")
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
+def export(paths, fmt, text, out_dir):
+    """Export opcase cases in the operator library's own format (mlu-ops)."""
+    from harness.interop import export_all
+
+    _report_outcomes(export_all(paths, Path(out_dir), text))
+
+
+def _report_outcomes(outcomes) -> None:
+    if not outcomes:
+        raise InputError("no case files found")
+    for o in outcomes:
+        click.echo(f"{o.status:8} {o.source}" + (f" -> {o.target}" if o.target else "") + f"  {o.message}")
+    counts = {s: sum(o.status == s for o in outcomes) for s in ("written", "skipped", "error")}
+    click.echo(", ".join(f"{n} {s}" for s, n in counts.items()))
+    sys.exit(1 if counts["error"] else 0)
