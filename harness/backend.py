@@ -73,8 +73,20 @@ def _builtin(name: str) -> Backend | None:
             from harness.backends import torch_backend
         except ImportError as exc:
             raise BackendLoadError(f"backend 'torch' needs PyTorch: pip install 'opcase[torch]' ({exc})") from None
-        return _wrap("torch", "built-in (harness.backends.torch_backend)", torch_backend.backend)
+        return checked(_wrap("torch", "built-in: spec checks + PyTorch kernels (harness.backends.torch_backend)",
+                             torch_backend.backend))
     return None
+
+
+def checked(backend: Backend) -> Backend:
+    """The same backend, making the spec's parameter checks (the doc's order) before it computes."""
+    from harness.backends.builtin import check_request
+
+    def run(request: Request):
+        check_request(request)
+        return backend.run(request)
+    return Backend(name=backend.name, origin=backend.origin, run=run, supports=backend.supports,
+                   measures_time=backend.measures_time)
 
 
 BUILTIN_NAMES = ("reference", "lowp", "torch")

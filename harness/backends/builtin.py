@@ -25,7 +25,9 @@ def round_to(array: np.ndarray, dtype) -> np.ndarray:
     return array.astype(dtype)
 
 
-def _call(request: Request, compute_dtype) -> dict:
+def check_request(request: Request):
+    """Apply the spec's parameter checks in the doc's order; raise InvalidArgument on the first
+    that fails.  Returns the spec."""
     from gen.checks import TensorInfo, first_failure
     from gen.registry import spec_for
 
@@ -37,6 +39,11 @@ def _call(request: Request, compute_dtype) -> dict:
     failed = first_failure(spec, tensors, request.params)
     if failed is not None:
         raise InvalidArgument(f"{failed.id} (doc {failed.doc}): {failed.message}")
+    return spec
+
+
+def _call(request: Request, compute_dtype) -> dict:
+    spec = check_request(request)
     out_shapes = {name: tuple(o.shape) for name, o in request.outputs.items()}
     results = spec.reference_fn(dict(request.inputs), dict(request.params), compute_dtype=compute_dtype,
                                 out_shapes=out_shapes)

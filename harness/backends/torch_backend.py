@@ -15,12 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-try:
-    from harness import InvalidArgument
-except ImportError:  # the harness does not define it yet
-
-    class InvalidArgument(Exception):
-        """The request cannot be computed (inconsistent shapes, missing tensors or params)."""
+from harness.backend import InvalidArgument
 
 
 PSA_COLLECT = 0
@@ -514,7 +509,7 @@ class TorchBackend:
         if array is None:
             _require(optional, f"{request.op}: input {name!r} is missing")
             return None
-        tensor = torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
+        tensor = torch.from_numpy(np.array(array, copy=True, order="C")).to(self.device)
         return tensor.to(compute_dtype) if compute_dtype is not None else tensor
 
     def _compute_dtype_of(self, request, name):
