@@ -191,7 +191,7 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     """
     from harness.backend import BackendLoadError, load_backend
     from harness.efficiency import ProfileError, load_profile
-    from harness.gate import BaselineError, gate_summary, judge_against, load_baseline
+    from harness.gate import GATE_FAILING, BaselineError, gate_summary, judge_against, load_baseline
     from harness.junit import junit_xml
     from harness.parallel import run_cases
     from harness.report import Progress, fails, summary_text, to_json, write_atomic
@@ -231,7 +231,7 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     def on_result(result):
         if baseline is not None:
             judge_against(result, baseline.get(result.key))
-            if result.gate in ("regression", "slowdown") and baseline_path not in result.repro:
+            if result.gate in GATE_FAILING and baseline_path not in result.repro:
                 result.repro += f" --compare {shlex.quote(str(baseline_path))}"
         progress.case(result)
 

@@ -1,16 +1,22 @@
-"""Human and machine reports of a run."""
+"""Human and machine reports of a run: case lines, mismatch reports, summaries, JSON, progress."""
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections import Counter
 from pathlib import Path
 
-from harness.runner import FAILING, STATUSES, CaseResult
+import click
+
+from harness.gate import GATE_FAILING
+from harness.runner import FAILED, FAILING, PASSED, STATUSES, CaseResult
 
 _LABEL = {"passed": "PASS", "failed": "FAIL", "wrongly-accepted": "FAIL", "wrongly-rejected": "FAIL",
           "error": "ERROR", "skipped": "SKIP", "mistrusted": "WARN"}
+# How many of the worst elements a mismatch report lists, by each measure.
+WORST_SHOWN = 10
 
 
 def _fmt(value) -> str:
@@ -21,40 +27,115 @@ def _fmt(value) -> str:
     return str(value)
 
 
+def fails(r: CaseResult) -> bool:
+    """Whether a case fails the run: by its status, or by the baseline gate."""
+    return r.status in FAILING or r.gate in GATE_FAILING
+
+
 def case_line(r: CaseResult) -> str:
     title = f"{r.op}/{r.suite}/{r.name}" if r.op else r.path
-    parts = [f"{_LABEL.get(r.status, r.status.upper()):5}", title]
+    label = _LABEL.get(r.status, r.status.upper())
+    if r.status not in FAILING and r.gate in GATE_FAILING:
+        label = "FAIL"
+    parts = [f"{label:5}", title]
     shown = []
     for output, verdicts in r.thresholds.items():
         for v in verdicts:
             shown.append(f"{output}.{v['metric']}={_fmt(v['actual'])}{'<=' if v['passed'] else '>'}{_fmt(v['value'])}")
     if shown:
         parts.append(" ".join(shown))
-    if r.status != "passed" or not shown:
+    if r.timing:
+        parts.append(f"{r.timing['median_us']:.1f}us±{r.timing['spread_pct']:.0f}%")
+    if r.efficiency and r.efficiency.get("io_efficiency") is not None:
+        e = r.efficiency
+        parts.append(f"io {100 * e['io_efficiency']:.1f}%" + (f" compute {100 * e['compute_efficiency']:.1f}%"
+                                                            if e.get("compute_efficiency") is not None else ""))
+    if r.status != PASSED or not shown:
         if r.message:
             parts.append(f"[{r.status}] {r.message.splitlines()[0]}")
+    if r.gate:
+        parts.append(f"{{{r.gate}: {r.gate_message}}}")
     return "  ".join(parts)
 
 
+# --------------------------------------------------------------------------- mismatch report
+
+def coordinates(output: str, index, layout: str) -> str:
+    """``y[n=0, h=3, w=2, c=17]`` when the layout names each axis, else ``y[0, 3, 2, 17]``."""
+    index = list(index)
+    if layout and layout.isalpha() and len(layout) == len(index) and len(set(layout.upper())) == len(layout):
+        return f"{output}[{', '.join(f'{axis.lower()}={i}' for axis, i in zip(layout, index))}]"
+    return f"{output}[{', '.join(map(str, index))}]"
+
+
+def _threshold_source(v: dict) -> str:
+    text = v.get("provenance") or "no provenance recorded"
+    if v.get("baseline"):
+        text += f"; {v['baseline']} scored {_fmt(float(v.get('baseline_value', 0.0)))}"
+    return text
+
+
+def _output_fails(r: CaseResult, output: str) -> bool:
+    verdicts = r.thresholds.get(output, [])
+    return not verdicts or not all(v["passed"] for v in verdicts) or bool(r.metrics.get(output, {}).get("nan_inf_mismatch"))
+
+
+def _elements(output: str, items: list, layout: str, with_errors: bool = True) -> list[str]:
+    lines = []
+    for w in items[:WORST_SHOWN]:
+        line = f"      {coordinates(output, w['index'], layout)}  golden {_fmt(w['golden'])}  actual {_fmt(w['actual'])}"
+        if with_errors:
+            line += f"  abs {_fmt(w['abs_err'])}  rel {_fmt(w['rel_err'])}"
+        lines.append(line)
+    return lines
+
+
+def mismatch_report(r: CaseResult, output: str) -> list[str]:
+    """Everything about one failing output: each metric against its threshold and where the
+    threshold came from, the worst elements at their coordinates, and the NaN/Inf mismatches."""
+    m, layout = r.metrics.get(output, {}), r.layouts.get(output, "")
+    lines = [f"  output {output} ({layout or 'no layout'}):"]
+    for v in r.thresholds.get(output, []):
+        lines.append(f"    {v['metric']} = {_fmt(v['actual'])} {'<=' if v['passed'] else '>'} {_fmt(v['value'])}  "
+                     f"{'ok  ' if v['passed'] else 'FAIL'}  threshold: {_threshold_source(v)}")
+    if not r.thresholds.get(output):
+        lines.append("    no threshold stated for this output")
+    if m:
+        lines.append(f"    {m.get('n_unequal', 0)} of {m.get('n', 0)} finite elements differ "
+                     f"({m.get('n_greater', 0)} above the golden, {m.get('n_less', 0)} below); "
+                     f"NaN/Inf mismatches: {m.get('nan_inf_mismatch', 0)} "
+                     f"(golden holds {m.get('nan_golden', 0)} NaN, {m.get('inf_golden', 0)} Inf)")
+    worst = r.worst.get(output, {})
+    by_abs, by_rel = worst.get("worst_abs") or [], worst.get("worst_rel") or []
+    if by_abs:
+        same = [w["flat"] for w in by_abs[:WORST_SHOWN]] == [w["flat"] for w in by_rel[:WORST_SHOWN]]
+        lines.append(f"    worst by absolute error{' (and by relative error)' if same else ''}:")
+        lines += _elements(output, by_abs, layout)
+        if not same and by_rel:
+            lines.append("    worst by relative error:")
+            lines += _elements(output, by_rel, layout)
+    nan_inf = worst.get("worst_nan_inf") or []
+    if nan_inf:
+        lines.append(f"    NaN/Inf mismatches (first {min(len(nan_inf), WORST_SHOWN)} in order):")
+        lines += _elements(output, nan_inf, layout, with_errors=False)
+    return lines
+
+
 def failure_details(r: CaseResult) -> str:
-    """The lines that help a person act on a failing case."""
+    """The lines that help a person act on a case: what went wrong, where, and how to rerun it."""
     lines = [f"  {line}" for line in r.message.splitlines()[1:]]
-    for output, worst in r.worst.items():
-        items = worst.get("worst_abs") or []
-        if r.status == "failed" and items:
-            lines.append(f"  worst |error| of {output}:")
-            for w in items[:5]:
-                lines.append(f"    {output}{w['index']}: golden {_fmt(w['golden'])} actual {_fmt(w['actual'])} "
-                             f"abs {_fmt(w['abs_err'])} rel {_fmt(w['rel_err'])}")
-        nan_items = worst.get("worst_nan_inf") or []
-        if r.status == "failed" and nan_items:
-            lines.append(f"  NaN/Inf mismatches of {output}:")
-            for w in nan_items[:5]:
-                lines.append(f"    {output}{w['index']}: golden {w['golden']} actual {w['actual']}")
+    if r.status == FAILED:
+        for output in r.thresholds:
+            if _output_fails(r, output):
+                lines += mismatch_report(r, output)
+    if r.gate:
+        lines.append(f"  baseline: {r.gate}: {r.gate_message}")
     if r.repro:
         lines.append(f"  REPRO: {r.repro}")
     return "\n".join(lines)
 
+
+# --------------------------------------------------------------------------- summaries
 
 def summary(results: list[CaseResult]) -> dict:
     counts = Counter(r.status for r in results)
@@ -64,17 +145,28 @@ def summary(results: list[CaseResult]) -> dict:
         group[r.status] += 1
     return {"total": len(results), "counts": {s: counts.get(s, 0) for s in STATUSES},
             "groups": {k: dict(v) for k, v in sorted(per_group.items())},
-            "ok": not any(r.status in FAILING for r in results)}
+            "ok": not any(fails(r) for r in results)}
 
 
-def summary_text(results: list[CaseResult]) -> str:
+def summary_text(results: list[CaseResult], gate: dict | None = None) -> str:
+    """Per kernel and suite counts, the gate's verdicts, and a last line with the totals."""
     s = summary(results)
-    counts = ", ".join(f"{n} {status}" for status, n in s["counts"].items() if n)
-    lines = [f"{s['total']} cases: {counts or 'none'}"]
+    lines = []
     if len(s["groups"]) > 1:
         for group, c in s["groups"].items():
-            lines.append(f"  {group}: " + ", ".join(f"{n} {st}" for st, n in c.items()))
+            lines.append(f"  {group}: " + ", ".join(f"{n} {st}" for st, n in sorted(c.items(), key=_status_order)))
+    if gate:
+        lines.append(f"compared with baseline {gate['baseline']}: {gate['regression']} regressed, "
+                     f"{gate['slowdown']} slower, {gate['improved']} improved, {gate['faster']} faster, "
+                     f"{gate['new']} new, {gate['not_run']} not run here"
+                     + ("" if gate["ok"] else "  -> GATE FAILS"))
+    counts = ", ".join(f"{n} {status}" for status, n in s["counts"].items() if n)
+    lines.append(f"{s['total']} cases: {counts or 'none'}")
     return "\n".join(lines)
+
+
+def _status_order(item) -> int:
+    return STATUSES.index(item[0]) if item[0] in STATUSES else len(STATUSES)
 
 
 def write_atomic(path: str | os.PathLike, text: str) -> None:
@@ -100,6 +192,58 @@ def _json_safe(value):
     return value
 
 
-def to_json(results: list[CaseResult], backend: str) -> str:
+def to_json(results: list[CaseResult], backend: str, gate: dict | None = None, run: dict | None = None) -> str:
     doc = {"backend": backend, "summary": summary(results), "cases": [r.to_json() for r in results]}
+    if run:
+        doc["run"] = run
+    if gate:
+        doc["gate"] = gate
     return json.dumps(_json_safe(doc), indent=1, sort_keys=False)
+
+
+# --------------------------------------------------------------------------- progress
+
+class Progress:
+    """What a run prints as cases finish.
+
+    On a terminal: failing and flagged cases (all of them with ``verbose``) in full, and one
+    line, rewritten in place, with the count so far.  Elsewhere (CI logs, pipes): one plain line
+    per case, with the details of failing ones beneath it.
+    """
+
+    def __init__(self, total: int, interactive: bool, verbose: bool = False):
+        self.total, self.interactive, self.verbose = total, interactive, verbose
+        self.done = 0
+        self.counts: Counter = Counter()
+        self.status_line_shown = False
+
+    def case(self, r: CaseResult) -> None:
+        self.done += 1
+        self.counts["failing" if fails(r) else r.status] += 1
+        show_details = fails(r) or (self.verbose and r.status != PASSED)
+        if self.interactive:
+            self._clear()
+            if show_details or self.verbose or r.status != PASSED:
+                click.echo(case_line(r))
+            if show_details:
+                click.echo(failure_details(r))
+            self._status(r)
+        else:
+            click.echo(case_line(r))
+            if show_details:
+                click.echo(failure_details(r))
+
+    def close(self) -> None:
+        self._clear()
+
+    def _status(self, r: CaseResult) -> None:
+        counts = ", ".join(f"{n} {s}" for s, n in sorted(self.counts.items()))
+        text = f"[{self.done}/{self.total}] {counts}  {r.key}"
+        width = shutil.get_terminal_size((100, 20)).columns - 1
+        click.echo(text[:width], nl=False)
+        self.status_line_shown = True
+
+    def _clear(self) -> None:
+        if self.status_line_shown:
+            click.echo("\r\x1b[2K", nl=False)
+            self.status_line_shown = False

@@ -1,0 +1,284 @@
+"""Running cases, in this process or in worker processes that a crash or a hang cannot take down.
+
+In process (no --jobs, no --timeout) is the fast path: the backend runs here, and an exception
+it raises is caught, but a segfault or an endless loop ends the run.
+
+In workers (--jobs N and/or --timeout S), each worker is a fresh interpreter ('spawn': no
+inherited locks, threads or device contexts) that loads the backend by its --backend string and
+runs whole cases, loading, calling and judging, so that only small result records cross the
+pipe.  A worker that dies (segfault, os._exit, the OOM killer) or spends longer than the timeout
+on one case (all its repeats included) is killed; that case becomes an error carrying the tail of
+the worker's output, and a fresh worker takes the next case.
+"""
+from __future__ import annotations
+
+import faulthandler
+import multiprocessing
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from collections import deque
+from multiprocessing.connection import wait
+from pathlib import Path
+from typing import Callable
+
+from harness.runner import ERROR, CaseResult, RunOptions, new_result, run_case
+
+_CONTEXT = multiprocessing.get_context("spawn")
+# How long a fresh worker may take to start and load the backend, on top of --timeout.
+_STARTUP_ALLOWANCE_S = 60.0
+# How much of a dead worker's output an error message carries.
+_TAIL_BYTES = 4000
+_TAIL_LINES = 20
+_PLUMBING = re.compile(r'File "(<string>|.*[/\\]multiprocessing[/\\].*|.*[/\\]harness[/\\]parallel\.py)"|^Extension modules:')
+_STACK_SIGNAL = getattr(signal, "SIGUSR1", None)
+# How long a timed-out worker gets to write its stacks before it is killed.
+_STACK_GRACE_S = 0.5
+
+
+def run_cases(files: list[Path], backend, backend_spec: str, options: RunOptions,
+              on_result: Callable[[CaseResult], None], jobs: int | None = None,
+              timeout: float | None = None) -> list[CaseResult]:
+    """Run every case, calling ``on_result`` as each finishes; return results in ``files`` order."""
+    if jobs is None and timeout is None:
+        results = []
+        for path in files:
+            results.append(_run_guarded(path, backend, backend_spec, options))
+            on_result(results[-1])
+        return results
+    return _Pool(files, backend_spec, options, jobs or 1, timeout, on_result).run()
+
+
+def _run_guarded(path: Path, backend, backend_spec: str, options: RunOptions) -> CaseResult:
+    """run_case, with a failure of the harness itself reported on the case rather than ending the run."""
+    try:
+        return run_case(path, backend, backend_spec, options)
+    except Exception:  # noqa: BLE001 - the backend's own exceptions are caught inside run_case
+        result = new_result(path, backend_spec, options)
+        _identify(result)
+        result.status, result.message = ERROR, f"internal error judging this case:\n{traceback.format_exc()}"
+        return result
+
+
+# --------------------------------------------------------------------------- worker side
+
+def _worker_main(conn, backend_spec: str, options: RunOptions, log_path: str) -> None:
+    # Everything the backend prints goes to the log, so that it cannot garble the report and
+    # so that its last words can be quoted if it dies.
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    # Python stacks into the log on a fatal signal, and on _STACK_SIGNAL, which the parent sends
+    # before killing a worker that timed out: the report then says where the backend was stuck.
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+    if _STACK_SIGNAL is not None:
+        faulthandler.register(_STACK_SIGNAL, file=sys.stderr, all_threads=True)
+    from harness.backend import BackendLoadError, load_backend
+    try:
+        backend = load_backend(backend_spec)
+    except BackendLoadError as exc:
+        conn.send(("load-error", str(exc)))
+        return
+    conn.send(("ready", None))
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        if job is None:
+            return
+        index, path = job
+        os.ftruncate(log, 0)
+        result = _run_guarded(Path(path), backend, backend_spec, options)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        conn.send(("done", index, result.to_json()))
+
+
+# --------------------------------------------------------------------------- parent side
+
+class _Worker:
+    def __init__(self, backend_spec: str, options: RunOptions, log_dir: str, number: int):
+        self.log_path = os.path.join(log_dir, f"worker-{number}.log")
+        self.conn, child_conn = _CONTEXT.Pipe()
+        self.process = _CONTEXT.Process(target=_worker_main, args=(child_conn, backend_spec, options, self.log_path),
+                                        name=f"opcase-worker-{number}", daemon=True)
+        self.process.start()
+        child_conn.close()
+        self.ready = False
+        self.case: int | None = None
+        self.deadline: float | None = None
+        self.born = time.monotonic()
+
+    def assign(self, index: int, path: Path, timeout: float | None) -> None:
+        self.case = index
+        self.deadline = time.monotonic() + timeout if timeout else None
+        self.conn.send((index, str(path)))
+
+    def output_tail(self) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(max(0, os.path.getsize(self.log_path) - _TAIL_BYTES))
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        # The frames of the worker's own plumbing say nothing about the backend.
+        lines = [line for line in text.splitlines() if line.strip() and not _PLUMBING.search(line)]
+        return "\n".join(lines[-_TAIL_LINES:])
+
+    def exit_description(self) -> str:
+        code = self.process.exitcode
+        if code is None:
+            return "still running"
+        if code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exited with status {code}"
+
+    def dump_stacks(self) -> None:
+        """Have a stuck worker write where it is to its log (it cannot refuse: a C-level handler)."""
+        if _STACK_SIGNAL is None or not self.process.is_alive():
+            return
+        size = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
+        os.kill(self.process.pid, _STACK_SIGNAL)
+        give_up = time.monotonic() + _STACK_GRACE_S
+        while time.monotonic() < give_up and os.path.getsize(self.log_path) == size:
+            time.sleep(0.02)
+        time.sleep(0.05)   # let the rest of the dump land
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(5)
+        self.conn.close()
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(None)
+        except OSError:
+            pass
+        self.process.join(5)
+        self.kill()
+
+
+class _Pool:
+    def __init__(self, files, backend_spec, options, jobs, timeout, on_result):
+        self.files, self.backend_spec, self.options = list(files), backend_spec, options
+        self.jobs, self.timeout, self.on_result = jobs, timeout, on_result
+        self.results: list[CaseResult | None] = [None] * len(self.files)
+        self.pending = deque(range(len(self.files)))
+        self.workers: list[_Worker] = []
+        self.spawned = 0
+        self.load_error = ""
+
+    def run(self) -> list[CaseResult]:
+        log_dir = tempfile.mkdtemp(prefix="opcase-workers-")
+        try:
+            while self.pending or self._busy():
+                self._staff(log_dir)
+                self._dispatch()
+                self._wait()
+            for worker in self.workers:
+                worker.stop()
+            self.workers = []
+        finally:
+            for worker in self.workers:
+                worker.kill()
+            shutil.rmtree(log_dir, ignore_errors=True)
+        return [r for r in self.results if r is not None]
+
+    def _busy(self) -> int:
+        return sum(w.case is not None for w in self.workers)
+
+    def _staff(self, log_dir: str) -> None:
+        if self.load_error:
+            while self.pending:
+                self._error(self.pending.popleft(), f"backend cannot be loaded in a worker process: {self.load_error}")
+            return
+        while len(self.workers) < min(self.jobs, len(self.pending) + self._busy()):
+            self.spawned += 1
+            self.workers.append(_Worker(self.backend_spec, self.options, log_dir, self.spawned))
+
+    def _dispatch(self) -> None:
+        for worker in self.workers:
+            if worker.ready and worker.case is None and self.pending:
+                index = self.pending.popleft()
+                worker.assign(index, self.files[index], self.timeout)
+
+    def _wait(self) -> None:
+        if not self.workers:
+            return
+        now = time.monotonic()
+        limits = [w.deadline if w.ready else w.born + _STARTUP_ALLOWANCE_S + (self.timeout or 0.0)
+                  for w in self.workers if w.deadline is not None or not w.ready]
+        wait([w.conn for w in self.workers] + [w.process.sentinel for w in self.workers],
+             max(0.0, min(limits) - now) if limits else None)
+        for worker in list(self.workers):
+            self._service(worker)
+
+    def _service(self, worker: _Worker) -> None:
+        try:
+            while worker.conn.poll():
+                message = worker.conn.recv()
+                if message[0] == "ready":
+                    worker.ready = True
+                elif message[0] == "load-error":
+                    self.load_error = message[1]
+                else:
+                    _, index, doc = message
+                    worker.case = worker.deadline = None
+                    self._finish(index, CaseResult.from_json(doc))
+        except (EOFError, OSError):
+            pass   # it died; the exit code says how
+        now = time.monotonic()
+        if worker.process.exitcode is not None or self.load_error and not worker.ready:
+            self._retire(worker, f"worker {worker.exit_description()}")
+        elif worker.deadline is not None and now >= worker.deadline:
+            worker.dump_stacks()
+            self._retire(worker, f"timed out after {self.timeout:g} s (--timeout); worker killed")
+        elif not worker.ready and now >= worker.born + _STARTUP_ALLOWANCE_S + (self.timeout or 0.0):
+            self._retire(worker, "worker did not finish loading the backend in time; killed")
+
+    def _retire(self, worker: _Worker, why: str) -> None:
+        """Kill a worker and charge its case (or, if it never got going, the next one) with ``why``."""
+        worker.kill()
+        self.workers.remove(worker)
+        if self.load_error:
+            return
+        index = worker.case
+        if index is None and not worker.ready and self.pending:
+            # Dying before it took a case still costs one, so that a backend that always kills its
+            # worker at load time ends the run instead of looping.
+            index = self.pending.popleft()
+            why = f"{why} while loading the backend"
+        if index is None:
+            return
+        tail = worker.output_tail()
+        self._error(index, why + (f"\noutput of the worker before it ended:\n{tail}" if tail else ""))
+
+    def _error(self, index: int, message: str) -> None:
+        result = new_result(self.files[index], self.backend_spec, self.options)
+        _identify(result)
+        result.status, result.message = ERROR, message
+        self._finish(index, result)
+
+    def _finish(self, index: int, result: CaseResult) -> None:
+        self.results[index] = result
+        self.on_result(result)
+
+
+def _identify(result: CaseResult) -> None:
+    """Fill in op/suite/name/dtype from the case file's header, for a case whose worker died."""
+    from harness.casefile import CaseFileError, read_envelope
+    try:
+        msg = read_envelope(Path(result.path))
+        result.op, result.suite, result.name, result.dtype = msg.op, msg.suite, msg.name, msg.dtype
+    except CaseFileError:
+        result.name = Path(result.path).name
