@@ -54,6 +54,11 @@ class Backend:
 def _wrap(name: str, origin: str, obj) -> Backend:
     if isinstance(obj, Backend):
         return obj
+    if isinstance(obj, type):   # a class of backend objects: one instance, made now
+        try:
+            obj = obj()
+        except Exception as exc:  # noqa: BLE001 - the backend's constructor failed; report it
+            raise BackendLoadError(f"backend {name!r}: {origin}() raised {type(exc).__name__}: {exc}") from None
     run = getattr(obj, "run", None)
     if run is None:
         if not callable(obj):
@@ -93,13 +98,23 @@ BUILTIN_NAMES = ("reference", "lowp", "torch")
 
 
 def load_backend(spec: str) -> Backend:
-    """Resolve ``--backend``: a built-in name or ``module:attr``."""
+    """Resolve ``--backend``: a built-in name, ``exec:COMMAND``, a plugin's name (entry-point
+    group ``opcase.backends``, see harness.plugins) or ``module:attr``."""
     builtin = _builtin(spec)
     if builtin is not None:
         return builtin
+    if spec.startswith("exec:"):
+        from harness.backends import exec_backend
+        command = exec_backend.from_spec(spec)
+        return _wrap(spec, command.origin, command)
+    from harness import plugins
+    entry_point = plugins.find(spec)
+    if entry_point is not None:
+        return plugins.load(entry_point)
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise BackendLoadError(f"unknown backend {spec!r}: use one of {', '.join(BUILTIN_NAMES)} "
+        raise BackendLoadError(f"unknown backend {spec!r}: use one of {', '.join(BUILTIN_NAMES)}, "
+                               f"exec:'COMMAND ...', an installed plugin's name (opcase backends lists them) "
                                f"or module:attr")
     try:
         module = importlib.import_module(module_name)

@@ -157,7 +157,9 @@ def _run_files(paths, rerun_failed, filter_text, shard) -> list[Path]:
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--backend", "backend_spec", default="reference", show_default=True,
-              help="reference, lowp, torch, or module:attr (a run(request) function or an object with run).")
+              help="reference, lowp, torch, exec:'COMMAND ...' (a program in any language), an installed "
+                   "plugin's name (`opcase backends` lists them), or module:attr (a run(request) function "
+                   "or an object with run).")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Write per-case results as JSON.")
 @click.option("--junit", "junit_path", default=None, type=click.Path(dir_okay=False),
               help="Write JUnit XML for CI: a testcase per case, classname OP.SUITE.")
@@ -174,7 +176,8 @@ def _run_files(paths, rerun_failed, filter_text, shard) -> list[Path]:
               help="Run cases in N worker processes (a crash or hang then costs only its case).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Seconds a case (all its calls) may take; over it, its worker is killed and the case "
-                   "is an error.  Implies worker processes.")
+                   "is an error.  Implies worker processes.  With an exec: backend, the seconds each run of "
+                   "the command may take (it is killed; no workers needed).")
 @click.option("--shard", "shard_text", default=None, help="I/N: run only shard I of N (1-based), stable by case name.")
 @click.option("--filter", "filter_text", default=None, help="Only cases whose OP/SUITE/NAME matches this regular expression.")
 @click.option("--rerun-failed", "rerun_failed", default=None, type=click.Path(dir_okay=False),
@@ -202,6 +205,14 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     if not paths and not rerun_failed:
         raise InputError("give case files or directories (PATHS), or --rerun-failed RESULTS.json")
     files = _run_files(paths, rerun_failed, filter_text, shard)
+    pool_timeout = timeout
+    if timeout is not None and backend_spec.startswith("exec:"):
+        # The exec backend enforces --timeout itself, on each call: it kills just the command and
+        # quotes its output, so it needs no worker process (those of --jobs read the same variable).
+        import os
+        from harness.backends.exec_backend import TIMEOUT_ENV
+        os.environ[TIMEOUT_ENV] = repr(timeout)
+        pool_timeout = None
     try:
         backend = load_backend(backend_spec)
     except BackendLoadError as exc:
@@ -236,7 +247,7 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         progress.case(result)
 
     try:
-        results = run_cases(files, backend, backend_spec, options, on_result, jobs=jobs, timeout=timeout)
+        results = run_cases(files, backend, backend_spec, options, on_result, jobs=jobs, timeout=pool_timeout)
     finally:
         progress.close()
     gate = gate_summary(results, baseline_path, baseline) if baseline is not None else None
@@ -249,6 +260,66 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     if junit_path:
         write_atomic(junit_path, junit_xml(results, backend_spec))
     sys.exit(1 if any(fails(r) for r in results) else 0)
+
+
+@main.command("backends")
+@click.argument("names", nargs=-1)
+def backends_(names):
+    """List the backends --backend accepts, where each comes from, and the kernels and dtypes it
+    supports: built-ins, exec:COMMAND, and plugins (entry-point group opcase.backends).
+
+    Give NAMES (any --backend value, e.g. exec:'./my_kernels') to describe just those.
+    Cases of a kernel or dtype a backend does not support are skipped by `opcase run`, not failed.
+    """
+    from harness.backend import BackendLoadError, load_backend
+    from harness import plugins
+
+    # (name, loader): what to describe and how to load it; exec:COMMAND alone has no loader
+    if names:
+        entries = [(n, lambda n=n: load_backend(n)) for n in names]
+    else:
+        entries = [(n, lambda n=n: load_backend(n)) for n in ("reference", "lowp", "torch")]
+        entries.append(("exec:COMMAND", None))
+        entries += [(ep.name, lambda ep=ep: plugins.load(ep)) for ep in plugins.entry_points()]
+    failed = False
+    for name, loader in entries:
+        if loader is None:
+            click.echo(f"{name}\n    built-in: runs `COMMAND ... REQUEST RESPONSE` per case, any language "
+                       f"(README: External implementations)\n    kernels: those `COMMAND --list-supported` "
+                       f"prints; `opcase backends exec:'COMMAND'` shows them")
+            continue
+        try:
+            backend = loader()
+        except BackendLoadError as exc:
+            failed = True
+            click.echo(f"{name}\n    unavailable: {exc}")
+            continue
+        click.echo(f"{name}\n    {backend.origin}")
+        for line in _supported_lines(backend):
+            click.echo(f"    {line}")
+        # exec: how its kernels were learnt (`COMMAND --list-supported`, or not at all)
+        note = getattr(getattr(backend.run, "__self__", None), "probe_note", "")
+        if note:
+            click.echo(f"    ({note})")
+    if names and failed:
+        sys.exit(2)
+
+
+def _supported_lines(backend) -> list[str]:
+    """'OP  DTYPE ...' for each known kernel, from the backend's supports(op, dtype)."""
+    from gen.registry import known_ops, spec_for
+
+    ops = known_ops()
+    width = max(map(len, ops), default=0)
+    lines = []
+    for op in ops:
+        try:
+            dtypes = [d for d in spec_for(op).dtypes if backend.supports(op, d)]
+            text = " ".join(dtypes) if dtypes else "not supported"
+        except Exception as exc:  # noqa: BLE001 - a broken supports() is the backend's; show it
+            text = f"supports() raised {type(exc).__name__}: {exc}"
+        lines.append(f"{op:{width}}  {text}")
+    return lines
 
 
 @main.group()
