@@ -1,0 +1,36 @@
+"""OPS.md 'Shared: bilinear sampling', used by deform_roi_pool and border_align."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def bilinear_corners(y: np.ndarray, x: np.ndarray, height: int, width: int):
+    """OPS.md 'Shared: bilinear sampling' for arrays of points, in the points' dtype.
+
+    Returns (rows, cols, weights, inside): rows/cols int64 [4, *shape], the corners
+    (y_low, x_low), (y_low, x_high), (y_high, x_low), (y_high, x_high), always valid indices;
+    weights [4, *shape] = hy*hx, hy*lx, ly*hx, ly*lx, zero where the point lies farther
+    than one pixel outside the map (inside is False there).  The map must not be empty.
+    """
+    inside = (y >= -1) & (y <= height) & (x >= -1) & (x <= width)
+    # Points outside are given coordinate 0 so that the index arithmetic stays sane; their weights are zeroed.
+    y_low, y_high, ly = _bilinear_axis(np.where(inside, y, 0), height)
+    x_low, x_high, lx = _bilinear_axis(np.where(inside, x, 0), width)
+    hy, hx = 1 - ly, 1 - lx
+    weights = np.stack([hy * hx, hy * lx, ly * hx, ly * lx])
+    weights[:, ~inside] = 0
+    rows = np.stack([y_low, y_low, y_high, y_high])
+    cols = np.stack([x_low, x_high, x_low, x_high])
+    return rows, cols, weights, inside
+
+
+def _bilinear_axis(coord: np.ndarray, size: int):
+    """Low and high neighbour along one axis and the fraction towards the high one."""
+    coord = np.maximum(coord, 0)
+    low = np.floor(coord)
+    at_last = low >= size - 1
+    # At (or past) the last row the point snaps onto it: low = high = size-1, fraction 0.
+    low = np.where(at_last, size - 1, low).astype(coord.dtype)
+    coord = np.where(at_last, low, coord)
+    high = np.where(at_last, low, low + 1)
+    return low.astype(np.int64), high.astype(np.int64), coord - low

@@ -1,0 +1,257 @@
+"""deform_roi_pool forward (design doc 002, OPS.md).
+
+Per roi (batch, x1, y1, x2, y2) and bin (ph, pw):
+    start = corner * spatial_scale - 0.5,  roi = end - start,  bin = roi / pooled
+    grid  = sampling_ratio if > 0 else ceil(roi / pooled)         (may be 0: no samples)
+    start += gamma * roi * offset[r, 0 (x) / 1 (y), ph, pw]       (with an offset)
+    y = start_h + ph*bin_h + (iy + 0.5)*bin_h / grid_h            (x likewise)
+    output = sum of bilinear samples / max(grid_h*grid_w, 1)
+The number of samples varies per roi, so all samples of all bins are laid out in one
+flat sequence (bin by bin), processed in chunks: gather the four corners of each sample,
+weight, add, and sum each bin's run of samples with np.add.reduceat.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gen.ops.bilinear import bilinear_corners
+
+# Elements of the largest per-chunk temporary (the gathered corners, [4, samples, C]).
+_CHUNK_ELEMENTS = 1 << 21
+
+
+@dataclass
+class _Bins:
+    """The sampling grid of every bin, flattened in (roi, ph, pw) order."""
+    batch: np.ndarray     # image of each bin's roi
+    y0: np.ndarray        # start_h + ph*bin_h (offset included)
+    x0: np.ndarray
+    bin_h: np.ndarray
+    bin_w: np.ndarray
+    grid_h: np.ndarray    # samples per axis, int64 >= 0
+    grid_w: np.ndarray
+
+    @property
+    def samples(self) -> np.ndarray:
+        return self.grid_h * self.grid_w
+
+
+def _bins(rois, offset, params, dtype) -> _Bins:
+    PH, PW = int(params["pooled_height"]), int(params["pooled_width"])
+    sampling_ratio = int(params["sampling_ratio"])
+    scale, gamma, half = dtype(params["spatial_scale"]), dtype(params["gamma"]), dtype(0.5)
+    rois = np.asarray(rois).astype(dtype)
+    R = rois.shape[0]
+    start_w, start_h = rois[:, 1] * scale - half, rois[:, 2] * scale - half
+    roi_w = (rois[:, 3] * scale - half) - start_w
+    roi_h = (rois[:, 4] * scale - half) - start_h
+    bin_h, bin_w = roi_h / dtype(PH), roi_w / dtype(PW)
+    if sampling_ratio > 0:
+        grid_h = np.full(R, sampling_ratio, dtype=np.int64)
+        grid_w = grid_h.copy()
+    else:
+        # ceil(roi/pooled) is negative for an inverted roi: no samples, like an empty loop.
+        grid_h = np.maximum(np.ceil(roi_h / dtype(PH)), 0).astype(np.int64)
+        grid_w = np.maximum(np.ceil(roi_w / dtype(PW)), 0).astype(np.int64)
+    start_h = np.broadcast_to(start_h[:, None, None], (R, PH, PW))
+    start_w = np.broadcast_to(start_w[:, None, None], (R, PH, PW))
+    if offset is not None:
+        offset = np.asarray(offset).astype(dtype)
+        start_w = start_w + (gamma * roi_w)[:, None, None] * offset[:, 0]
+        start_h = start_h + (gamma * roi_h)[:, None, None] * offset[:, 1]
+    ph = np.arange(PH, dtype=dtype)[None, :, None]
+    pw = np.arange(PW, dtype=dtype)[None, None, :]
+
+    def per_bin(per_roi):
+        return np.broadcast_to(per_roi[:, None, None], (R, PH, PW)).reshape(-1)
+
+    return _Bins(batch=per_bin(rois[:, 0].astype(np.int64)),
+                 y0=(start_h + ph * bin_h[:, None, None]).reshape(-1),
+                 x0=(start_w + pw * bin_w[:, None, None]).reshape(-1),
+                 bin_h=per_bin(bin_h), bin_w=per_bin(bin_w),
+                 grid_h=per_bin(grid_h), grid_w=per_bin(grid_w))
+
+
+def _bin_sums(features: np.ndarray, bins: _Bins, dtype) -> np.ndarray:
+    """[bins, C]: the sum of each bin's bilinear samples."""
+    _, H, W, C = features.shape
+    pixels = features.reshape(-1, C)
+    counts = bins.samples
+    ends = np.cumsum(counts)
+    total = int(ends[-1]) if ends.size else 0
+    sums = np.zeros((counts.size, C), dtype=dtype)
+    chunk = max(1, _CHUNK_ELEMENTS // (4 * C))
+    for first in range(0, total, chunk):
+        sample = np.arange(first, min(total, first + chunk))
+        bin_of = np.searchsorted(ends, sample, side="right")
+        iy, ix = np.divmod(sample - (ends[bin_of] - counts[bin_of]), bins.grid_w[bin_of])
+        y = bins.y0[bin_of] + ((iy.astype(dtype) + dtype(0.5)) * bins.bin_h[bin_of]) / bins.grid_h[bin_of].astype(dtype)
+        x = bins.x0[bin_of] + ((ix.astype(dtype) + dtype(0.5)) * bins.bin_w[bin_of]) / bins.grid_w[bin_of].astype(dtype)
+        rows, cols, weights, _ = bilinear_corners(y, x, H, W)
+        corners = pixels[(bins.batch[bin_of] * H + rows) * W + cols].astype(dtype, copy=False)   # [4, S, C]
+        corners *= weights[..., None]
+        value = corners[0]
+        for corner in corners[1:]:
+            value += corner
+        # Samples come bin by bin, so each bin met in this chunk is one run of rows.
+        run_starts = np.flatnonzero(np.r_[True, bin_of[1:] != bin_of[:-1]])
+        sums[bin_of[run_starts]] += np.add.reduceat(value, run_starts, axis=0)
+    return sums
+
+
+def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
+    features, rois, offset = inputs["input"], inputs["rois"], inputs.get("offset")
+    PH, PW = int(params["pooled_height"]), int(params["pooled_width"])
+    dtype = np.dtype(compute_dtype).type
+    _, H, W, C = features.shape
+    output = np.zeros((rois.shape[0], PH, PW, C), dtype=dtype)
+    # An empty map has nothing to sample (doc 3.8: zero H or W still succeeds).
+    if output.size == 0 or H == 0 or W == 0:
+        return {"output": output}
+    bins = _bins(rois, offset, params, dtype)
+    sums = _bin_sums(features, bins, dtype)
+    sums /= np.maximum(bins.samples, 1).astype(dtype)[:, None]
+    return {"output": sums.reshape(output.shape)}
+
+
+# ----------------------------------------------------------------------------- value generators
+
+def _fpn_side_range(spatial_scale: float) -> tuple[float, float]:
+    """Roi sides (sqrt of the area, image pixels) that mmdet's map_roi_levels sends to the
+    FPN level of this spatial_scale: level l = log2(1/scale) - 2 takes [56*2^l, 56*2^(l+1)),
+    level 0 everything below 112 and level 3 everything above 448."""
+    level = int(np.clip(round(np.log2(1.0 / spatial_scale)) - 2, 0, 3))
+    low = 16.0 if level == 0 else 56.0 * 2 ** level
+    high = 56.0 * 2 ** (level + 1) if level < 3 else np.inf
+    return low, high
+
+
+def _log_uniform(rng, low, high, size):
+    return np.exp(rng.uniform(np.log(low), np.log(high), size=size))
+
+
+# Each roi mode draws R boxes (x1, y1, x2, y2) in feature cells, measured like
+# start = corner*scale - 0.5: the image spans [-0.5, size - 0.5] cells.
+
+def _proposal_cells(rng, R, H, W, scale):
+    low, high = _fpn_side_range(scale)
+    high = min(high, max(H, W) / scale)
+    low = min(low, high / 2)
+    side = _log_uniform(rng, low, high, R) * scale
+    ratio = _log_uniform(rng, 1 / 3, 3, R)
+    w, h = side * np.sqrt(ratio), side / np.sqrt(ratio)
+    cx, cy = rng.uniform(0, W, R), rng.uniform(0, H, R)
+    box = np.column_stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2])
+    return np.clip(box, -0.5, np.array([W, H, W, H]) - 0.5)          # proposals are clipped to the image
+
+
+def _large_cells(rng, R, H, W, scale):
+    w, h = rng.uniform(0.5, 1.5, R) * W, rng.uniform(0.5, 1.5, R) * H
+    cx, cy = rng.uniform(0.3, 0.7, R) * W, rng.uniform(0.3, 0.7, R) * H
+    return np.column_stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2])
+
+
+def _edge_cells(rng, R, H, W, scale):
+    box = np.column_stack([rng.uniform(0, W / 2, R), rng.uniform(0, H / 2, R),
+                           rng.uniform(W / 2, W, R), rng.uniform(H / 2, H, R)]) - 0.5
+    on_edge = rng.random((R, 4)) < 0.5           # each coordinate exactly on its image edge half of the time
+    return np.where(on_edge, np.array([-0.5, -0.5, W - 0.5, H - 0.5]), box)
+
+
+def _degenerate_cells(rng, R, H, W, scale):
+    x1, y1 = rng.uniform(-0.5, W - 0.5, R), rng.uniform(-0.5, H - 0.5, R)
+    w, h = rng.uniform(1, max(2.0, W / 2), R), rng.uniform(1, max(2.0, H / 2), R)
+    kind = rng.integers(0, 4, R)                 # 0: zero width, 1: zero height, 2: both, 3: inverted
+    w = np.where((kind == 0) | (kind == 2), 0.0, np.where(kind == 3, -w, w))
+    h = np.where((kind == 1) | (kind == 2), 0.0, np.where(kind == 3, -h, h))
+    return np.column_stack([x1, y1, x1 + w, y1 + h])
+
+
+def _edge_relative_cells(rng, R, H, W, outside: bool):
+    """Boxes of up to half the map placed against one edge along x or y: beyond it by more
+    than one cell (outside) or straddling it (across)."""
+    w, h = rng.uniform(1, max(2.0, W / 2), R), rng.uniform(1, max(2.0, H / 2), R)
+    box = np.column_stack([rng.uniform(-0.5, W - 0.5, R), rng.uniform(-0.5, H - 0.5, R), w, h])
+    box[:, 2:] += box[:, :2]
+    axis = rng.integers(0, 2, R)                 # 0: x, 1: y
+    far_side = rng.random(R) < 0.5
+    size, length = np.where(axis == 0, W, H), np.where(axis == 0, w, h)
+    if outside:
+        gap = rng.uniform(2, 4, R)
+        low = np.where(far_side, size + gap, -gap - length)
+    else:
+        edge = np.where(far_side, size - 0.5, -0.5)
+        low = edge - length * rng.uniform(0.25, 0.75, R)
+    rows = np.arange(R)
+    box[rows, axis] = low
+    box[rows, axis + 2] = low + length
+    return box
+
+
+_ROI_CELLS = {
+    "proposals": _proposal_cells,
+    "large": _large_cells,
+    "edge": _edge_cells,
+    "degenerate": _degenerate_cells,
+    "outside": lambda rng, R, H, W, scale: _edge_relative_cells(rng, R, H, W, outside=True),
+    "across": lambda rng, R, H, W, scale: _edge_relative_cells(rng, R, H, W, outside=False),
+}
+
+
+def proposals(rng: np.random.Generator, ctx, mode: str = "proposals"):
+    """rois [R, 5] = (batch, x1, y1, x2, y2) in image coordinates (feature size / spatial_scale).
+
+    Batch indices are sorted, as mmdet's bbox2roi concatenates the images' rois.  Modes:
+    - proposals:  detection proposals clipped to the image, sides in the band that FPN
+                  level assignment sends to this spatial_scale (bounded by the image),
+                  aspect ratios in [1/3, 3];
+    - outside:    every roi more than two cells beyond one edge of the map (all samples 0);
+    - across:     rois straddling an edge of the map;
+    - edge:       roi corners exactly on the image edges (x1 = 0, x2 = image width, ...),
+                  so samples land in the [-1, 0) and (size-1, size] bands;
+    - degenerate: zero-width and/or zero-height rois, and inverted ones (x2 < x1);
+    - large:      rois from half to 1.5 times the image: big adaptive sampling grids.
+    """
+    if mode not in _ROI_CELLS:
+        raise ValueError(f"proposals: mode must be one of {sorted(_ROI_CELLS)}, got {mode!r}")
+    R = int(ctx.shapes["rois"][0])
+    B, H, W, _ = ctx.shapes["input"]
+    scale = float(ctx.params["spatial_scale"])
+    batch = np.sort(rng.integers(0, max(int(B), 1), size=R))
+    cells = _ROI_CELLS[mode](rng, R, float(H), float(W), scale)
+    return np.column_stack([batch, (cells + 0.5) / scale])
+
+
+def offsets(rng: np.random.Generator, ctx, mode: str = "learned", std: float = 0.1):
+    """offset [R, 2, PH, PW] (channel 0 shifts x, channel 1 shifts y, in units of gamma * roi size).
+
+    - learned: N(0, std), small like the output of the trained offset fc layer;
+    - off_map: as learned, but about half the bins get the shift that moves all their
+      samples more than one cell past an edge of the map along x or y (needs the rois).
+    """
+    shape = tuple(ctx.shapes["offset"])
+    learned = rng.normal(0.0, float(std), size=shape)
+    if mode == "learned" or learned.size == 0:
+        return learned
+    if mode != "off_map":
+        raise ValueError(f"offsets: mode must be learned or off_map, got {mode!r}")
+    rois = np.asarray(ctx.inputs["rois"], dtype=np.float64)
+    _, H, W, _ = ctx.shapes["input"]
+    scale, gamma = float(ctx.params["spatial_scale"]), float(ctx.params["gamma"])
+    R, _, PH, PW = shape
+    roi_size = np.stack([rois[:, 3] - rois[:, 1], rois[:, 4] - rois[:, 2]], axis=1) * scale   # [R, 2] cells
+    axis = rng.integers(0, 2, size=(R, PH, PW))
+    direction = np.where(rng.random((R, PH, PW)) < 0.5, -1.0, 1.0)
+    length = np.where(axis == 0, roi_size[:, 0, None, None], roi_size[:, 1, None, None])
+    map_size = np.where(axis == 0, W, H)
+    # Samples of a roi inside the image lie in [-0.5, size-0.5]; this shift takes them past [-1, size].
+    shift = direction * (map_size + 2 + np.abs(length))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        push = shift / (gamma * length)
+    pushed = (rng.random((R, PH, PW)) < 0.5) & np.isfinite(push) & (np.abs(push) <= 1000)
+    result = learned.copy()
+    r, ph, pw = np.nonzero(pushed)
+    result[r, axis[pushed], ph, pw] = push[pushed]
+    return result
