@@ -301,6 +301,7 @@ class Generator:
 
     def build(self, plan: Plan) -> Case:
         spec = self.spec
+        plan = replace(plan, params=interface_params(spec, plan.params))
         lay = layout_of(spec, plan)
         self._expect_valid(plan, lay)
         inputs = draw_inputs(spec, plan, lay)
@@ -366,6 +367,13 @@ class Generator:
                                                 t.dtype.name, self.baseline.name, spec.doc)
                               for m, rate in zip(spec.criteria.metrics, spec.criteria.rates)]
         return criteria
+
+
+def interface_params(spec: Spec, params: dict) -> dict:
+    """Params as the kernel's C interface receives them: float params are C floats (float32),
+    so the golden is computed from exactly the value an implementation sees."""
+    return {k: float(np.float32(v)) if k in spec.params and spec.params[k].type == "float" else v
+            for k, v in params.items()}
 
 
 def total_bytes(spec: Spec, plan: Plan) -> int:

@@ -1,0 +1,151 @@
+"""carafe forward/backward, deform_roi_pool_forward and border_align_backward: the generated
+suites (random, boundary, invalid; dynamic thresholds from the lowp baseline) against
+planted bugs.
+
+Each buggy backend is an independent copy of the kernel (tests/planted_accumulating.py)
+with exactly one realistic bug; the suites must fail it in at least one case, while the
+built-in reference and lowp backends and the bug-free copies pass every case.  Every
+parameter check a spec can violate must be caught when a backend leaves it out.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import planted_accumulating as planted
+from conftest import checked_backend, run_dir, statuses
+from gen.registry import spec_for
+from harness.backend import load_backend
+from harness.runner import ERROR, FAILED, FAILING
+
+OPS = ("carafe_forward", "carafe_backward", "deform_roi_pool_forward", "border_align_backward")
+
+CORRECT = {
+    "carafe_forward": planted.carafe_forward_compute(),
+    "carafe_backward": planted.carafe_backward_compute(),
+    "deform_roi_pool_forward": planted.deform_roi_pool_compute(),
+    "border_align_backward": planted.border_align_backward_compute(),
+}
+
+
+def _failing(results) -> list:
+    return [r for r in results if r.status in FAILING]
+
+
+def _failed_metrics(result) -> set:
+    """The metrics (diff1, diff4, ...) over their thresholds in a failed case."""
+    return {v["metric"] for verdicts in result.thresholds.values() for v in verdicts if not v["passed"]}
+
+
+def _summary(results, limit=12) -> str:
+    shown = [f"{r.suite}/{r.name} {r.status} {sorted(_failed_metrics(r)) or r.message[:80]}"
+             for r in _failing(results)[:limit]]
+    return f"{statuses(results)}" + "".join(f"\n  {line}" for line in shown)
+
+
+# ----------------------------------------------------------------------------- correct backends pass
+
+@pytest.mark.parametrize("backend", ["reference", "lowp"])
+@pytest.mark.parametrize("op", OPS)
+def test_builtin_backends_pass_every_case(suites, op, backend):
+    results = run_dir(suites(op), load_backend(backend))
+    assert results
+    assert not _failing(results), f"{op}: {backend} fails: {_summary(results)}"
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_correct_copies_pass_every_case(suites, op):
+    results = run_dir(suites(op), checked_backend(f"correct {op}", CORRECT[op]))
+    assert not _failing(results), f"{op}: the bug-free copy fails: {_summary(results)}"
+
+
+# ----------------------------------------------------------------------------- planted bugs
+
+BUGS = [
+    # carafe_forward
+    pytest.param("carafe_forward", planted.carafe_forward_compute(mask_order="wh"),
+                 id="carafe_forward-mask_order_kw_kh"),
+    pytest.param("carafe_forward", planted.carafe_forward_compute(group_of="mod"),
+                 id="carafe_forward-group_c_mod_G"),
+    pytest.param("carafe_forward", planted.carafe_forward_compute(padding="clamp"),
+                 id="carafe_forward-clamped_taps"),
+    pytest.param("carafe_forward", planted.carafe_forward_compute(acc="half"),
+                 id="carafe_forward-half_accumulation"),
+    pytest.param("carafe_forward", planted.carafe_forward_compute(rounding="toward_zero"),
+                 id="carafe_forward-round_toward_zero"),
+    # carafe_backward
+    pytest.param("carafe_backward", planted.carafe_backward_compute(grad_mask_group_sum=False),
+                 id="carafe_backward-grad_mask_no_group_sum"),
+    pytest.param("carafe_backward", planted.carafe_backward_compute(mask_at_input=True),
+                 id="carafe_backward-mask_read_at_input"),
+    # deform_roi_pool_forward
+    pytest.param("deform_roi_pool_forward", planted.deform_roi_pool_compute(align=False),
+                 id="deform_roi_pool-no_half_pixel_alignment"),
+    pytest.param("deform_roi_pool_forward", planted.deform_roi_pool_compute(grid_round="floor"),
+                 id="deform_roi_pool-adaptive_grid_floor"),
+    pytest.param("deform_roi_pool_forward", planted.deform_roi_pool_compute(zero_beyond_last=True),
+                 id="deform_roi_pool-zero_beyond_H_minus_1"),
+    pytest.param("deform_roi_pool_forward", planted.deform_roi_pool_compute(offset_unit="bin"),
+                 id="deform_roi_pool-offset_times_bin_size"),
+    pytest.param("deform_roi_pool_forward", planted.deform_roi_pool_compute(offset_xy=(1, 0)),
+                 id="deform_roi_pool-offset_xy_swapped"),
+    # border_align_backward
+    pytest.param("border_align_backward", planted.border_align_backward_compute(stride_divisor="P+1"),
+                 id="border_align_backward-stride_over_P_plus_1"),
+    pytest.param("border_align_backward", planted.border_align_backward_compute(channel="channel_major"),
+                 id="border_align_backward-channel_c4_plus_e"),
+    pytest.param("border_align_backward", planted.border_align_backward_compute(rounding="toward_zero"),
+                 id="border_align_backward-round_toward_zero"),
+    pytest.param("border_align_backward", planted.border_align_backward_compute(far_start="x1y1"),
+                 id="border_align_backward-far_borders_start_x1y1"),
+]
+
+
+@pytest.mark.parametrize("op, compute", BUGS)
+def test_suites_catch_planted_bug(suites, request, op, compute):
+    bug = request.node.callspec.id
+    results = run_dir(suites(op), checked_backend(bug, compute))
+    # A crash would be the copy's fault, not the suite catching the bug.
+    assert not [r for r in results if r.status == ERROR], f"{bug}: the buggy copy crashed: {_summary(results)}"
+    assert [r for r in results if r.status == FAILED], f"{bug}: passed every case: {_summary(results)}"
+
+
+def test_round_toward_zero_bias_is_caught_by_diff4(suites):
+    """Truncation stays within an ulp, far below diff1/diff2's thresholds; only diff4 (the
+    direction of the errors) sees it, in a case whose golden has one sign throughout."""
+    results = run_dir(suites("border_align_backward"),
+                      checked_backend("truncating", planted.border_align_backward_compute(rounding="toward_zero")))
+    by_diff4 = [r.key for r in results if r.status == FAILED and "diff4" in _failed_metrics(r)]
+    assert by_diff4, f"no case fails truncation by diff4: {_summary(results)}"
+
+
+def test_round_toward_zero_is_only_a_bias():
+    """The planted rounding is what it claims: toward zero, at most one ulp from nearest."""
+    a = np.array([1.0 + 2.0 ** -12, -(1.0 + 2.0 ** -12), 1.0 - 2.0 ** -13, 7e4, np.inf, -np.inf, np.nan, 0.0])
+    t = planted.round_toward_zero(a, np.float16)
+    assert t.dtype == np.float16
+    assert t[0] == 1.0 and t[1] == -1.0 and t[2] == np.nextafter(np.float16(1.0), np.float16(0))
+    assert t[3] == np.finfo(np.float16).max and t[4] == np.inf and t[5] == -np.inf and np.isnan(t[6]) and t[7] == 0
+    finite = np.random.default_rng(0).normal(size=1000)
+    assert np.all(np.abs(planted.round_toward_zero(finite, np.float32).astype(np.float64)) <= np.abs(finite))
+
+
+# ----------------------------------------------------------------------------- parameter checks
+
+@pytest.mark.parametrize("op", OPS)
+def test_every_missing_check_is_caught(suites, op):
+    import gen
+    spec = spec_for(op)
+
+    def compute(request):
+        out_shapes = {name: o.shape for name, o in request.outputs.items()}
+        return gen.golden(request.op, request.inputs, request.params, out_shapes=out_shapes)
+
+    testable = [c.id for c in spec.checks if c.violate is not None]
+    assert testable
+    for check_id in testable:
+        results = run_dir(suites(op) / "invalid", checked_backend(f"no {check_id}", compute, skip_check=check_id))
+        # Without the check the call goes through (wrongly-accepted) or crashes (error):
+        # either way exactly the case of that check fails.
+        caught = [r.name.rsplit("-", 1)[0] for r in results if r.status in FAILING]
+        assert caught == [check_id], (check_id, statuses(results))
