@@ -5,6 +5,7 @@ import hashlib
 import itertools
 import math
 import re
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -14,9 +15,11 @@ from gen.checks import TensorInfo, failures, first_failure
 from gen.expr import ExprError, evaluate
 from gen.spec import SUITES, Spec, SpecError, line_of
 from gen.values import ValueContext, draw
-from harness.casefile import Case, Tensor, Threshold
+from harness.casefile import Case, SidecarWriter, Tensor, Threshold
 
 GENERATOR_VERSION = "opcase-gen 1"
+# Outputs larger than this (bytes, all outputs of a case) are streamed to disk piece by piece.
+STREAM_OUTPUT_BYTES = 256 << 20
 RANDOM_ATTEMPTS = 2000
 # mlu-ops' dynamic-threshold floors and caps (ACCURACY.md), per output dtype.
 DYNAMIC_FLOOR = {"float16": 9.8e-4, "float32": 1.2e-7, "float64": 1.2e-7}
@@ -299,7 +302,90 @@ class Generator:
             raise SpecError(self.spec.path, plan.violation.line,
                             f"check '{plan.violation.id}': its violation does not isolate it ({got})")
 
+    def write(self, plan: Plan, path: Path) -> Path:
+        """Build the case of ``plan`` and save it at ``path``.
+
+        Outputs over STREAM_OUTPUT_BYTES, of a reference that can yield its outputs in pieces
+        (``<fn>_blocks``), are computed and written piece by piece, so that no golden is ever
+        whole in memory, let alone in float64."""
+        from harness.casefile import save
+        pieces = self._pieces_fn()
+        lay = layout_of(self.spec, replace(plan, params=interface_params(self.spec, plan.params)))
+        output_bytes = sum(int(np.prod(lay.shapes[n], dtype=np.int64)) * np.dtype(lay.dtypes[n]).itemsize
+                           for n in self.spec.outputs)
+        if plan.violation is not None or pieces is None or output_bytes <= STREAM_OUTPUT_BYTES:
+            return save(self.build(plan), path)
+        case = self._with_inputs(plan)
+        writers = {n: SidecarWriter(Path(path), t.shape, t.dtype) for n, t in case.outputs.items()}
+        try:
+            self._stream_goldens(case, pieces, writers)
+            if not plan.zero_golden_ok and any(w.total and not w.any_nonzero for w in writers.values()):
+                raise GenerationError(f"{self.spec.path}:{plan.line}: case {plan.suite}/{plan.name}: a golden "
+                                      f"is all zeros; change the case or mark it zero_golden_ok")
+            for name, writer in writers.items():
+                case.outputs[name].prewritten = writer.finish()
+            return save(case, path)
+        finally:
+            for writer in writers.values():
+                writer.discard()
+
+    def _pieces_fn(self):
+        """The reference's streaming twin ``<fn>_blocks``, if its module has one."""
+        fn = self.spec.reference_fn
+        return getattr(sys.modules[fn.__module__], f"{fn.__name__}_blocks", None)
+
+    def _stream_goldens(self, case: Case, pieces_fn, writers: dict) -> None:
+        from harness.backends.builtin import round_to
+        from harness.metrics import StreamingCompare
+        present = {n: t.data for n, t in case.inputs.items() if not t.absent}
+        out_shapes = {n: tuple(t.shape) for n, t in case.outputs.items()}
+        golden = pieces_fn(present, dict(case.params), compute_dtype=np.float64, out_shapes=out_shapes)
+        baseline_piece = self._baseline_pieces(case, present, pieces_fn)
+        stats = {n: StreamingCompare(t.dtype) for n, t in case.outputs.items()}
+        for name, index, block in golden:
+            dtype = case.outputs[name].dtype
+            writers[name].write(flat_start(index, out_shapes[name]), round_to(block, dtype))
+            if baseline_piece is not None:
+                stats[name].add(baseline_piece(name, index), block)
+        if baseline_piece is not None:
+            case.criteria = self._dynamic_criteria(case, {n: st.result() for n, st in stats.items()})
+        else:
+            case.criteria = self._criteria(case, None)
+
+    def _baseline_pieces(self, case: Case, present: dict, pieces_fn):
+        """f(output, index) -> the baseline's piece matching the golden's, or None for static criteria.
+
+        The built-in lowp baseline is the same reference in float32, run in step with the golden,
+        so it too never holds a whole output; any other baseline runs on the whole case first."""
+        from harness.backends.builtin import round_to
+        from harness.runner import request_for
+        if self.spec.criteria.mode != "dynamic":
+            return None
+        if self.baseline is None:
+            raise GenerationError(f"{self.spec.path}: dynamic thresholds need a baseline backend")
+        if self.baseline.name == "lowp":
+            lowp = pieces_fn(present, dict(case.params), compute_dtype=np.float32,
+                             out_shapes={n: tuple(t.shape) for n, t in case.outputs.items()})
+
+            def in_step(name, index):
+                low_name, low_index, block = next(lowp)
+                if (low_name, low_index) != (name, index):
+                    raise GenerationError(f"{self.spec.reference}_blocks yields different pieces in float32")
+                return round_to(block, case.outputs[name].dtype)
+            return in_step
+        outputs = self.baseline.run(request_for(case))
+        return lambda name, index: np.asarray(outputs[name])[index]
+
     def build(self, plan: Plan) -> Case:
+        case = self._with_inputs(plan)
+        if case.expect == "rejected":
+            return case
+        self.complete(case)
+        self._refuse_trivial(plan, case)
+        return case
+
+    def _with_inputs(self, plan: Plan) -> Case:
+        """The case of ``plan`` with its inputs drawn and no goldens yet (rejected cases: complete)."""
         spec = self.spec
         plan = replace(plan, params=interface_params(spec, plan.params))
         lay = layout_of(spec, plan)
@@ -316,9 +402,6 @@ class Generator:
             case.expect = "rejected"
             case.expect_check = plan.violation.id
             case.expect_message = plan.violation.message
-            return case
-        self.complete(case)
-        self._refuse_trivial(plan, case)
         return case
 
     def complete(self, case: Case) -> Case:
@@ -351,7 +434,7 @@ class Generator:
                 raise GenerationError(f"{self.spec.path}:{plan.line}: case {plan.suite}/{plan.name}: golden "
                                       f"'{name}' is all zeros; change the case or mark it zero_golden_ok")
 
-    def _criteria(self, case: Case, golden64: dict) -> dict:
+    def _criteria(self, case: Case, golden64: dict | None) -> dict:
         spec = self.spec
         if spec.criteria.mode == "static":
             return {name: static_thresholds(spec, t.dtype.name) for name, t in case.outputs.items()}
@@ -360,9 +443,15 @@ class Generator:
         from harness.metrics import compare
         from harness.runner import request_for
         outputs = self.baseline.run(request_for(case))
+        return self._dynamic_criteria(case, {name: compare(np.asarray(outputs[name]), golden64[name], t.dtype)
+                                             for name, t in case.outputs.items()})
+
+    def _dynamic_criteria(self, case: Case, baseline_stats: dict) -> dict:
+        """Thresholds from the baseline's metrics against the float64 golden, per output."""
+        spec = self.spec
         criteria = {}
         for name, t in case.outputs.items():
-            stats = compare(np.asarray(outputs[name]), golden64[name], t.dtype)
+            stats = baseline_stats[name]
             criteria[name] = [dynamic_threshold(m, float(stats[m] if stats[m] is not None else 0.5), rate,
                                                 t.dtype.name, self.baseline.name, spec.doc)
                               for m, rate in zip(spec.criteria.metrics, spec.criteria.rates)]
@@ -374,6 +463,13 @@ def interface_params(spec: Spec, params: dict) -> dict:
     so the golden is computed from exactly the value an implementation sees."""
     return {k: float(np.float32(v)) if k in spec.params and spec.params[k].type == "float" else v
             for k, v in params.items()}
+
+
+def flat_start(index: tuple, shape) -> int:
+    """Flat C-order position of the first element of ``array[index]`` (ints, then at most one slice)."""
+    first = [i.start or 0 if isinstance(i, slice) else int(i) for i in index]
+    first += [0] * (len(shape) - len(first))
+    return int(np.ravel_multi_index(first, shape)) if all(shape) else 0
 
 
 def total_bytes(spec: Spec, plan: Plan) -> int:

@@ -24,19 +24,30 @@ class ValueContext:
     inputs: dict = field(default_factory=dict)
 
 
+# Values are drawn this many at a time, converted and stored, so that a multi-GB input never
+# exists in float64.  The rng consumes its stream in order either way, so the values do not
+# depend on this number.
+DRAW_CHUNK = 1 << 20
+
+
 def _plain(rng: np.random.Generator, dist: dict, shape, dtype: np.dtype) -> np.ndarray:
     kind = dist["dist"]
+    if kind == "const":
+        return np.full(shape, dist["value"], dtype=dtype)
     if kind == "uniform":
-        values = rng.uniform(float(dist["low"]), float(dist["high"]), size=shape)
+        draw_chunk = lambda n: rng.uniform(float(dist["low"]), float(dist["high"]), size=n)  # noqa: E731
     elif kind == "normal":
-        values = rng.normal(float(dist["mean"]), float(dist["std"]), size=shape)
+        draw_chunk = lambda n: rng.normal(float(dist["mean"]), float(dist["std"]), size=n)  # noqa: E731
     elif kind == "randint":
-        values = rng.integers(int(dist["low"]), int(dist["high"]), size=shape, endpoint=True)
-    elif kind == "const":
-        values = np.full(shape, dist["value"], dtype=np.float64)
+        draw_chunk = lambda n: rng.integers(int(dist["low"]), int(dist["high"]), size=n, endpoint=True)  # noqa: E731
     else:
         raise ValueError(f"unknown distribution {kind!r}")
-    return values.astype(dtype)
+    values = np.empty(shape, dtype=dtype)
+    flat = values.reshape(-1)
+    for start in range(0, flat.size, DRAW_CHUNK):
+        stop = min(start + DRAW_CHUNK, flat.size)
+        flat[start:stop] = draw_chunk(stop - start)
+    return values
 
 
 def _sprinkle_nonfinite(rng: np.random.Generator, array: np.ndarray, dist: dict) -> None:

@@ -45,6 +45,9 @@ class Tensor:
     layout: str
     data: np.ndarray | None = None   # None: shape-only (rejected cases) or absent optional input
     absent: bool = False             # an optional input left out of the call
+    # Bytes already written to a temporary file beside the case (a golden streamed to disk):
+    # (that file, its Sidecar record).  save() moves it into place instead of writing data.
+    prewritten: tuple | None = None
 
 
 @dataclass
@@ -142,9 +145,60 @@ def write_sidecar(path: Path, array: np.ndarray) -> pb.Sidecar:
     return pb.Sidecar(path=path.name, length=len(raw), sha256=digest.digest())
 
 
+class SidecarWriter:
+    """Writes a tensor's bytes to a temporary file beside ``case_path`` piece by piece, in order,
+    hashing as it goes; ``finish()`` returns what ``Tensor.prewritten`` takes.  Gaps between
+    pieces, and the tail, are zeros."""
+
+    def __init__(self, case_path: Path, shape, dtype):
+        self.dtype = np.dtype(dtype).newbyteorder("<")
+        self.total = int(np.prod(shape, dtype=np.int64))
+        self.written = 0                          # elements
+        self.any_nonzero = False
+        self._digest = hashlib.sha256()
+        case_path.parent.mkdir(parents=True, exist_ok=True)
+        fd, self.path = tempfile.mkstemp(prefix=f".{case_path.name}.", suffix=".tmp", dir=case_path.parent)
+        self._file = os.fdopen(fd, "wb")
+
+    def write(self, flat_start: int, piece: np.ndarray) -> None:
+        if flat_start < self.written or flat_start + piece.size > self.total:
+            raise ValueError(f"piece at element {flat_start} (+{piece.size}) out of order or past "
+                             f"the end ({self.written} written of {self.total})")
+        self._zeros(flat_start - self.written)
+        raw = _le_bytes_view(piece.astype(self.dtype, copy=False)).tobytes()
+        self._file.write(raw)
+        self._digest.update(raw)
+        self.any_nonzero = self.any_nonzero or bool(np.any(piece))
+        self.written = flat_start + piece.size
+
+    def _zeros(self, count: int) -> None:
+        block = bytes(min(count, 1 << 20) * self.dtype.itemsize)
+        while count > 0:
+            n = min(count, len(block) // self.dtype.itemsize)
+            self._file.write(block[:n * self.dtype.itemsize])
+            self._digest.update(block[:n * self.dtype.itemsize])
+            count -= n
+
+    def finish(self) -> tuple:
+        self._zeros(self.total - self.written)
+        self.written = self.total
+        self._file.close()
+        return self.path, pb.Sidecar(length=self.total * self.dtype.itemsize, sha256=self._digest.digest())
+
+    def discard(self) -> None:
+        self._file.close()
+        Path(self.path).unlink(missing_ok=True)
+
+
 def _tensor_to_pb(t: Tensor, case_path: Path, io: str, sidecar_bytes: int) -> pb.Tensor:
     msg = pb.Tensor(name=t.name, shape=[int(s) for s in t.shape], dtype=np.dtype(t.dtype).name,
                     layout=t.layout, absent=t.absent)
+    if t.prewritten is not None:
+        temporary, record = t.prewritten
+        sidecar_path = case_path.with_name(f"{case_path.name}.{io}.{t.name}")
+        os.replace(temporary, sidecar_path)
+        msg.sidecar.CopyFrom(pb.Sidecar(path=sidecar_path.name, length=record.length, sha256=record.sha256))
+        return msg
     if t.data is None:
         return msg
     if tuple(t.data.shape) != tuple(t.shape) or t.data.dtype != np.dtype(t.dtype):

@@ -64,7 +64,6 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, out_dir):
     from gen.generate import GenerationError, Generator, case_path, plan_suite, total_bytes
     from gen.spec import SpecError, load_spec
     from harness.backend import BackendLoadError, load_backend
-    from harness.casefile import save
 
     suites = _suites(suite_text)
     limit = parse_size(max_size) if max_size else None
@@ -94,7 +93,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, out_dir):
                     if limit is not None and size > limit:
                         skipped.append(f"{spec.op}/{suite}/{plan.name} ({size / 1e6:.1f} MB)")
                         continue
-                    path = save(generator.build(plan), case_path(Path(out_dir), plan, spec.op))
+                    path = generator.write(plan, case_path(Path(out_dir), plan, spec.op))
                     total_bytes_written += sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
                     made += 1
                 counts[suite] = made

@@ -127,6 +127,36 @@ def _flat_slice(array: np.ndarray, start: int, stop: int) -> np.ndarray:
     return array.flat[start:stop]
 
 
+class StreamingCompare:
+    """The metrics of compare() over pieces that arrive one after another in flat order.
+
+    For goldens too large to hold: the generator feeds each float64 golden piece as the
+    reference yields it, with the baseline's matching piece.  No worst-element lists.
+    """
+
+    def __init__(self, dtype):
+        self._eps = small_golden_eps(dtype)
+        self._accumulator: _Accumulator | None = None
+        self._offset = 0
+
+    def add(self, actual, golden) -> None:
+        actual, golden = np.ravel(actual), np.ravel(golden)
+        if actual.shape != golden.shape:
+            raise ValueError(f"piece shape mismatch: actual {actual.shape}, golden {golden.shape}")
+        if self._accumulator is None:
+            self._accumulator = _Accumulator(actual.dtype, golden.dtype, self._eps, _CACHE_BLOCK_ELEMS, 0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            for start in range(0, golden.size, _CACHE_BLOCK_ELEMS):
+                stop = min(start + _CACHE_BLOCK_ELEMS, golden.size)
+                self._accumulator.add_block(actual[start:stop], golden[start:stop], self._offset + start)
+        self._offset += golden.size
+
+    def result(self) -> dict:
+        if self._accumulator is None:
+            return _metrics(_Accumulator(np.float64, np.float64, self._eps, 1, 0))
+        return _metrics(self._accumulator)
+
+
 class _Accumulator:
     """Running sums, counts and worst elements over the blocks seen so far, in flat order."""
 
@@ -413,12 +443,18 @@ def _exact_sum(partials: list[float]) -> float:
 
 
 def _summarize(accumulator: _Accumulator, actual, golden, eps: float) -> dict:
-    acc = accumulator
-    n_unequal = acc.n_greater + acc.n_less
-
     def report(flat_positions):
         return [_element_report(actual, golden, int(flat), eps) for flat in flat_positions]
 
+    acc = accumulator
+    return {**_metrics(acc),
+            "worst_abs": report(acc.worst_abs.flat),
+            "worst_rel": report(acc.worst_rel.flat),
+            "worst_nan_inf": report(acc.first_mismatches.flat)}
+
+
+def _metrics(acc: _Accumulator) -> dict:
+    n_unequal = acc.n_greater + acc.n_less
     sum_abs_golden = _exact_sum(acc.sum_abs_golden)
     sum_sq_golden = _exact_sum(acc.sum_sq_golden)
     return {
@@ -436,9 +472,6 @@ def _summarize(accumulator: _Accumulator, actual, golden, eps: float) -> dict:
         "nan_inf_mismatch": acc.nan_inf_mismatch,
         "nan_golden": acc.nan_golden,
         "inf_golden": acc.inf_golden,
-        "worst_abs": report(acc.worst_abs.flat),
-        "worst_rel": report(acc.worst_rel.flat),
-        "worst_nan_inf": report(acc.first_mismatches.flat),
     }
 
 

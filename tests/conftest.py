@@ -10,7 +10,7 @@ from gen.generate import Generator, case_path, plan_suite
 from gen.registry import spec_for
 from harness.backend import Backend, InvalidArgument, Request, load_backend
 from harness.backends.builtin import round_to
-from harness.casefile import find, save
+from harness.casefile import find
 from harness.runner import run_case
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,7 +28,7 @@ def generate(op: str, out_dir: Path, suites=TEST_SUITES, count: int = 12, seed: 
     for suite in suites:
         for plan in plan_suite(spec, suite, count, seed):
             if total_bytes(spec, plan) <= max_bytes:
-                save(generator.build(plan), case_path(out_dir, plan, op))
+                generator.write(plan, case_path(out_dir, plan, op))
     return out_dir / op
 
 

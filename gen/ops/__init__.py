@@ -4,3 +4,18 @@ Each reference is ``fn(inputs, params, compute_dtype=np.float64) -> {output: arr
 vectorized numpy, arithmetic in ``compute_dtype`` (float64 for goldens; the ``lowp``
 backend passes float32 to model typical hardware), layouts as the design docs state.
 """
+import numpy as np
+
+
+def assemble(blocks, shapes: dict, dtype) -> dict:
+    """Whole outputs from a reference's pieces.
+
+    A streaming reference (``<fn>_blocks``) yields ``(output, index, block)``: ``index`` a
+    tuple of leading integers and at most one slice, so that each piece is a contiguous run of
+    the C-ordered output, and each output's pieces come in order.  What no piece covers is 0
+    (empty tensors yield nothing).  The generator writes such pieces straight to disk instead.
+    """
+    outputs = {name: np.zeros(shape, dtype=dtype) for name, shape in shapes.items()}
+    for name, index, block in blocks:
+        outputs[name][index] = block
+    return outputs

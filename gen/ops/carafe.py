@@ -35,6 +35,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from gen.ops import assemble
+
 # Elements of the largest per-chunk array (a row stack, or the outputs a chunk writes):
 # small enough to stay in cache, which measured faster than larger chunks.
 _CHUNK_ELEMENTS = 1 << 18
@@ -125,69 +127,93 @@ def _per_pixel(array7: np.ndarray) -> np.ndarray:
 
 
 def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
+    return assemble(forward_blocks(inputs, params, compute_dtype), _forward_shapes(inputs, params), compute_dtype)
+
+
+def _forward_shapes(inputs, params) -> dict:
+    _, _, s = _params(params)
+    N, H, W, C = inputs["input"].shape
+    return {"output": (N, s * H, s * W, C)}
+
+
+def forward_blocks(inputs, params, compute_dtype=np.float64, out_shapes=None):
+    """The forward as ("output", (n, output rows), block) pieces, in order (see gen.ops.assemble)."""
     k, G, s = _params(params)
     image_batch, mask = inputs["input"], inputs["mask"]
     N, H, W, C = image_batch.shape
-    output = np.zeros((N, s * H, s * W, C), dtype=compute_dtype)
-    if output.size == 0 or mask.size == 0:
-        return {"output": output}
-    with np.errstate(invalid="ignore"):        # nan/inf inputs are legitimate cases (doc 3.7)
-        for n in range(N):
-            _forward_image(image_batch[n], mask[n], output[n], k, G, s, compute_dtype)
-    return {"output": output}
+    if N * H * W * C == 0 or mask.size == 0:
+        return
+    for n in range(N):
+        with np.errstate(invalid="ignore"):    # nan/inf inputs are legitimate cases (doc 3.7)
+            for i0, i1, block in _forward_image(image_batch[n], mask[n], k, G, s, compute_dtype):
+                yield "output", (n, slice(i0 * s, i1 * s)), block
 
 
-def _forward_image(image, mask, output, k, G, s, dtype):
-    """output[(a, b), c] = sum over taps of mask[(a, b), tap] * window[tap, c], per input pixel and group."""
+def _forward_image(image, mask, k, G, s, dtype):
+    """output[(a, b), c] = sum over taps of mask[(a, b), tap] * window[tap, c], per input pixel and group;
+    yields (i0, i1, output rows i0*s .. i1*s) per chunk of input rows."""
     H, W, C = image.shape
-    out_pixels = _per_pixel(output.reshape(H, s, W, s, G, C // G))
     mask_pixels = _per_pixel(mask.reshape(H, s, W, s, G, k, k))
     row_ok, col_ok = _taps_inside(H, k), _taps_inside(W, k)
     for i0, i1, windows in _input_windows(image, k, G, _rows_for_input_windows(W, C, k, s), dtype):
+        block = np.empty(((i1 - i0) * s, W * s, C), dtype=dtype)
+        out_pixels = _per_pixel(block.reshape(i1 - i0, s, W, s, G, C // G))
         # Outside taps get weight 0 so that a non-finite mask value there is skipped rather
         # than multiplied by the zero padding.
         weights = mask_pixels[i0:i1].astype(dtype)                               # [rows, W, G, a, b, kh, kw]
         np.copyto(weights, 0, where=_chunk_taps_outside(row_ok[i0:i1], col_ok))
-        np.einsum("pwgabhv,pwgvhc->pwgabc", weights, windows, out=out_pixels[i0:i1])
+        np.einsum("pwgabhv,pwgvhc->pwgabc", weights, windows, out=out_pixels)
+        yield i0, i1, block
 
 
 def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):
+    return assemble(backward_blocks(inputs, params, compute_dtype), _backward_shapes(inputs), compute_dtype)
+
+
+def _backward_shapes(inputs) -> dict:
+    return {"grad_input": tuple(inputs["input"].shape), "grad_mask": tuple(inputs["mask"].shape)}
+
+
+def backward_blocks(inputs, params, compute_dtype=np.float64, out_shapes=None):
+    """The backward as (output, (n, rows), block) pieces; each output's pieces come in order."""
     k, G, s = _params(params)
     image_batch, mask, grad_output = inputs["input"], inputs["mask"], inputs["grad_output"]
     N, H, W, C = image_batch.shape
-    grad_input = np.zeros((N, H, W, C), dtype=compute_dtype)
-    grad_mask = np.zeros(mask.shape, dtype=compute_dtype)
-    if grad_input.size == 0 or grad_mask.size == 0:
-        return {"grad_input": grad_input, "grad_mask": grad_mask}
-    with np.errstate(invalid="ignore"):        # nan/inf inputs are legitimate cases (doc 3.7)
-        for n in range(N):
-            _grad_mask_of_image(image_batch[n], grad_output[n], grad_mask[n], k, G, s, compute_dtype)
-            _grad_input_of_image(mask[n], grad_output[n], grad_input[n], k, G, s, compute_dtype)
-    return {"grad_input": grad_input, "grad_mask": grad_mask}
+    if N * H * W * C == 0 or mask.size == 0:
+        return
+    for n in range(N):
+        with np.errstate(invalid="ignore"):    # nan/inf inputs are legitimate cases (doc 3.7)
+            for i0, i1, block in _grad_mask_of_image(image_batch[n], grad_output[n], k, G, s, compute_dtype):
+                yield "grad_mask", (n, slice(i0 * s, i1 * s)), block
+            for i0, i1, block in _grad_input_of_image(mask[n], grad_output[n], k, G, s, compute_dtype):
+                yield "grad_input", (n, slice(i0, i1)), block
 
 
-def _grad_mask_of_image(image, grad_output, grad_mask, k, G, s, dtype):
-    """grad_mask[(a, b), tap] = sum over c of grad_output[(a, b), c] * window[tap, c], per input pixel and group."""
+def _grad_mask_of_image(image, grad_output, k, G, s, dtype):
+    """grad_mask[(a, b), tap] = sum over c of grad_output[(a, b), c] * window[tap, c], per input pixel and
+    group; yields (i0, i1, grad_mask rows i0*s .. i1*s) per chunk of input rows."""
     H, W, C = image.shape
     grad_pixels = _per_pixel(grad_output.reshape(H, s, W, s, G, C // G))
-    grad_mask_pixels = _per_pixel(grad_mask.reshape(H, s, W, s, G, k, k))
     row_ok, col_ok = _taps_inside(H, k), _taps_inside(W, k)
     for i0, i1, windows in _input_windows(image, k, G, _rows_for_input_windows(W, C, k, s), dtype):
+        block = np.empty(((i1 - i0) * s, W * s, G * k * k), dtype=dtype)
+        target = _per_pixel(block.reshape(i1 - i0, s, W, s, G, k, k))            # [rows, W, G, a, b, kh, kw]
         grads = grad_pixels[i0:i1].astype(dtype)                                 # [rows, W, G, a, b, Cg]
-        target = grad_mask_pixels[i0:i1]                                         # [rows, W, G, a, b, kh, kw]
         np.einsum("pwgabc,pwgvhc->pwgabhv", grads, windows, out=target)
         # A tap outside the map has no input: its gradient is 0, not grad_output * padding.
         np.copyto(target, 0, where=_chunk_taps_outside(row_ok[i0:i1], col_ok))
+        yield i0, i1, block
 
 
-def _grad_input_of_image(mask, grad_output, grad_input, k, G, s, dtype):
-    """grad_input[i, j] = sum over the k*s x k*s output pixels around (i, j) of mask * grad_output.
+def _grad_input_of_image(mask, grad_output, k, G, s, dtype):
+    """grad_input[i, j] = sum over the k*s x k*s output pixels around (i, j) of mask * grad_output;
+    yields (i0, i1, grad_input rows i0 .. i1) per chunk.
 
     Output pixel (i' s + a, j' s + b) with i' = i - r + u reaches input row i through tap
     kh = 2r - u (and likewise for columns), so the weight of window entry (v, b; u, a) is
     mask[i' s + a, j' s + b, g, 2r - u, 2r - v].
     """
-    H, W, C = grad_input.shape
+    H, W, C = mask.shape[0] // s, mask.shape[1] // s, grad_output.shape[-1]
     r, span = (k - 1) // 2, k * s
     mask7 = mask.reshape(H, s, W, s, G, k, k)
     rows = _rows_per_chunk(max((s * W + 2 * r * s) * span * C, W * span * span * G))
@@ -197,7 +223,9 @@ def _grad_input_of_image(mask, grad_output, grad_input, k, G, s, dtype):
         chunk = _fill_row_stack(stack[:i1 - i0], grad_output, (i0 - r) * s, s, r * s)
         windows = _windows(chunk, W, s, span, G)                         # [rows, W, G, (v, b), (u, a), Cg]
         weights = _grad_input_weights(mask7, i0, i1, k, s, dtype)        # [rows, W, G, (v, b), (u, a)]
-        np.einsum("pwgxy,pwgxyc->pwgc", weights, windows, out=grad_input[i0:i1].reshape(i1 - i0, W, G, C // G))
+        block = np.empty((i1 - i0, W, C), dtype=dtype)
+        np.einsum("pwgxy,pwgxyc->pwgc", weights, windows, out=block.reshape(i1 - i0, W, G, C // G))
+        yield i0, i1, block
 
 
 def _grad_input_weights(mask7, i0, i1, k, s, dtype):
