@@ -13,6 +13,7 @@ renamed into place, so a reader never sees half a file.
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -351,6 +352,27 @@ def load(path: str | os.PathLike, verify: bool = True) -> Case:
     """
     path = Path(path)
     return from_proto(read_envelope(path), path, verify)
+
+
+def drop_pages(array, upto_element: int | None = None) -> None:
+    """Let the OS reclaim the pages of a read-only memory-mapped tensor up to an element.
+
+    Streaming passes over multi-GB goldens call this as they go, so that pages already read
+    do not stay resident (they are re-read from the file if touched again).  No-op for
+    arrays that are not file mappings.
+    """
+    mm = getattr(array, "_mmap", None)
+    if mm is None or not hasattr(mm, "madvise") or not isinstance(array, np.memmap):
+        return
+    count = array.size if upto_element is None else min(upto_element, array.size)
+    start_in_map = array.offset % mmap.ALLOCATIONGRANULARITY   # where the array begins inside the map
+    end = start_in_map + count * array.itemsize
+    end -= end % mmap.PAGESIZE
+    if end > 0:
+        try:
+            mm.madvise(mmap.MADV_DONTNEED, 0, end)
+        except (OSError, ValueError):
+            pass   # advice only
 
 
 def find(paths) -> list[Path]:

@@ -23,6 +23,8 @@ import math
 
 import numpy as np
 
+from harness.casefile import drop_pages
+
 __all__ = ["compare", "passes", "small_golden_eps"]
 
 # Keeps the relative error finite where the golden is zero (ACCURACY.md).
@@ -41,6 +43,10 @@ _DOT_ROW_ELEMS = 8192
 _ONES_ROW = np.ones(_DOT_ROW_ELEMS)
 
 _THRESHOLD_METRICS = ("diff1", "diff2", "diff3", "diff3_2")
+
+
+# How often a pass over memory-mapped operands lets the OS reclaim what it has read.
+_RELEASE_EVERY_ELEMS = 1 << 24
 
 
 def small_golden_eps(dtype) -> float:
@@ -91,7 +97,17 @@ def compare(actual, golden, dtype, *, chunk_elems=1 << 20, worst_k=10) -> dict:
             accumulator.add_block(
                 _flat_slice(actual, start, stop), _flat_slice(golden, start, stop), start
             )
+            if stop % _RELEASE_EVERY_ELEMS < block_elems:
+                _release(actual, golden, stop)
+    _release(actual, golden, size)
     return _summarize(accumulator, actual, golden, eps)
+
+
+def _release(actual, golden, upto: int) -> None:
+    """Memory-mapped operands (multi-GB case files) give back the pages already compared."""
+    for array in (actual, golden):
+        if isinstance(array, np.memmap):
+            drop_pages(array, upto)
 
 
 def passes(metric: str, value, threshold: float, stats: dict) -> bool:

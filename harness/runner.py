@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.backend import Backend, InvalidArgument, OutputSpec, Request
-from harness.casefile import Case, CaseFileError, load
+from harness.casefile import Case, CaseFileError, drop_pages, load
 from harness.metrics import compare, passes, small_golden_eps
 from harness.timing import BackendProtocolError, TimingPlan, call, summarize
 
@@ -165,6 +165,7 @@ def _scan(array: np.ndarray) -> tuple[float, float, bool]:
             if not block.size:
                 continue
         lo, hi = min(lo, float(block.min())), max(hi, float(block.max()))
+        drop_pages(array, start + _SCAN_ELEMS)
     return lo, hi, finite
 
 
