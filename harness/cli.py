@@ -1,6 +1,7 @@
 """The `opcase` command line."""
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shlex
@@ -56,12 +57,15 @@ def main():
 @click.option("--count", type=click.IntRange(min=0), default=None, help="Random cases per spec (default: the spec's).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed; every case is fixed by (spec, suite, seed).")
 @click.option("--select", default=None, help="Only cases whose name matches this regular expression.")
-@click.option("--max-size", "max_size", default=None, help="Skip cases whose tensors exceed this many bytes (e.g. 64MB).")
+@click.option("--max-size", "max_size", default=None, help="Skip cases whose tensors exceed this many bytes (e.g. 64MB); they are listed.")
 @click.option("--baseline", default=None, help="Backend for dynamic thresholds (default: the spec's, usually lowp).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Generate cases in N worker processes.")
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
-def gen(specs, suite_text, count, seed, select, max_size, baseline, out_dir):
+def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, out_dir):
     """Generate suites of cases from operator SPECS (YAML) into OUT."""
-    from gen.generate import GenerationError, Generator, case_path, plan_suite, total_bytes
+    from gen.generate import GenerationError, case_path, plan_suite, total_bytes
+    from gen.parallel import Task, write_all
     from gen.spec import SpecError, load_spec
     from harness.backend import BackendLoadError, load_backend
 
@@ -71,39 +75,50 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, out_dir):
         pattern = re.compile(select) if select else None
     except re.error as exc:
         raise InputError(f"--select: bad regular expression: {exc}") from None
+    tasks, skipped, counts = [], [], {}
     try:
-        loaded = [load_spec(p) for p in specs]
-    except SpecError as exc:
-        raise InputError(str(exc)) from None
-    total_cases, total_bytes_written, skipped = 0, 0, []
-    for spec in loaded:
-        try:
-            baseline_backend = None
+        for spec in [load_spec(p) for p in specs]:
             if spec.criteria.mode == "dynamic":
-                baseline_backend = load_backend(baseline or spec.criteria.baseline)
-            generator = Generator(spec, baseline_backend)
-            counts = {}
+                load_backend(baseline or spec.criteria.baseline)       # fail early on a bad --baseline
             for suite in suites:
-                plans = plan_suite(spec, suite, count, seed)
-                made = 0
-                for plan in plans:
+                counts.setdefault(spec.op, {})[suite] = 0
+                for index, plan in enumerate(plan_suite(spec, suite, count, seed)):
                     if pattern and not pattern.search(plan.name):
                         continue
                     size = total_bytes(spec, plan)
                     if limit is not None and size > limit:
                         skipped.append(f"{spec.op}/{suite}/{plan.name} ({size / 1e6:.1f} MB)")
                         continue
-                    path = generator.write(plan, case_path(Path(out_dir), plan, spec.op))
-                    total_bytes_written += sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
-                    made += 1
-                counts[suite] = made
-                total_cases += made
+                    tasks.append(Task(str(spec.path), spec.op, suite, plan.name, index, count, seed, baseline,
+                                      str(case_path(Path(out_dir), plan, spec.op))))
+    except (SpecError, GenerationError, BackendLoadError) as exc:
+        raise InputError(str(exc)) from None
+    written = [0]
+    with _progress(len(tasks), "generating") as advance:
+        def done(task, size):
+            counts[task.op][task.suite] += 1
+            written[0] += size
+            advance(f"{task.op}/{task.suite}/{task.name}")
+        try:
+            write_all(tasks, jobs, done)
         except (SpecError, GenerationError, BackendLoadError) as exc:
             raise InputError(str(exc)) from None
-        click.echo(f"{spec.op}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    for op, by_suite in counts.items():
+        click.echo(f"{op}: " + ", ".join(f"{n} {s}" for s, n in by_suite.items()))
     for line in skipped:
         click.echo(f"skipped (over --max-size): {line}")
-    click.echo(f"wrote {total_cases} cases ({total_bytes_written / 1e6:.1f} MB) to {out_dir}")
+    click.echo(f"wrote {sum(sum(c.values()) for c in counts.values())} cases ({written[0] / 1e6:.1f} MB) to {out_dir}")
+
+
+@contextlib.contextmanager
+def _progress(total: int, label: str):
+    """advance(item) per finished item: a bar on a terminal, nothing otherwise."""
+    if not sys.stdout.isatty() or total == 0:
+        yield lambda item: None
+        return
+    with click.progressbar(length=total, label=label, item_show_func=lambda item: item or "",
+                           show_pos=True) as bar:
+        yield lambda item: bar.update(1, item)
 
 
 def _shard(text: str | None) -> tuple[int, int] | None:

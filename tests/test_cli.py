@@ -33,6 +33,14 @@ def test_gen_reports_counts_and_is_deterministic(suite_dir, tmp_path):
         assert twin.read_bytes() == path.read_bytes(), path.name
 
 
+def test_gen_jobs_writes_the_same_bytes(suite_dir, tmp_path):
+    result = _run("gen", SPEC, "--suite", "all", "--count", "4", "--jobs", "2", "-o", tmp_path)
+    assert result.exit_code == 0, result.output
+    files = sorted(p.relative_to(suite_dir) for p in suite_dir.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    assert all((tmp_path / f).read_bytes() == (suite_dir / f).read_bytes() for f in files)
+
+
 def test_gen_select_and_max_size(tmp_path):
     result = _run("gen", SPEC, "--suite", "boundary,network", "--select", "k3|map_1x1", "--max-size", "1MB",
                   "-o", tmp_path)
