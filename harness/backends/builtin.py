@@ -24,7 +24,7 @@ def round_to(array: np.ndarray, dtype) -> np.ndarray:
     array = np.asarray(array)
     if dtype.kind in "iu":
         return np.rint(array).astype(dtype)
-    return array.astype(dtype)
+    return array.astype(dtype, copy=False)
 
 
 def check_request(request: Request):
