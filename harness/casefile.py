@@ -113,7 +113,9 @@ def _le_bytes_view(array: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(array)
 
 
-def _atomic_write(path: Path, chunks: Iterator[bytes] | bytes) -> None:
+def atomic_write(path: Path, chunks: Iterator[bytes] | bytes) -> None:
+    """Write to a temporary file beside ``path`` and rename it into place: readers see the old
+    file or the whole new one, never a part."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -142,7 +144,7 @@ def write_sidecar(path: Path, array: np.ndarray) -> pb.Sidecar:
     digest = hashlib.sha256()
     for block in _blocks(raw):
         digest.update(block)
-    _atomic_write(path, _blocks(raw))
+    atomic_write(path, _blocks(raw))
     return pb.Sidecar(path=path.name, length=len(raw), sha256=digest.digest())
 
 
@@ -243,7 +245,7 @@ def save(case: Case, path: str | os.PathLike, sidecar_bytes: int = DEFAULT_SIDEC
     case_bytes = to_proto(case, path, sidecar_bytes).SerializeToString(deterministic=True)
     envelope = pb.CaseFile(format_version=FORMAT_VERSION, case_bytes=case_bytes,
                            case_sha256=hashlib.sha256(case_bytes).digest())
-    _atomic_write(path, envelope.SerializeToString())
+    atomic_write(path, envelope.SerializeToString())
     return path
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from collections import Counter
 from pathlib import Path
 
 import click
 
+from harness.casefile import atomic_write
 from harness.gate import GATE_FAILING
 from harness.runner import FAILED, FAILING, PASSED, STATUSES, CaseResult
 
@@ -172,14 +172,7 @@ def _status_order(item) -> int:
 def write_atomic(path: str | os.PathLike, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, text.encode("utf-8"))
 
 
 def _json_safe(value):

@@ -8,7 +8,6 @@ import pytest
 import gen.generate as generate
 import gen.values as values
 from gen.generate import Generator, plan_suite
-from gen.ops import carafe
 from gen.registry import spec_for
 from harness.backend import load_backend
 from harness.casefile import load

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 from google.protobuf import text_format
 
 from harness import casefile
+from harness.casefile import atomic_write
 from harness.mluops import mluops_case_pb2 as pb
 from harness.mluops.reader import ABSENT, MluCase
 from harness.mluops.schema import CRITERION_OF, DTYPE_ENUM_OF, KERNELS, KernelFormat, layout_enum
@@ -49,7 +49,7 @@ def save_mluops(case: casefile.Case, path: str | os.PathLike, text: bool = False
     path.parent.mkdir(parents=True, exist_ok=True)
     node = _node(case, kernel, path, path_threshold_bytes)
     payload = text_format.MessageToString(node).encode() if text else node.SerializeToString()
-    _atomic_write(path, payload)
+    atomic_write(path, payload)
     return path
 
 
@@ -141,7 +141,7 @@ def _write_data_file(path: Path, data: np.ndarray) -> None:
         flat = flat.astype(flat.dtype.newbyteorder("<"))
     raw = memoryview(flat.view(np.uint8))
     block = 16 << 20
-    _atomic_write(path, (raw[i:i + block] for i in range(0, len(raw), block)))
+    atomic_write(path, (raw[i:i + block] for i in range(0, len(raw), block)))
 
 
 def _set_thresholds(node: pb.Node, case: casefile.Case, kernel: KernelFormat) -> None:
@@ -160,21 +160,6 @@ def _set_thresholds(node: pb.Node, case: casefile.Case, kernel: KernelFormat) ->
             continue
         message.threshold_use = 1
         message.thresholds.evaluation_threshold.extend(thresholds.get(m, NOT_CHECKED) for m in metrics)
-
-
-def _atomic_write(path: Path, chunks) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if isinstance(chunks, (bytes, bytearray, memoryview)):
-                f.write(chunks)
-            else:
-                for chunk in chunks:
-                    f.write(chunk)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # --------------------------------------------------------------------------- mlu-ops -> opcase
