@@ -1,0 +1,60 @@
+"""Peak memory of `opcase gen` and `opcase run` on the largest carafe network case.
+
+    python tests/bench/bench_memory.py [--case fpn_h512_c2048-float32] [--dir DIR]
+
+Generates the case (unless DIR already holds it) and runs the lowp backend on it, each in a
+child process, and prints each child's peak resident set size next to the bytes of the
+case's tensors.  The run's figure includes the backend's own arrays (its output) and the
+input pages it reads; the harness's share is what is left after those.
+Target (issue 'network scale'): under 3 GB besides the backend's own arrays.
+"""
+from __future__ import annotations
+
+import argparse
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from harness.casefile import load
+
+GB = 1e9
+
+
+def peak_rss_of(command: list[str]) -> tuple[float, float]:
+    """(seconds, peak RSS in GB) of a child process."""
+    start = time.perf_counter()
+    # A fresh interpreter per measurement: RUSAGE_CHILDREN reports the largest child so far.
+    wrapper = [sys.executable, "-c",
+               "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True); "
+               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"] + command
+    out = subprocess.run(wrapper, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    return time.perf_counter() - start, int(out) * 1024 / GB
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--case", default="fpn_h512_c2048-float32")
+    parser.add_argument("--dir", default=None)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=Path.home()) as scratch:
+        out = Path(args.dir or scratch)
+        path = out / "carafe_forward" / "network" / f"{args.case}.opcase"
+        if not path.exists():
+            seconds, rss = peak_rss_of(["opcase", "gen", "specs/carafe_forward.yaml", "--suite", "network",
+                                        "--select", f"^{args.case}$", "-o", str(out)])
+            print(f"opcase gen  {args.case}: {seconds:7.1f} s, peak RSS {rss:5.2f} GB")
+        case = load(path, verify=False)
+        inputs = sum(t.data.nbytes for t in case.inputs.values())
+        outputs = sum(t.data.nbytes for t in case.outputs.values())
+        print(f"case tensors: inputs {inputs / GB:.2f} GB, golden {outputs / GB:.2f} GB")
+        seconds, rss = peak_rss_of(["opcase", "run", str(path), "--backend", "lowp"])
+        print(f"opcase run  --backend lowp: {seconds:7.1f} s, peak RSS {rss:5.2f} GB; "
+              f"less the backend's output ({outputs / GB:.2f} GB) and the inputs it reads ({inputs / GB:.2f} GB): "
+              f"{rss - outputs / GB - inputs / GB:5.2f} GB")
+
+
+if __name__ == "__main__":
+    main()
