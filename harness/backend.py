@@ -73,14 +73,30 @@ def _builtin(name: str) -> Backend | None:
     if name in ("reference", "lowp"):
         from harness.backends import builtin
         return builtin.reference() if name == "reference" else builtin.lowp()
-    if name == "torch":
+    if name == "torch" or name.startswith("torch@"):
+        # torch@DEVICE (what --device makes of 'torch'): the device travels inside the name,
+        # so worker processes and REPRO lines load the same backend.
+        device = name.partition("@")[2] or "cpu"
         try:
             from harness.backends import torch_backend
         except ImportError as exc:
             raise BackendLoadError(f"backend 'torch' needs PyTorch: pip install 'opcase[torch]' ({exc})") from None
-        return checked(_wrap("torch", "built-in: spec checks + PyTorch kernels (harness.backends.torch_backend)",
-                             torch_backend.backend))
+        try:
+            kernels = torch_backend.make(device)
+        except (RuntimeError, ValueError) as exc:
+            raise BackendLoadError(f"backend {name!r}: device {device!r} is not usable: {exc}") from None
+        return checked(_wrap(name, f"built-in: spec checks + PyTorch kernels on {device} "
+                                   f"(harness.backends.torch_backend)", kernels))
     return None
+
+
+def with_device(spec: str, device: str | None) -> str:
+    """The backend spec that runs ``spec`` on ``device`` (only the torch backend has devices)."""
+    if device is None or device == "cpu" and spec == "torch":
+        return spec
+    if spec == "torch" or spec.startswith("torch@"):
+        return f"torch@{device}"
+    raise BackendLoadError(f"--device applies to the torch backend, not {spec!r}")
 
 
 def checked(backend: Backend) -> Backend:

@@ -61,13 +61,14 @@ def main():
 @click.option("--baseline", default=None, help="Backend for dynamic thresholds (default: the spec's, usually lowp).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Generate cases in N worker processes.")
+@click.option("--device", default=None, help="Device for a torch --baseline: cpu, cuda, ...")
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
-def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, out_dir):
+def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, out_dir):
     """Generate suites of cases from operator SPECS (YAML) into OUT."""
     from gen.generate import GenerationError, case_path, plan_suite, total_bytes
     from gen.parallel import Task, write_all
     from gen.spec import SpecError, load_spec
-    from harness.backend import BackendLoadError, load_backend
+    from harness.backend import BackendLoadError, load_backend, with_device
 
     suites = _suites(suite_text)
     limit = parse_size(max_size) if max_size else None
@@ -77,6 +78,10 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, out_di
         raise InputError(f"--select: bad regular expression: {exc}") from None
     tasks, skipped, counts = [], [], {}
     try:
+        if device is not None:
+            if baseline is None:
+                raise InputError("--device needs --baseline torch")
+            baseline = with_device(baseline, device)
         for spec in [load_spec(p) for p in specs]:
             if spec.criteria.mode == "dynamic":
                 load_backend(baseline or spec.criteria.baseline)       # fail early on a bad --baseline
@@ -188,6 +193,7 @@ def _run_files(paths, rerun_failed, filter_text, shard) -> list[Path]:
               help="YAML with memory_bandwidth and peak_ops per dtype: report io and compute efficiency.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Run cases in N worker processes (a crash or hang then costs only its case).")
+@click.option("--device", default=None, help="Device for the torch backend: cpu, cuda, cuda:1, ...")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Seconds a case (all its calls) may take; over it, its worker is killed and the case "
                    "is an error.  Implies worker processes.  With an exec: backend, the seconds each run of "
@@ -197,7 +203,7 @@ def _run_files(paths, rerun_failed, filter_text, shard) -> list[Path]:
 @click.option("--rerun-failed", "rerun_failed", default=None, type=click.Path(dir_okay=False),
               help="Only the cases that failed in this results file (of --json); PATHS optional.")
 @click.option("-v", "--verbose", is_flag=True, help="Show details for passing cases too.")
-def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmup, profile_path, jobs, timeout,
+def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmup, profile_path, jobs, device, timeout,
         shard_text, filter_text, rerun_failed, verbose):
     """Run a backend on every case under PATHS and judge its outputs.
 
@@ -206,7 +212,7 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     Exit status: 0 all cases pass (skipped and mistrusted do not fail), 1 any case fails or errors
     or the --compare gate fails, 2 usage or input error.
     """
-    from harness.backend import BackendLoadError, load_backend
+    from harness.backend import BackendLoadError, load_backend, with_device
     from harness.efficiency import ProfileError, load_profile
     from harness.gate import GATE_FAILING, BaselineError, gate_summary, judge_against, load_baseline
     from harness.junit import junit_xml
@@ -228,6 +234,7 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         os.environ[TIMEOUT_ENV] = repr(timeout)
         pool_timeout = None
     try:
+        backend_spec = with_device(backend_spec, device)
         backend = load_backend(backend_spec)
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None

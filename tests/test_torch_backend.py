@@ -623,3 +623,17 @@ def test_cuda_matches_cpu(rng):
                                            dtype=np.dtype("float32"), layout="NHWC")})
     np.testing.assert_allclose(cuda.run(request)["output"], BACKEND.run(request)["output"],
                                rtol=1e-5, atol=1e-6)
+
+
+def test_device_option_selects_or_refuses_a_device():
+    from click.testing import CliRunner
+
+    from harness.cli import main
+    suite = str(Path(__file__).resolve().parents[1] / "cases" / "psamask_forward" / "boundary")
+    ok = CliRunner().invoke(main, ["run", suite, "--backend", "torch", "--device", "cpu"])
+    assert ok.exit_code == 0, ok.output
+    if not torch.cuda.is_available():
+        refused = CliRunner().invoke(main, ["run", suite, "--backend", "torch", "--device", "cuda"])
+        assert refused.exit_code == 2 and "sees no CUDA device" in refused.output
+    wrong = CliRunner().invoke(main, ["run", suite, "--backend", "lowp", "--device", "cuda"])
+    assert wrong.exit_code == 2 and "--device applies to the torch backend" in wrong.output

@@ -487,6 +487,8 @@ class TorchBackend:
 
     def __init__(self, device="cpu"):
         self.device = torch.device(device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("this PyTorch sees no CUDA device")
 
     def supports(self, op: str, dtype: str) -> bool:
         try:
