@@ -1,0 +1,60 @@
+"""Time, disk and peak memory of `opcase gen --suite network`, kernel by kernel.
+
+    python tests/bench/bench_network_suite.py [--out DIR] [--keep] [SPEC ...]
+
+Runs `opcase gen SPEC --suite network -o OUT/<op>` for each spec (default: every committed
+spec) in a child process, then prints a Markdown table: cases, wall time, bytes on disk and
+the child's peak RSS.  Each kernel's cases are deleted after measuring unless --keep, so
+the largest (carafe: tens of GB) never need to share the disk.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def measure(spec: Path, out: Path) -> tuple[int, float, int, float]:
+    wrapper = [sys.executable, "-c",
+               "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True); "
+               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)",
+               "opcase", "gen", str(spec), "--suite", "network", "-o", str(out)]
+    start = time.perf_counter()
+    peak_kb = int(subprocess.run(wrapper, check=True, capture_output=True, text=True).stdout.split()[-1])
+    seconds = time.perf_counter() - start
+    files = [p for p in out.rglob("*") if p.is_file()]
+    cases = sum(p.suffix == ".opcase" for p in files)
+    return cases, seconds, sum(p.stat().st_size for p in files), peak_kb / 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("specs", nargs="*")
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args()
+    specs = [Path(s) for s in args.specs] or sorted((REPO / "specs").glob("*.yaml"))
+    root = Path(args.out or tempfile.mkdtemp(prefix="opcase-network-", dir=Path.home()))
+    print("| kernel | cases | time | disk | peak RSS |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    totals = [0, 0.0, 0]
+    for spec in specs:
+        out = root / spec.stem
+        cases, seconds, size, rss = measure(spec, out)
+        totals = [totals[0] + cases, totals[1] + seconds, totals[2] + size]
+        print(f"| {spec.stem} | {cases} | {seconds:.0f} s | {size / 1e9:.2f} GB | {rss:.2f} GB |", flush=True)
+        if not args.keep:
+            shutil.rmtree(out)
+    print(f"| all | {totals[0]} | {totals[1]:.0f} s | {totals[2] / 1e9:.2f} GB | |")
+    if not args.keep and not args.out:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
