@@ -19,3 +19,10 @@ def assemble(blocks, shapes: dict, dtype) -> dict:
     for name, index, block in blocks:
         outputs[name][index] = block
     return outputs
+
+
+def exact_dtype(source: np.ndarray, compute_dtype) -> np.dtype:
+    """For kernels that only move values: a dtype that holds every value of ``source`` exactly
+    and is no wider than needed (the source's own, unless ``compute_dtype`` is narrower)."""
+    source_dtype, compute_dtype = np.dtype(source.dtype), np.dtype(compute_dtype)
+    return source_dtype if np.can_cast(source_dtype, compute_dtype, "safe") else compute_dtype

@@ -3,11 +3,14 @@
     data_col[(c*kh + i)*kw + j, m] = feature[0, c, mask_h_idx[m] - pad_h + i, mask_w_idx[m] - pad_w + j]
 
 and 0 where that position lies outside the map.  Mask indices may be negative or past
-the map.  One vectorized gather per kernel tap (i, j).
+the map.  One vectorized gather per kernel tap (i, j).  A pure copy: the result is exact in
+the feature's own dtype, which it keeps (see gen.ops.exact_dtype).
 """
 from __future__ import annotations
 
 import numpy as np
+
+from gen.ops import exact_dtype
 
 
 def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
@@ -18,7 +21,7 @@ def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
     pad_h, pad_w = int(params["pad_h"]), int(params["pad_w"])
     _, C, H, W = feature.shape
     M = mh.shape[0]
-    cols = np.zeros((C, kh, kw, M), dtype=compute_dtype)
+    cols = np.zeros((C, kh, kw, M), dtype=exact_dtype(feature, compute_dtype))
     if cols.size == 0 or H == 0 or W == 0:
         return {"data_col": cols.reshape(C * kh * kw, M)}
     image = feature[0]

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gen.ops import exact_dtype
+
 COLLECT, DISTRIBUTE = 0, 1
 
 
@@ -28,12 +30,6 @@ def _params(params):
     if psa_type not in (COLLECT, DISTRIBUTE):
         raise ValueError(f"psa_type must be 0 or 1, got {psa_type}")
     return psa_type, int(params["h_mask"]), int(params["w_mask"])
-
-
-def _value_dtype(source: np.ndarray, compute_dtype) -> np.dtype:
-    """A dtype that holds every value of ``source`` exactly and is no wider than needed."""
-    source_dtype, compute_dtype = np.dtype(source.dtype), np.dtype(compute_dtype)
-    return source_dtype if np.can_cast(source_dtype, compute_dtype, "safe") else compute_dtype
 
 
 def _blocks(H: int, W: int, hm: int, wm: int):
@@ -55,7 +51,7 @@ def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
     psa_type, hm, wm = _params(params)
     x = inputs["x"]
     N, H, W, _ = x.shape
-    y = np.zeros((N, H, W, H * W), dtype=_value_dtype(x, compute_dtype))
+    y = np.zeros((N, H, W, H * W), dtype=exact_dtype(x, compute_dtype))
     if y.size == 0:
         return {"y": y}
     x5 = x.reshape(N, H, W, hm, wm)
@@ -72,7 +68,7 @@ def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):
     psa_type, hm, wm = _params(params)
     dy = inputs["dy"]
     N, H, W, _ = dy.shape
-    dx = np.zeros((N, H, W, hm * wm), dtype=_value_dtype(dy, compute_dtype))
+    dx = np.zeros((N, H, W, hm * wm), dtype=exact_dtype(dy, compute_dtype))
     if dx.size == 0 or dy.size == 0:
         return {"dx": dx}
     dx5 = dx.reshape(N, H, W, hm, wm)
