@@ -1,4 +1,5 @@
-"""Speed of the carafe forward float64 golden (gen/ops/carafe.py).
+"""Speed of the carafe forward float64 golden (gen/ops/carafe.py), and of generating the whole
+network case with its dynamic thresholds.
 
     python tests/bench/bench_carafe.py [--size H] [--channels C] [--repeat R]
 
@@ -8,6 +9,11 @@ straightforward vectorized numpy formulation on the same inputs in the same run:
 unfolded tensor [N, sH, sW, k*k, C] built at output resolution and contracted with einsum
 (it needs k*k times the output's memory: 3.4 GB at the default shape).  Times are the best of
 R runs; other load on the machine shows as a gap between best and median.
+
+The second part generates the network case fpn_h128_c256-float32 as `opcase gen` does
+(inputs, float64 golden, the lowp float32 baseline, its diffs, thresholds, the case file) and
+compares it with the straightforward route: unfolded einsum for the golden and for a float32
+baseline, whole-array metrics.
 """
 
 import argparse
@@ -55,6 +61,33 @@ def report(label: str, times, multiply_adds: int) -> None:
           f"{multiply_adds / best / 1e9:6.2f} G multiply-adds/s")
 
 
+def whole_case_generation(repeat: int) -> None:
+    import tempfile
+
+    from gen.generate import Generator, plan_suite
+    from gen.registry import spec_for
+    from harness.backend import load_backend
+
+    spec = spec_for("carafe_forward")
+    plan = next(p for p in plan_suite(spec, "network") if p.name == "fpn_h128_c256-float32")
+    generator = Generator(spec, load_backend("lowp"))
+    case = generator._with_inputs(plan)
+    image, mask = case.inputs["input"].data, case.inputs["mask"].data
+    with tempfile.TemporaryDirectory() as tmp:
+        ours, _ = timings(lambda: generator.write(plan, Path(tmp) / "case.opcase"), repeat)
+
+    def straightforward():
+        golden = unfolded_einsum(image, mask, KERNEL, SCALE)
+        baseline = unfolded_einsum(image.astype(np.float32), mask, KERNEL, SCALE).astype(np.float32)
+        difference = baseline.astype(np.float64) - golden
+        return (np.abs(difference).sum() / np.abs(golden).sum(),
+                np.sqrt((difference ** 2).sum() / (golden ** 2).sum()))
+    plain, _ = timings(straightforward, repeat)
+    print(f"whole case {plan.name} (golden + lowp baseline + thresholds + write): "
+          f"best {min(ours):.2f} s; straightforward (2 unfolded einsums + whole-array diffs): "
+          f"best {min(plain):.2f} s; speed-up {min(plain) / min(ours):.1f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=128, help="input H = W")
@@ -81,6 +114,8 @@ def main() -> None:
     print(f"speed-up over unfolded + einsum: {min(einsum_times) / min(golden_times):.1f}x")
     difference = np.abs(golden - straightforward).max() / np.abs(straightforward).max()
     print(f"max difference between the two, relative to max |output|: {difference:.1e}")
+    if (H, C) == (128, 256):
+        whole_case_generation(args.repeat)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
