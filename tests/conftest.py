@@ -32,6 +32,22 @@ def generate(op: str, out_dir: Path, suites=TEST_SUITES, count: int = 12, seed: 
     return out_dir / op
 
 
+def pure_io_suite(tmp_path_factory, label: str) -> Path:
+    """A fresh directory with small random, boundary and invalid suites of two pure-IO kernels."""
+    out = tmp_path_factory.mktemp(label)
+    generate("psamask_forward", out, count=3)
+    generate("masked_im2col_forward", out, count=3)
+    return out
+
+
+def run_cli(*args):
+    """`opcase run ARGS...` in process."""
+    from click.testing import CliRunner
+
+    from harness.cli import main
+    return CliRunner().invoke(main, ["run", *map(str, args)])
+
+
 @pytest.fixture(scope="session")
 def suites(tmp_path_factory):
     """suites(op) -> directory with the op's random, boundary and invalid cases (generated once)."""

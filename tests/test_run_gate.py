@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import generate
+from conftest import pure_io_suite
 from harness.casefile import find, load
 from harness.cli import main
 from harness.timing import is_slowdown, slowdown_limit_us
@@ -15,10 +15,7 @@ from harness.timing import is_slowdown, slowdown_limit_us
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
-    out = tmp_path_factory.mktemp("gate")
-    generate("psamask_forward", out, count=3)
-    generate("masked_im2col_forward", out, count=3)
-    return out
+    return pure_io_suite(tmp_path_factory, "gate")
 
 
 def _cli(*args):

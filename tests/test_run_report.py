@@ -12,11 +12,9 @@ import xml.etree.ElementTree as ET
 import click
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
-from conftest import REPO, generate
+from conftest import REPO, pure_io_suite, run_cli
 from harness.casefile import find, load
-from harness.cli import main
 from harness.report import Progress, coordinates
 from harness.runner import CaseResult
 from run_backends import PLANTED_ERROR, planted_index
@@ -26,14 +24,10 @@ TESTS = REPO / "tests"
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
-    out = tmp_path_factory.mktemp("report")
-    generate("psamask_forward", out, count=3)
-    generate("masked_im2col_forward", out, count=3)
-    return out
+    return pure_io_suite(tmp_path_factory, "report")
 
 
-def _run(*args):
-    return CliRunner().invoke(main, ["run", *map(str, args)])
+_run = run_cli
 
 
 def _case(suite, pattern):

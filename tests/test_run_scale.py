@@ -5,24 +5,18 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 
-from conftest import generate
+from conftest import pure_io_suite, run_cli
 from harness.casefile import find
-from harness.cli import main
 from harness.selection import case_key, in_shard
 
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
-    out = tmp_path_factory.mktemp("scale")
-    generate("psamask_forward", out, count=3)
-    generate("masked_im2col_forward", out, count=3)
-    return out
+    return pure_io_suite(tmp_path_factory, "scale")
 
 
-def _run(*args):
-    return CliRunner().invoke(main, ["run", *map(str, args)])
+_run = run_cli
 
 
 def _verdicts(report) -> dict:

@@ -6,25 +6,19 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
-from conftest import generate
+from conftest import pure_io_suite, run_cli
 from harness.backend import load_backend
 from harness.casefile import find, load, save
-from harness.cli import main
 from harness.runner import run_case
 
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
-    out = tmp_path_factory.mktemp("statuses")
-    generate("psamask_forward", out, count=3)
-    generate("masked_im2col_forward", out, count=3)
-    return out
+    return pure_io_suite(tmp_path_factory, "statuses")
 
 
-def _run(*args):
-    return CliRunner().invoke(main, ["run", *map(str, args)])
+_run = run_cli
 
 
 def _statuses(report) -> dict:
