@@ -44,9 +44,11 @@ def main():
 
     \b
     Typical use:
-      opcase gen specs/psamask_forward.yaml --suite all -o cases-out
-      opcase run cases-out --backend reference
-      opcase run cases-out --backend mypkg.kernels:run --json results.json
+      opcase gen specs/*.yaml --suite all --max-size 64MB -o out   # cases from the specs
+      opcase run out --backend reference                           # the reference passes them
+      opcase run out --backend mypkg.kernels:run --junit junit.xml # judge your implementation
+      opcase run out/carafe_forward --backend exec:'./my_runner'   # ... in any language
+      opcase show out/psamask_forward/boundary/map_1x1-psa_type0-float32.opcase
     """
 
 
