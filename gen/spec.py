@@ -27,6 +27,10 @@ class SpecError(Exception):
         where = f"{path}:{line}" if line else str(path)
         super().__init__(f"{where}: {message}")
 
+    def __reduce__(self):
+        # Rebuilt from its parts when it crosses from a worker process (`opcase gen --jobs`).
+        return SpecError, (self.path, self.line, self.message)
+
 
 # ----------------------------------------------------------------------------- YAML with lines
 

@@ -68,6 +68,8 @@ def main():
 def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, out_dir):
     """Generate suites of cases from operator SPECS (YAML) into OUT."""
     from gen.generate import GenerationError, case_path, plan_suite, total_bytes
+    from concurrent.futures.process import BrokenProcessPool
+
     from gen.parallel import Task, write_all
     from gen.spec import SpecError, load_spec
     from harness.backend import BackendLoadError, load_backend, with_device
@@ -110,6 +112,11 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
             write_all(tasks, jobs, done)
         except (SpecError, GenerationError, BackendLoadError) as exc:
             raise InputError(str(exc)) from None
+        except OSError as exc:
+            raise click.ClickException(f"cannot write cases to {out_dir}: {exc}") from None
+        except BrokenProcessPool:
+            raise click.ClickException("a generator worker process died (out of memory?); "
+                                       "rerun with fewer --jobs") from None
     for op, by_suite in counts.items():
         click.echo(f"{op}: " + ", ".join(f"{n} {s}" for s, n in by_suite.items()))
     for line in skipped:

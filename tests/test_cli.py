@@ -116,6 +116,18 @@ def test_usage_errors_exit_2_without_traceback(args, text):
     assert text in result.output and "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_spec_error_found_while_generating_exits_2(tmp_path, jobs):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((REPO / "specs" / "psamask_forward.yaml").read_text()
+                   .replace("params: {h_mask: 1, w_mask: 1}, each: {psa_type: [0, 1]}",
+                            "params: {h_mask: 1, w_mask: 1}, each: {psa_type: [0, 7]}"))
+    result = _run("gen", bad, "--suite", "boundary", "--jobs", jobs, "-o", tmp_path / "o")
+    assert result.exit_code == 2, result.output
+    assert f"{bad}:" in result.output and "breaks check(s) ['psa_type_known']" in result.output
+    assert "Traceback" not in result.output
+
+
 def test_malformed_spec_exit_2_names_file_and_line(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text((REPO / "specs" / "psamask_forward.yaml").read_text().replace("type: int,", "type: long,", 1))
