@@ -276,10 +276,12 @@ def _read_sidecar(case_path: Path, t: pb.Tensor, dtype: np.dtype, shape: tuple[i
     array = np.memmap(side, dtype=dtype, mode="r", shape=shape)
     if verify:
         digest = hashlib.sha256()
+        hashed = 0
         for block in _blocks(memoryview(array.reshape(-1).view(np.uint8))):
             digest.update(block)
-        # Reading for the digest must not leave a multi-GB tensor resident.
-        drop_pages(array)
+            hashed += len(block)
+            # Reading for the digest must not leave a multi-GB tensor resident.
+            drop_pages(array, hashed // dtype.itemsize)
         if digest.digest() != t.sidecar.sha256:
             raise CaseFileError(f"{where}: sha256 mismatch (file changed or corrupt)")
     return array
