@@ -24,17 +24,20 @@ def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
     cols = np.zeros((C, kh, kw, M), dtype=exact_dtype(feature, compute_dtype))
     if cols.size == 0 or H == 0 or W == 0:
         return {"data_col": cols.reshape(C * kh * kw, M)}
-    image = feature[0]
+    planes = feature[0].reshape(C, H * W).astype(cols.dtype, copy=False)
     for i in range(kh):
         rows = mh - pad_h + i
-        row_ok = (rows >= 0) & (rows < H)
+        row_inside = (rows >= 0) & (rows < H)
+        row_starts = np.clip(rows, 0, H - 1) * W
         for j in range(kw):
-            colw = mw - pad_w + j
-            inside = row_ok & (colw >= 0) & (colw < W)
-            if not inside.any():
-                continue
-            m = np.flatnonzero(inside)
-            cols[:, i, j, m] = image[:, rows[m], colw[m]]
+            columns = mw - pad_w + j
+            outside = ~(row_inside & (columns >= 0) & (columns < W))
+            # Gather every tap from a position clamped into the map, then zero the ones that
+            # fall outside: one contiguous gather per channel row, no scatter.
+            tap = cols[:, i, j, :]
+            np.take(planes, row_starts + np.clip(columns, 0, W - 1), axis=1, out=tap, mode="clip")
+            if outside.any():
+                tap[:, outside] = 0
     return {"data_col": cols.reshape(C * kh * kw, M)}
 
 
