@@ -240,7 +240,11 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         # quotes its output, so it needs no worker process (those of --jobs read the same variable).
         import os
         from harness.backends.exec_backend import TIMEOUT_ENV
+        previous = os.environ.get(TIMEOUT_ENV)
         os.environ[TIMEOUT_ENV] = repr(timeout)
+        # Only for this run: an in-process caller (a test, a script) gets its environment back.
+        click.get_current_context().call_on_close(
+            lambda: os.environ.pop(TIMEOUT_ENV, None) if previous is None else os.environ.update({TIMEOUT_ENV: previous}))
         pool_timeout = None
     try:
         backend_spec = with_device(backend_spec, device)
