@@ -5,7 +5,6 @@ import hashlib
 import itertools
 import math
 import re
-import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -309,7 +308,7 @@ class Generator:
         (``<fn>_blocks``), are computed and written piece by piece, so that no golden is ever
         whole in memory, let alone in float64."""
         from harness.casefile import save
-        pieces = self._pieces_fn()
+        pieces = self.spec.reference_blocks_fn
         lay = layout_of(self.spec, replace(plan, params=interface_params(self.spec, plan.params)))
         output_bytes = sum(int(np.prod(lay.shapes[n], dtype=np.int64)) * np.dtype(lay.dtypes[n]).itemsize
                            for n in self.spec.outputs)
@@ -328,11 +327,6 @@ class Generator:
         finally:
             for writer in writers.values():
                 writer.discard()
-
-    def _pieces_fn(self):
-        """The reference's streaming twin ``<fn>_blocks``, if its module has one."""
-        fn = self.spec.reference_fn
-        return getattr(sys.modules[fn.__module__], f"{fn.__name__}_blocks", None)
 
     def _stream_goldens(self, case: Case, pieces_fn, writers: dict) -> None:
         from harness.backends.builtin import round_to
@@ -481,5 +475,3 @@ def case_path(out_dir: Path, case_or_plan, op: str) -> Path:
     return Path(out_dir) / op / case_or_plan.suite / f"{case_or_plan.name}.opcase"
 
 
-def replace_plan(plan: Plan, **changes) -> Plan:
-    return replace(plan, **changes)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -144,6 +145,12 @@ class Spec:
     @property
     def reference_fn(self):
         return self.resolve(self.reference, "reference")
+
+    @property
+    def reference_blocks_fn(self):
+        """The reference's streaming twin ``<fn>_blocks`` (see specs/README.md), or None."""
+        fn = self.reference_fn
+        return getattr(sys.modules[fn.__module__], f"{fn.__name__}_blocks", None)
 
 
 def resolve_callable(dotted: str, path, what: str, line: int = 0):

@@ -499,14 +499,14 @@ def _element_report(actual, golden, flat: int, eps: float) -> dict:
     return {
         "index": list(index),
         "flat": flat,
-        "golden": _json_float(golden_value),
-        "actual": _json_float(actual_value),
-        "abs_err": _json_float(abs_err),
-        "rel_err": _json_float(rel_err),
+        "golden": json_float(golden_value),
+        "actual": json_float(actual_value),
+        "abs_err": json_float(abs_err),
+        "rel_err": json_float(rel_err),
     }
 
 
-def _json_float(value: float):
+def json_float(value: float):
     """The float itself, or 'nan' / 'inf' / '-inf', which strict JSON cannot hold as numbers."""
     if math.isnan(value):
         return "nan"

@@ -11,6 +11,7 @@ import click
 
 from harness.casefile import atomic_write
 from harness.gate import GATE_FAILING
+from harness.metrics import json_float
 from harness.runner import FAILED, FAILING, PASSED, STATUSES, CaseResult
 
 _LABEL = {"passed": "PASS", "failed": "FAIL", "wrongly-accepted": "FAIL", "wrongly-rejected": "FAIL",
@@ -176,8 +177,8 @@ def write_atomic(path: str | os.PathLike, text: str) -> None:
 
 
 def _json_safe(value):
-    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
-        return str(value)
+    if isinstance(value, float):
+        return json_float(value)
     if isinstance(value, dict):
         return {k: _json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

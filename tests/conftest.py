@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from gen.generate import Generator, case_path, plan_suite
@@ -65,22 +64,13 @@ def checked_backend(name: str, compute, skip_check: str | None = None) -> Backen
 
     `compute(request) -> {output: float64 array}`; results are rounded to the output dtypes.
     """
-    from gen.checks import TensorInfo, check_env
-    from gen.expr import ExprError, evaluate
+    from gen.checks import failures
+    from harness.backends.builtin import request_tensors
 
     def run(request: Request) -> dict:
         spec = spec_for(request.op)
-        tensors = {n: TensorInfo(tuple(a.shape), a.dtype.name, request.layouts[n]) for n, a in request.inputs.items()}
-        tensors.update({n: TensorInfo(o.shape, np.dtype(o.dtype).name, o.layout) for n, o in request.outputs.items()})
-        env = check_env(spec, tensors, request.params)
-        for check in spec.checks:
-            if check.id == skip_check:
-                continue
-            try:
-                ok = bool(evaluate(check.require, env))
-            except ExprError:
-                ok = False
-            if not ok:
+        for check in failures(spec, request_tensors(spec, request), request.params):
+            if check.id != skip_check:
                 raise InvalidArgument(check.id)
         outputs = compute(request)
         return {n: round_to(outputs[n], o.dtype) for n, o in request.outputs.items()}

@@ -2,6 +2,8 @@
 draws equal one-shot draws, and blocks reassemble into the reference's outputs."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -40,7 +42,7 @@ def test_streamed_case_equals_in_memory_case(tmp_path, monkeypatch, op, baseline
 def test_streamed_all_zero_golden_is_refused_and_leaves_nothing(tmp_path, monkeypatch):
     spec = spec_for("carafe_forward")
     plan = _cases("carafe_forward", "boundary")[0]
-    plan = generate.replace_plan(plan, values={"input": {"dist": "const", "value": 0}})
+    plan = replace(plan, values={"input": {"dist": "const", "value": 0}})
     monkeypatch.setattr(generate, "STREAM_OUTPUT_BYTES", 0)
     with pytest.raises(generate.GenerationError, match="all zeros"):
         Generator(spec, load_backend("lowp")).write(plan, tmp_path / "z.opcase")

@@ -11,8 +11,6 @@ is the default baseline of dynamic thresholds.
 """
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
 from harness.backend import Backend, InvalidArgument, Request
@@ -27,18 +25,25 @@ def round_to(array: np.ndarray, dtype) -> np.ndarray:
     return array.astype(dtype, copy=False)
 
 
-def check_request(request: Request):
-    """Apply the spec's parameter checks in the doc's order; raise InvalidArgument on the first
-    that fails.  Returns the spec."""
-    from gen.checks import TensorInfo, first_failure
-    from gen.registry import spec_for
+def request_tensors(spec, request: Request) -> dict:
+    """What the spec's checks see of a call: each tensor's shape, dtype name and layout."""
+    from gen.checks import TensorInfo
 
-    spec = spec_for(request.op)
     tensors = {name: TensorInfo(tuple(a.shape), a.dtype.name, request.layouts.get(name, spec.inputs[name].layout))
                for name, a in request.inputs.items() if name in spec.inputs}
     tensors.update({name: TensorInfo(tuple(o.shape), np.dtype(o.dtype).name, o.layout)
                     for name, o in request.outputs.items()})
-    failed = first_failure(spec, tensors, request.params)
+    return tensors
+
+
+def check_request(request: Request):
+    """Apply the spec's parameter checks in the doc's order; raise InvalidArgument on the first
+    that fails.  Returns the spec."""
+    from gen.checks import first_failure
+    from gen.registry import spec_for
+
+    spec = spec_for(request.op)
+    failed = first_failure(spec, request_tensors(spec, request), request.params)
     if failed is not None:
         raise InvalidArgument(f"{failed.id} (doc {failed.doc}): {failed.message}")
     return spec
@@ -47,8 +52,7 @@ def check_request(request: Request):
 def _call(request: Request, compute_dtype) -> dict:
     spec = check_request(request)
     out_shapes = {name: tuple(o.shape) for name, o in request.outputs.items()}
-    fn = spec.reference_fn
-    pieces = getattr(sys.modules[fn.__module__], f"{fn.__name__}_blocks", None)
+    pieces = spec.reference_blocks_fn
     if pieces is not None:
         # Round piece by piece straight into the outputs: a network-scale output then never
         # exists in the compute dtype as a whole.
@@ -57,7 +61,7 @@ def _call(request: Request, compute_dtype) -> dict:
                                          out_shapes=out_shapes):
             outputs[name][index] = round_to(block, request.outputs[name].dtype)
         return outputs
-    results = fn(dict(request.inputs), dict(request.params), compute_dtype=compute_dtype, out_shapes=out_shapes)
+    results = spec.reference_fn(dict(request.inputs), dict(request.params), compute_dtype=compute_dtype, out_shapes=out_shapes)
     return {name: round_to(results[name], o.dtype) for name, o in request.outputs.items()}
 
 

@@ -11,7 +11,6 @@ Target (issue 'network scale'): under 3 GB besides the backend's own arrays.
 from __future__ import annotations
 
 import argparse
-import resource
 import subprocess
 import sys
 import tempfile

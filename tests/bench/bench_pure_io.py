@@ -9,11 +9,12 @@ Target (issue 'network scale'): each golden within 5x the copy.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 
 from gen.registry import spec_for
-from gen.generate import Generator, plan_suite, replace_plan
+from gen.generate import Generator, plan_suite
 
 
 def best_of(fn, repeat=3) -> float:
@@ -29,7 +30,7 @@ def bench(op: str, name_part: str, **changes) -> None:
     spec = spec_for(op)
     plan = next(p for p in plan_suite(spec, "network") if name_part in p.name)
     if changes:
-        plan = replace_plan(plan, dims={**plan.dims, **changes}, name=f"{plan.name}+{changes}")
+        plan = replace(plan, dims={**plan.dims, **changes}, name=f"{plan.name}+{changes}")
     case = Generator(spec)._with_inputs(plan)
     inputs = {n: t.data for n, t in case.inputs.items() if not t.absent}
     out_shapes = {n: tuple(t.shape) for n, t in case.outputs.items()}
