@@ -14,11 +14,14 @@ from gen.checks import TensorInfo, failures, first_failure
 from gen.expr import ExprError, evaluate
 from gen.spec import SUITES, Spec, SpecError, line_of
 from gen.values import ValueContext, draw
-from harness.casefile import Case, SidecarWriter, Tensor, Threshold
+from harness.casefile import Case, SidecarWriter, SpillFile, Tensor, Threshold, drop_pages
 
 GENERATOR_VERSION = "opcase-gen 1"
 # Outputs larger than this (bytes, all outputs of a case) are streamed to disk piece by piece.
 STREAM_OUTPUT_BYTES = 256 << 20
+# In a streamed case, an input drawn from a plain distribution is written straight to its
+# sidecar file above this size, and read back memory-mapped, never whole in memory.
+SPILL_INPUT_BYTES = 256 << 20
 RANDOM_ATTEMPTS = 2000
 # mlu-ops' dynamic-threshold floors and caps (ACCURACY.md), per output dtype.
 DYNAMIC_FLOOR = {"float16": 9.8e-4, "float32": 1.2e-7, "float64": 1.2e-7}
@@ -237,7 +240,7 @@ def _unviolated_params(spec: Spec, plan: Plan) -> dict:
 _FILLER = {"dist": "randint", "low": 0, "high": 3}
 
 
-def draw_inputs(spec: Spec, plan: Plan, lay: Layout) -> dict[str, np.ndarray | None]:
+def draw_inputs(spec: Spec, plan: Plan, lay: Layout, allocate=np.empty) -> dict[str, np.ndarray | None]:
     rng = np.random.default_rng(plan.seed)
     random_values = (spec.suites.get("random") or {}).get("values") or {}
     ctx = ValueContext(shapes=lay.shapes, dtypes=lay.dtypes, dims=plan.dims, params=plan.params, dtype=plan.dtype)
@@ -246,7 +249,7 @@ def draw_inputs(spec: Spec, plan: Plan, lay: Layout) -> dict[str, np.ndarray | N
             continue
         dist = plan.values.get(name) or (random_values.get(name) if plan.suite == "random" else None) or t.values
         try:
-            ctx.inputs.update(draw(rng, name, dist, ctx, spec.path))
+            ctx.inputs.update(draw(rng, name, dist, ctx, spec.path, allocate))
         except (ValueError, TypeError, KeyError, IndexError) as exc:
             if plan.violation is not None:
                 # A broken case may have shapes a realistic generator cannot serve; its values
@@ -314,9 +317,19 @@ class Generator:
                            for n in self.spec.outputs)
         if plan.violation is not None or pieces is None or output_bytes <= STREAM_OUTPUT_BYTES:
             return save(self.build(plan), path)
-        case = self._with_inputs(plan)
-        writers = {n: SidecarWriter(Path(path), t.shape, t.dtype) for n, t in case.outputs.items()}
+        spills: list[SpillFile] = []
+
+        def allocate(shape, dtype):
+            if int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize <= SPILL_INPUT_BYTES:
+                return np.empty(shape, dtype)
+            spills.append(SpillFile(Path(path), shape, dtype))
+            return spills[-1].array
+
+        writers = {}
         try:
+            case = self._with_inputs(plan, allocate)
+            self._seal_spilled(case, spills)
+            writers = {n: SidecarWriter(Path(path), t.shape, t.dtype) for n, t in case.outputs.items()}
             self._stream_goldens(case, pieces, writers)
             if not plan.zero_golden_ok and any(w.total and not w.any_nonzero for w in writers.values()):
                 raise GenerationError(f"{self.spec.path}:{plan.line}: case {plan.suite}/{plan.name}: a golden "
@@ -325,8 +338,15 @@ class Generator:
                 case.outputs[name].prewritten = writer.finish()
             return save(case, path)
         finally:
-            for writer in writers.values():
-                writer.discard()
+            for temporary in [*writers.values(), *spills]:
+                temporary.discard()
+
+    @staticmethod
+    def _seal_spilled(case: Case, spills: list) -> None:
+        """Inputs drawn into files: from now on read-only mappings, saved by moving the file."""
+        for spill in spills:
+            tensor = next(t for t in case.inputs.values() if t.data is spill.array)
+            tensor.data, tensor.prewritten = spill.seal()
 
     def _stream_goldens(self, case: Case, pieces_fn, writers: dict) -> None:
         from harness.backends.builtin import round_to
@@ -341,6 +361,8 @@ class Generator:
             writers[name].write(flat_start(index, out_shapes[name]), round_to(block, dtype))
             if baseline_piece is not None:
                 stats[name].add(baseline_piece(name, index), block)
+            for array in present.values():
+                drop_pages(array)   # a mapped input's pages, read for this piece, need not stay
         if baseline_piece is not None:
             case.criteria = self._dynamic_criteria(case, {n: st.result() for n, st in stats.items()})
         else:
@@ -378,13 +400,14 @@ class Generator:
         self._refuse_trivial(plan, case)
         return case
 
-    def _with_inputs(self, plan: Plan) -> Case:
-        """The case of ``plan`` with its inputs drawn and no goldens yet (rejected cases: complete)."""
+    def _with_inputs(self, plan: Plan, allocate=np.empty) -> Case:
+        """The case of ``plan`` with its inputs drawn and no goldens yet (rejected cases: complete).
+        ``allocate``: see gen.values.draw."""
         spec = self.spec
         plan = replace(plan, params=interface_params(spec, plan.params))
         lay = layout_of(spec, plan)
         self._expect_valid(plan, lay)
-        inputs = draw_inputs(spec, plan, lay)
+        inputs = draw_inputs(spec, plan, lay, allocate)
         case = Case(op=spec.op, suite=plan.suite, name=plan.name, params=dict(plan.params),
                     inputs={n: Tensor(n, lay.shapes[n], np.dtype(lay.dtypes[n]), lay.layouts[n], data=a,
                                       absent=a is None) for n, a in inputs.items()},

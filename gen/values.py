@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gen.spec import resolve_callable
+from harness.casefile import drop_pages
 
 
 @dataclass
@@ -30,11 +31,13 @@ class ValueContext:
 DRAW_CHUNK = 1 << 20
 
 
-def _plain(rng: np.random.Generator, dist: dict, shape, dtype: np.dtype) -> np.ndarray:
+def _plain(rng: np.random.Generator, dist: dict, values: np.ndarray) -> np.ndarray:
+    """Fill ``values`` from the distribution, a chunk at a time; the pages of a file-backed
+    ``values`` are let go as each chunk is written, so a multi-GB draw never stays resident."""
     kind = dist["dist"]
     if kind == "const":
-        return np.full(shape, dist["value"], dtype=dtype)
-    if kind == "uniform":
+        draw_chunk = lambda n: dist["value"]  # noqa: E731
+    elif kind == "uniform":
         draw_chunk = lambda n: rng.uniform(float(dist["low"]), float(dist["high"]), size=n)  # noqa: E731
     elif kind == "normal":
         draw_chunk = lambda n: rng.normal(float(dist["mean"]), float(dist["std"]), size=n)  # noqa: E731
@@ -42,11 +45,11 @@ def _plain(rng: np.random.Generator, dist: dict, shape, dtype: np.dtype) -> np.n
         draw_chunk = lambda n: rng.integers(int(dist["low"]), int(dist["high"]), size=n, endpoint=True)  # noqa: E731
     else:
         raise ValueError(f"unknown distribution {kind!r}")
-    values = np.empty(shape, dtype=dtype)
     flat = values.reshape(-1)
     for start in range(0, flat.size, DRAW_CHUNK):
         stop = min(start + DRAW_CHUNK, flat.size)
         flat[start:stop] = draw_chunk(stop - start)
+        drop_pages(values, stop, start)
     return values
 
 
@@ -65,8 +68,12 @@ def _sprinkle_nonfinite(rng: np.random.Generator, array: np.ndarray, dist: dict)
             flat[where] = np.where(rng.random(where.size) < 0.5, np.inf, -np.inf)
 
 
-def draw(rng: np.random.Generator, name: str, dist: dict, ctx: ValueContext, spec_path) -> dict:
-    """Draw input ``name``; a custom generator may return several inputs at once (a dict)."""
+def draw(rng: np.random.Generator, name: str, dist: dict, ctx: ValueContext, spec_path,
+         allocate=np.empty) -> dict:
+    """Draw input ``name``; a custom generator may return several inputs at once (a dict).
+
+    ``allocate(shape, dtype)`` (np.empty by default) gives the array a plain distribution is
+    drawn into: the generator passes one that maps a file for a multi-GB input."""
     shape, dtype = ctx.shapes[name], np.dtype(ctx.dtypes[name])
     if dist["dist"] == "custom":
         fn = resolve_callable(dist["fn"], spec_path, f"values of {name}")
@@ -75,10 +82,11 @@ def draw(rng: np.random.Generator, name: str, dist: dict, ctx: ValueContext, spe
         if not isinstance(produced, dict):
             produced = {name: produced}
     else:
-        produced = {name: _plain(rng, dist, shape, dtype)}
+        produced = {name: _plain(rng, dist, allocate(shape, dtype))}
     result = {}
     for key, array in produced.items():
-        array = np.ascontiguousarray(np.asarray(array).astype(ctx.dtypes[key], copy=False))
+        if not isinstance(array, np.memmap):
+            array = np.ascontiguousarray(np.asarray(array).astype(ctx.dtypes[key], copy=False))
         if tuple(array.shape) != tuple(ctx.shapes[key]):
             raise ValueError(f"value generator for {key} returned shape {array.shape}, "
                              f"expected {tuple(ctx.shapes[key])}")

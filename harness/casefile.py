@@ -193,6 +193,44 @@ class SidecarWriter:
         Path(self.path).unlink(missing_ok=True)
 
 
+class SpillFile:
+    """A tensor written in place in a temporary file beside ``case_path``, memory-mapped: a
+    multi-GB input is drawn straight to disk instead of into memory.  ``array`` is writable
+    until ``seal()``, which hashes the file and returns (read-only mapped array, what
+    ``Tensor.prewritten`` takes)."""
+
+    def __init__(self, case_path: Path, shape, dtype):
+        self.dtype = np.dtype(dtype).newbyteorder("<")
+        self.shape = tuple(int(s) for s in shape)
+        self.length = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        if self.length == 0:
+            raise ValueError("an empty tensor needs no file")
+        case_path.parent.mkdir(parents=True, exist_ok=True)
+        fd, self.path = tempfile.mkstemp(prefix=f".{case_path.name}.", suffix=".tmp", dir=case_path.parent)
+        try:
+            os.ftruncate(fd, self.length)
+        finally:
+            os.close(fd)
+        self.array = np.memmap(self.path, dtype=self.dtype, mode="r+", shape=self.shape)
+
+    def seal(self) -> tuple[np.ndarray, tuple]:
+        self.array.flush()
+        drop_pages(self.array)
+        self.array = None
+        readonly = np.memmap(self.path, dtype=self.dtype, mode="r", shape=self.shape)
+        digest = hashlib.sha256()
+        hashed = 0
+        for block in _blocks(memoryview(readonly.reshape(-1).view(np.uint8))):
+            digest.update(block)
+            drop_pages(readonly, (hashed + len(block)) // self.dtype.itemsize, hashed // self.dtype.itemsize)
+            hashed += len(block)
+        return readonly, (self.path, pb.Sidecar(length=self.length, sha256=digest.digest()))
+
+    def discard(self) -> None:
+        self.array = None
+        Path(self.path).unlink(missing_ok=True)
+
+
 def _tensor_to_pb(t: Tensor, case_path: Path, io: str, sidecar_bytes: int) -> pb.Tensor:
     msg = pb.Tensor(name=t.name, shape=[int(s) for s in t.shape], dtype=np.dtype(t.dtype).name,
                     layout=t.layout, absent=t.absent)
@@ -279,9 +317,9 @@ def _read_sidecar(case_path: Path, t: pb.Tensor, dtype: np.dtype, shape: tuple[i
         hashed = 0
         for block in _blocks(memoryview(array.reshape(-1).view(np.uint8))):
             digest.update(block)
-            hashed += len(block)
             # Reading for the digest must not leave a multi-GB tensor resident.
-            drop_pages(array, hashed // dtype.itemsize)
+            drop_pages(array, (hashed + len(block)) // dtype.itemsize, hashed // dtype.itemsize)
+            hashed += len(block)
         if digest.digest() != t.sidecar.sha256:
             raise CaseFileError(f"{where}: sha256 mismatch (file changed or corrupt)")
     return array
@@ -360,23 +398,26 @@ def load(path: str | os.PathLike, verify: bool = True) -> Case:
     return from_proto(read_envelope(path), path, verify)
 
 
-def drop_pages(array, upto_element: int | None = None) -> None:
-    """Let the OS reclaim the pages of a read-only memory-mapped tensor up to an element.
+def drop_pages(array, upto_element: int | None = None, from_element: int = 0) -> None:
+    """Let the OS reclaim the pages of a memory-mapped tensor between two elements (by
+    default: all of it up to ``upto_element``).
 
-    Streaming passes over multi-GB goldens call this as they go, so that pages already read
-    do not stay resident (they are re-read from the file if touched again).  No-op for
-    arrays that are not file mappings.
+    Streaming passes over multi-GB tensors call this as they go, so that pages already read
+    or written do not stay resident (written ones go to the file first; either kind is read
+    back from the file if touched again).  No-op for arrays that are not file mappings.
     """
     mm = getattr(array, "_mmap", None)
     if mm is None or not hasattr(mm, "madvise") or not isinstance(array, np.memmap):
         return
     count = array.size if upto_element is None else min(upto_element, array.size)
     start_in_map = array.offset % mmap.ALLOCATIONGRANULARITY   # where the array begins inside the map
+    begin = start_in_map + max(0, from_element) * array.itemsize
+    begin -= begin % mmap.PAGESIZE
     end = start_in_map + count * array.itemsize
     end -= end % mmap.PAGESIZE
-    if end > 0:
+    if end > begin:
         try:
-            mm.madvise(mmap.MADV_DONTNEED, 0, end)
+            mm.madvise(mmap.MADV_DONTNEED, begin, end - begin)
         except (OSError, ValueError):
             pass   # advice only
 

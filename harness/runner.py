@@ -165,7 +165,7 @@ def _scan(array: np.ndarray) -> tuple[float, float, bool]:
             if not block.size:
                 continue
         lo, hi = min(lo, float(block.min())), max(hi, float(block.max()))
-        drop_pages(array, start + _SCAN_ELEMS)
+        drop_pages(array, start + _SCAN_ELEMS, start)
     return lo, hi, finite
 
 

@@ -2,6 +2,7 @@
 draws equal one-shot draws, and blocks reassemble into the reference's outputs."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 
 import numpy as np
@@ -29,13 +30,19 @@ def test_streamed_case_equals_in_memory_case(tmp_path, monkeypatch, op, baseline
     generator = Generator(spec, load_backend(baseline))
     in_memory = [load(generator.write(p, tmp_path / "memory" / f"{p.name}.opcase")) for p in plans]
     monkeypatch.setattr(generate, "STREAM_OUTPUT_BYTES", 0)
+    monkeypatch.setattr(generate, "SPILL_INPUT_BYTES", 0)     # every plain-drawn input goes to its file
     streamed = [load(generator.write(p, tmp_path / "stream" / f"{p.name}.opcase")) for p in plans]
+    spilled = 0
     for a, b in zip(in_memory, streamed):
+        for name, t in a.inputs.items():
+            assert np.asarray(b.inputs[name].data).tobytes() == np.asarray(t.data).tobytes(), (a.name, name)
+            spilled += isinstance(b.inputs[name].data, np.memmap)
         for name, t in a.outputs.items():
             assert np.asarray(b.outputs[name].data).tobytes() == np.asarray(t.data).tobytes(), (a.name, name)
             for x, y in zip(a.criteria[name], b.criteria[name]):
                 assert (x.metric, x.baseline, x.rate) == (y.metric, y.baseline, y.rate)
                 assert y.value == pytest.approx(x.value, rel=1e-12), (a.name, name, x.metric)
+    assert spilled >= len(plans), "plain-drawn inputs (input, grad_output) went straight to their files"
     assert not list((tmp_path / "stream").glob(".*.tmp")), "temporary sidecars left behind"
 
 
@@ -44,6 +51,7 @@ def test_streamed_all_zero_golden_is_refused_and_leaves_nothing(tmp_path, monkey
     plan = _cases("carafe_forward", "boundary")[0]
     plan = replace(plan, values={"input": {"dist": "const", "value": 0}})
     monkeypatch.setattr(generate, "STREAM_OUTPUT_BYTES", 0)
+    monkeypatch.setattr(generate, "SPILL_INPUT_BYTES", 0)
     with pytest.raises(generate.GenerationError, match="all zeros"):
         Generator(spec, load_backend("lowp")).write(plan, tmp_path / "z.opcase")
     assert list(tmp_path.iterdir()) == []
@@ -52,10 +60,26 @@ def test_streamed_all_zero_golden_is_refused_and_leaves_nothing(tmp_path, monkey
 @pytest.mark.parametrize("dist", [{"dist": "uniform", "low": -1, "high": 2}, {"dist": "normal", "mean": 0, "std": 3},
                                   {"dist": "randint", "low": -4, "high": 9}])
 def test_value_draws_do_not_depend_on_chunk_size(monkeypatch, dist):
-    whole = values._plain(np.random.default_rng(9), dist, (37, 41), np.dtype(np.float32))
+    whole = values._plain(np.random.default_rng(9), dist, np.empty((37, 41), np.float32))
     monkeypatch.setattr(values, "DRAW_CHUNK", 100)
-    chunked = values._plain(np.random.default_rng(9), dist, (37, 41), np.dtype(np.float32))
+    chunked = values._plain(np.random.default_rng(9), dist, np.empty((37, 41), np.float32))
     assert whole.tobytes() == chunked.tobytes()
+
+
+def test_spill_file_holds_the_draw_and_its_digest(tmp_path, monkeypatch):
+    from harness.casefile import SpillFile
+    dist = {"dist": "normal", "mean": 0, "std": 2}
+    in_memory = values._plain(np.random.default_rng(4), dist, np.empty((300, 7), np.float16))
+    spill = SpillFile(tmp_path / "c.opcase", (300, 7), np.float16)
+    monkeypatch.setattr(values, "DRAW_CHUNK", 64)          # several chunks, each written and let go
+    values._plain(np.random.default_rng(4), dist, spill.array)
+    readonly, (path, record) = spill.seal()
+    raw = open(path, "rb").read()
+    assert raw == in_memory.tobytes() and readonly.tobytes() == raw
+    assert record.length == len(raw) and record.sha256 == hashlib.sha256(raw).digest()
+    assert not readonly.flags.writeable
+    spill.discard()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_flat_start():
