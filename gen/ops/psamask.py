@@ -43,11 +43,12 @@ def _row_windows(H: int, hm: int):
             yield h, slice(lo, hi), slice(h + lo - half, h + hi - half)
 
 
-def _scratch(W: int, HW: int, dtype) -> np.ndarray:
-    """A (W, H*W) buffer whose rows are padded off the power-of-two strides that H*W often has:
-    the DISTRIBUTE transposes read down its columns, and rows 2**k bytes apart share one
-    cache set (measured: 2.3x slower at cityscapes' 64 x 128 map)."""
-    return np.empty((W, HW + 32), dtype)[:, :HW]
+def _scratch(shape, dtype) -> np.ndarray:
+    """An empty array whose rows are padded off the power-of-two strides a map's H*W or W often
+    has: the DISTRIBUTE transposes read or write down its columns, and rows 2**k bytes apart
+    share one cache set (measured: 2.3x slower at cityscapes' 64 x 128 map)."""
+    *rows, width = shape
+    return np.empty((*rows, width + 32), dtype)[..., :width]
 
 
 def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
@@ -69,8 +70,8 @@ def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
     # W positions into a padded scratch z[w, fh, fw], transpose it there into rows[fh, fw, w],
     # then write those as whole W-rows to y[fh, fw, h, :].  Transposing straight into y
     # would write down rows H*W apart, which share one cache set (2-3x slower at network scale).
-    z = _scratch(W, H * W, y.dtype).reshape(W, H, W)
-    rows = np.empty((H, W, W + 32), y.dtype)[:, :, :W]
+    z = _scratch((W, H * W), y.dtype).reshape(W, H, W)
+    rows = _scratch((H, W, W), y.dtype)
     for n in range(N):
         for h, mrows, frows in _row_windows(H, hm):
             z[:, frows, :] = 0
@@ -101,8 +102,8 @@ def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):
     # dy[fh, :, h, :], into a padded scratch (whole W-rows), transpose them there into
     # z[:, fh, :], then cut each position's window out of z.  Transposing straight from
     # dy would read down rows H*W apart, which share one cache set.
-    z = _scratch(W, H * W, dx.dtype).reshape(W, H, W)
-    rows = np.empty((H, W, W + 32), dx.dtype)[:, :, :W]
+    z = _scratch((W, H * W), dx.dtype).reshape(W, H, W)
+    rows = _scratch((H, W, W), dx.dtype)
     for n in range(N):
         for h, mrows, frows in _row_windows(H, hm):
             rows[frows] = dy5[n, frows, :, h, :]
