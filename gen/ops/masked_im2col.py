@@ -27,16 +27,16 @@ def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
     rows = mh - pad_h + np.arange(kh)[:, None]            # (kh, M)
     columns = mw - pad_w + np.arange(kw)[:, None]         # (kw, M)
     inside = ((rows >= 0) & (rows < H))[:, None] & ((columns >= 0) & (columns < W))[None]
-    # Every tap of every position at once, read from a position clamped into the map; the
-    # ones outside are zeroed afterwards.  One gather per channel row whatever the kernel
-    # size: at the doc's small shapes the cost is the number of numpy calls, not the bytes.
-    taps = (np.clip(rows, 0, H - 1) * W)[:, None] + np.clip(columns, 0, W - 1)[None]
-    cols = np.empty((C, kh * kw * M), dtype)
-    planes = feature[0].reshape(C, H * W).astype(dtype, copy=False)
-    np.take(planes, taps.reshape(-1), axis=1, out=cols, mode="clip")
-    if not inside.all():
-        np.copyto(cols, 0, where=~inside.reshape(1, -1))
-    return {"data_col": cols.reshape(C * kh * kw, M)}
+    # Every tap of every position in one gather per channel row, whatever the kernel size (at
+    # the doc's small shapes the cost is the number of numpy calls, not the bytes).  A tap
+    # outside the map reads a zero column appended to the feature planes.
+    taps = np.where(inside, (rows * W)[:, None] + columns[None], H * W)
+    planes = np.empty((C, H * W + 1), dtype)
+    planes[:, :-1] = feature[0].reshape(C, H * W)
+    planes[:, -1] = 0
+    cols = np.empty((C * kh * kw, M), dtype)
+    np.take(planes, taps.reshape(-1), axis=1, out=cols.reshape(C, kh * kw * M), mode="clip")
+    return {"data_col": cols}
 
 
 def mask_positions(rng: np.random.Generator, ctx, outside: float = 0.0, margin: int = 4):
