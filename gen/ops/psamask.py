@@ -51,6 +51,17 @@ def _scratch(shape, dtype) -> np.ndarray:
     return np.empty((*rows, width + 32), dtype)[..., :width]
 
 
+def _distribute_steps(N: int, H: int, W: int, hm: int, dtype):
+    """DISTRIBUTE works one (image n, map row h) at a time through two padded scratches:
+    z[w, fh, fw], the COLLECT rows of h's W positions, and rows[fh, fw, w], the same transposed,
+    whose W-rows are what y[n, fh, fw, h, :] holds.  Yields (n, h, mask rows, map rows, z, rows)."""
+    z = _scratch((W, H * W), dtype).reshape(W, H, W)
+    rows = _scratch((H, W, W), dtype)
+    for n in range(N):
+        for h, mrows, frows in _row_windows(H, hm):
+            yield n, h, mrows, frows, z, rows
+
+
 def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
     psa_type, hm, wm = _params(params)
     x = inputs["x"]
@@ -66,20 +77,16 @@ def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
             for w, mcols, fcols in columns:
                 y5[:, h, w, frows, fcols] = x5[:, h, w, mrows, mcols]
         return {"y": y}
-    # DISTRIBUTE is COLLECT's (H*W) x (H*W) matrix transposed.  Per map row h: collect its
-    # W positions into a padded scratch z[w, fh, fw], transpose it there into rows[fh, fw, w],
-    # then write those as whole W-rows to y[fh, fw, h, :].  Transposing straight into y
-    # would write down rows H*W apart, which share one cache set (2-3x slower at network scale).
-    z = _scratch((W, H * W), y.dtype).reshape(W, H, W)
-    rows = _scratch((H, W, W), y.dtype)
-    for n in range(N):
-        for h, mrows, frows in _row_windows(H, hm):
-            z[:, frows, :] = 0
-            for w, mcols, fcols in columns:
-                z[w, frows, fcols] = x5[n, h, w, mrows, mcols]
-            for fh in range(frows.start, frows.stop):
-                np.copyto(rows[fh], z[:, fh, :].T)
-            y5[n, frows, :, h, :] = rows[frows]
+    # DISTRIBUTE is COLLECT's (H*W) x (H*W) matrix transposed: collect, transpose in the
+    # scratch, write whole W-rows.  Transposing straight into y would write down rows H*W
+    # apart, which share one cache set (2-3x slower at network scale).
+    for n, h, mrows, frows, z, rows in _distribute_steps(N, H, W, hm, y.dtype):
+        z[:, frows, :] = 0
+        for w, mcols, fcols in columns:
+            z[w, frows, fcols] = x5[n, h, w, mrows, mcols]
+        for fh in range(frows.start, frows.stop):
+            np.copyto(rows[fh], z[:, fh, :].T)
+        y5[n, frows, :, h, :] = rows[frows]
     return {"y": y}
 
 
@@ -98,17 +105,12 @@ def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):
             for w, mcols, fcols in columns:
                 dx5[:, h, w, mrows, mcols] = dy5[:, h, w, frows, fcols]
         return {"dx": dx}
-    # The transpose of forward's DISTRIBUTE.  Per map row h: copy the map rows it reads,
-    # dy[fh, :, h, :], into a padded scratch (whole W-rows), transpose them there into
-    # z[:, fh, :], then cut each position's window out of z.  Transposing straight from
-    # dy would read down rows H*W apart, which share one cache set.
-    z = _scratch((W, H * W), dx.dtype).reshape(W, H, W)
-    rows = _scratch((H, W, W), dx.dtype)
-    for n in range(N):
-        for h, mrows, frows in _row_windows(H, hm):
-            rows[frows] = dy5[n, frows, :, h, :]
-            for fh in range(frows.start, frows.stop):
-                np.copyto(z[:, fh, :], rows[fh].T)
-            for w, mcols, fcols in columns:
-                dx5[n, h, w, mrows, mcols] = z[w, frows, fcols]
+    # Forward's DISTRIBUTE run backwards: read whole W-rows dy[fh, :, h, :], transpose in the
+    # scratch, cut each position's window out of z.
+    for n, h, mrows, frows, z, rows in _distribute_steps(N, H, W, hm, dx.dtype):
+        rows[frows] = dy5[n, frows, :, h, :]
+        for fh in range(frows.start, frows.stop):
+            np.copyto(z[:, fh, :], rows[fh].T)
+        for w, mcols, fcols in columns:
+            dx5[n, h, w, mrows, mcols] = z[w, frows, fcols]
     return {"dx": dx}
