@@ -208,9 +208,14 @@ class SpillFile:
         case_path.parent.mkdir(parents=True, exist_ok=True)
         fd, self.path = tempfile.mkstemp(prefix=f".{case_path.name}.", suffix=".tmp", dir=case_path.parent)
         try:
-            os.ftruncate(fd, self.length)
-        finally:
+            # Reserve the blocks now: a full disk is an OSError here, not a SIGBUS on a
+            # write through the mapping later.
+            os.posix_fallocate(fd, 0, self.length)
+        except BaseException:
             os.close(fd)
+            Path(self.path).unlink(missing_ok=True)
+            raise
+        os.close(fd)
         self.array = np.memmap(self.path, dtype=self.dtype, mode="r+", shape=self.shape)
 
     def seal(self) -> tuple[np.ndarray, tuple]:

@@ -85,3 +85,24 @@ def test_spill_file_holds_the_draw_and_its_digest(tmp_path, monkeypatch):
 def test_flat_start():
     assert generate.flat_start((1, slice(2, 5)), (3, 8, 4, 2)) == (1 * 8 + 2) * 8
     assert generate.flat_start((0,), (0, 5)) == 0
+
+
+def test_full_disk_while_drawing_a_spilled_input_is_a_clean_error(tmp_path, monkeypatch):
+    """No space for an input's file: `opcase gen` says so and leaves no temporary file."""
+    import errno
+    import os
+
+    from click.testing import CliRunner
+
+    from harness.cli import main
+
+    def no_space(fd, offset, length):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(generate, "STREAM_OUTPUT_BYTES", 0)
+    monkeypatch.setattr(generate, "SPILL_INPUT_BYTES", 0)
+    monkeypatch.setattr(os, "posix_fallocate", no_space)
+    result = CliRunner().invoke(main, ["gen", "specs/carafe_forward.yaml", "--suite", "boundary",
+                                       "--select", "^kernel_1", "-o", str(tmp_path / "out")])
+    assert result.exit_code != 0
+    assert "No space left on device" in result.output and "Traceback" not in result.output
+    assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
