@@ -113,10 +113,34 @@ def _le_bytes_view(array: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(array)
 
 
+def temporary_beside(path: Path) -> tuple[int, str]:
+    """(fd, name) of a new hidden temporary file in ``path``'s directory, to be renamed to ``path``
+    once whole.  Its mode is what a plain open() would give (0666 less the umask), not
+    mkstemp's 0600: a suite generated for a team stays readable by the team."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~_umask())
+    return fd, tmp
+
+
+def _umask() -> int:
+    """The process's umask, read where Linux shows it; setting it to read it back (the only
+    portable way) would race with other threads creating files."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: Path, chunks: Iterator[bytes] | bytes) -> None:
     """Write to a temporary file beside ``path`` and rename it into place: readers see the old
     file or the whole new one, never a part."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = temporary_beside(path)
     try:
         with os.fdopen(fd, "wb") as f:
             if isinstance(chunks, (bytes, bytearray, memoryview)):
@@ -160,7 +184,7 @@ class SidecarWriter:
         self.any_nonzero = False
         self._digest = hashlib.sha256()
         case_path.parent.mkdir(parents=True, exist_ok=True)
-        fd, self.path = tempfile.mkstemp(prefix=f".{case_path.name}.", suffix=".tmp", dir=case_path.parent)
+        fd, self.path = temporary_beside(case_path)
         self._file = os.fdopen(fd, "wb")
 
     def write(self, flat_start: int, piece: np.ndarray) -> None:
@@ -206,7 +230,7 @@ class SpillFile:
         if self.length == 0:
             raise ValueError("an empty tensor needs no file")
         case_path.parent.mkdir(parents=True, exist_ok=True)
-        fd, self.path = tempfile.mkstemp(prefix=f".{case_path.name}.", suffix=".tmp", dir=case_path.parent)
+        fd, self.path = temporary_beside(case_path)
         try:
             # Reserve the blocks now: a full disk is an OSError here, not a SIGBUS on a
             # write through the mapping later.

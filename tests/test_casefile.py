@@ -83,3 +83,22 @@ def test_not_a_case_file(tmp_path):
     path.write_text("hello, I am not protobuf\n")
     with pytest.raises(CaseFileError):
         load(path)
+
+
+def test_written_files_get_the_umask_mode_not_mkstemps_0600(tmp_path):
+    """Cases are written through temporary files; what lands must be as readable as open() makes it."""
+    import os
+    import stat
+
+    from harness.casefile import SidecarWriter, SpillFile
+    old = os.umask(0o022)
+    try:
+        save(_case(big=100), tmp_path / "c.opcase", sidecar_bytes=16)
+        writer = SidecarWriter(tmp_path / "d.opcase", (4,), np.float32)
+        spill = SpillFile(tmp_path / "e.opcase", (4,), np.float32)
+        modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
+        writer.discard()
+        spill.discard()
+    finally:
+        os.umask(old)
+    assert len(modes) == 5 and set(modes.values()) == {0o644}, modes

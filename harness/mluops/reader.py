@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import numpy as np
 from google.protobuf import text_format, unknown_fields
 from google.protobuf.message import DecodeError
 
+from harness.casefile import temporary_beside
 from harness.mluops import mluops_case_pb2 as pb
 from harness.mluops import random_data
 from harness.mluops.schema import (DTYPES, KERNELS, METRICS, KernelFormat, MluopsFormatError,
@@ -564,7 +564,7 @@ def _draw(case_path: Path, where: str, tensor: MluTensor, out_dir, large_tensor_
 def _draw_to_file(raw_path: Path, tensor: MluTensor, logf: str) -> np.memmap:
     """Draw into a temporary file beside ``raw_path``, rename it into place, map it read-only."""
     raw_path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{raw_path.name}.", suffix=".tmp", dir=raw_path.parent)
+    fd, tmp = temporary_beside(raw_path)
     os.close(fd)
     try:
         target = np.memmap(tmp, dtype=tensor.dtype, mode="w+", shape=tensor.shape)
