@@ -43,6 +43,14 @@ def _row_windows(H: int, hm: int):
             yield h, slice(lo, hi), slice(h + lo - half, h + hi - half)
 
 
+def _position_windows(H: int, W: int, hm: int, wm: int):
+    """Per position (h, w): (h, w, mask rows, mask cols, map rows, map cols) of its window."""
+    columns = list(_row_windows(W, wm))
+    for h, mrows, frows in _row_windows(H, hm):
+        for w, mcols, fcols in columns:
+            yield h, w, mrows, mcols, frows, fcols
+
+
 def _scratch(shape, dtype) -> np.ndarray:
     """A zeroed array whose rows are padded off the power-of-two strides a map's H*W or W often
     has: the DISTRIBUTE transposes read or write down its columns, and rows 2**k bytes apart
@@ -71,15 +79,14 @@ def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
         return {"y": y}
     x5 = x.reshape(N, H, W, hm, wm)
     y5 = y.reshape(N, H, W, H, W)
-    columns = list(_row_windows(W, wm))
     if psa_type == COLLECT:
-        for h, mrows, frows in _row_windows(H, hm):
-            for w, mcols, fcols in columns:
-                y5[:, h, w, frows, fcols] = x5[:, h, w, mrows, mcols]
+        for h, w, mrows, mcols, frows, fcols in _position_windows(H, W, hm, wm):
+            y5[:, h, w, frows, fcols] = x5[:, h, w, mrows, mcols]
         return {"y": y}
     # DISTRIBUTE is COLLECT's (H*W) x (H*W) matrix transposed: collect, transpose in the
     # scratch, write whole W-rows.  Transposing straight into y would write down rows H*W
     # apart, which share one cache set (2-3x slower at network scale).
+    columns = list(_row_windows(W, wm))
     for n, h, mrows, frows, z, rows in _distribute_steps(N, H, W, hm, y.dtype):
         # z[w] is only ever written in w's own window columns, so the rest stays 0 from the start.
         for w, mcols, fcols in columns:
@@ -99,14 +106,13 @@ def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):
         return {"dx": dx}
     dx5 = dx.reshape(N, H, W, hm, wm)
     dy5 = dy.reshape(N, H, W, H, W)
-    columns = list(_row_windows(W, wm))
     if psa_type == COLLECT:
-        for h, mrows, frows in _row_windows(H, hm):
-            for w, mcols, fcols in columns:
-                dx5[:, h, w, mrows, mcols] = dy5[:, h, w, frows, fcols]
+        for h, w, mrows, mcols, frows, fcols in _position_windows(H, W, hm, wm):
+            dx5[:, h, w, mrows, mcols] = dy5[:, h, w, frows, fcols]
         return {"dx": dx}
     # Forward's DISTRIBUTE run backwards: read whole W-rows dy[fh, :, h, :], transpose in the
     # scratch, cut each position's window out of z.
+    columns = list(_row_windows(W, wm))
     for n, h, mrows, frows, z, rows in _distribute_steps(N, H, W, hm, dx.dtype):
         rows[frows] = dy5[n, frows, :, h, :]
         for fh in range(frows.start, frows.stop):
