@@ -10,9 +10,9 @@ the other way.
 Per position (h, w) the valid mask entries form one rectangle, and so do their targets:
 each position moves as one 2-D block copy (the H*W channel row of y seen as an H x W
 image).  Positions are looped over, never elements.  COLLECT writes each block into
-y[n, h, w]; DISTRIBUTE is COLLECT's (H*W) x (H*W) matrix transposed, which it does one
-W x W tile at a time through a cache-sized scratch (a transpose read straight through y's
-other pair of axes touches a new cache line per element: 3x slower at network scale).
+y[n, h, w]; DISTRIBUTE is COLLECT's (H*W) x (H*W) matrix transposed, which it does one map
+row at a time through a cache-sized scratch (a transpose read straight through y's other
+pair of axes touches a new cache line per element: 2-3x slower at network scale).
 
 The kernel only moves values, so the result is exact in the input's own dtype: the
 reference keeps that dtype unless ``compute_dtype`` is narrower, which halves the memory
@@ -51,23 +51,19 @@ def _position_windows(H: int, W: int, hm: int, wm: int):
             yield h, w, mrows, mcols, frows, fcols
 
 
-def _scratch(shape, dtype) -> np.ndarray:
-    """A zeroed array whose rows are padded off the power-of-two strides a map's H*W or W often
-    has: the DISTRIBUTE transposes read or write down its columns, and rows 2**k bytes apart
-    share one cache set (measured: 2.3x slower at cityscapes' 64 x 128 map)."""
-    *rows, width = shape
-    return np.zeros((*rows, width + 32), dtype)[..., :width]
-
-
 def _distribute_steps(N: int, H: int, W: int, hm: int, dtype):
-    """DISTRIBUTE works one (image n, map row h) at a time through two padded scratches:
-    z[w, fh, fw], the COLLECT rows of h's W positions, and rows[fh, fw, w], the same transposed,
-    whose W-rows are what y[n, fh, fw, h, :] holds.  Yields (n, h, mask rows, map rows, z, rows)."""
-    z = _scratch((W, H * W), dtype).reshape(W, H, W)
-    rows = _scratch((H, W, W), dtype)
+    """DISTRIBUTE works one (image n, map row h) at a time through a scratch rows[fh, fw, w]:
+    position (h, w)'s window lands in column w, and rows[fh] is then what y[n, fh, :, h, :]
+    holds, whole W-rows.  Yields (n, h, mask rows, map rows, rows).
+
+    The scratch starts zeroed, and column w is only ever written in w's own window columns,
+    so what lies outside every window stays 0.  Its rows are padded off the power-of-two
+    lengths a map's W often has: the column writes go down rows 2**k bytes apart otherwise,
+    which share one cache set (measured: 2.3x slower at cityscapes' 64 x 128 map)."""
+    rows = np.zeros((H, W, W + 16), dtype)[..., :W]
     for n in range(N):
         for h, mrows, frows in _row_windows(H, hm):
-            yield n, h, mrows, frows, z, rows
+            yield n, h, mrows, frows, rows
 
 
 def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
@@ -83,16 +79,13 @@ def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
         for h, w, mrows, mcols, frows, fcols in _position_windows(H, W, hm, wm):
             y5[:, h, w, frows, fcols] = x5[:, h, w, mrows, mcols]
         return {"y": y}
-    # DISTRIBUTE is COLLECT's (H*W) x (H*W) matrix transposed: collect, transpose in the
-    # scratch, write whole W-rows.  Transposing straight into y would write down rows H*W
-    # apart, which share one cache set (2-3x slower at network scale).
+    # DISTRIBUTE is COLLECT's (H*W) x (H*W) matrix transposed: the transpose happens in the
+    # cache-sized scratch, and y is written in whole W-rows.  Transposing straight into y
+    # would write down rows H*W apart, which share one cache set (2-3x slower at network scale).
     columns = list(_row_windows(W, wm))
-    for n, h, mrows, frows, z, rows in _distribute_steps(N, H, W, hm, y.dtype):
-        # z[w] is only ever written in w's own window columns, so the rest stays 0 from the start.
+    for n, h, mrows, frows, rows in _distribute_steps(N, H, W, hm, y.dtype):
         for w, mcols, fcols in columns:
-            z[w, frows, fcols] = x5[n, h, w, mrows, mcols]
-        for fh in range(frows.start, frows.stop):
-            np.copyto(rows[fh], z[:, fh, :].T)
+            rows[frows, fcols, w] = x5[n, h, w, mrows, mcols]
         y5[n, frows, :, h, :] = rows[frows]
     return {"y": y}
 
@@ -110,13 +103,11 @@ def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):
         for h, w, mrows, mcols, frows, fcols in _position_windows(H, W, hm, wm):
             dx5[:, h, w, mrows, mcols] = dy5[:, h, w, frows, fcols]
         return {"dx": dx}
-    # Forward's DISTRIBUTE run backwards: read whole W-rows dy[fh, :, h, :], transpose in the
-    # scratch, cut each position's window out of z.
+    # Forward's DISTRIBUTE run backwards: read whole W-rows dy[fh, :, h, :] into the scratch,
+    # then cut each position's window out of its column.
     columns = list(_row_windows(W, wm))
-    for n, h, mrows, frows, z, rows in _distribute_steps(N, H, W, hm, dx.dtype):
+    for n, h, mrows, frows, rows in _distribute_steps(N, H, W, hm, dx.dtype):
         rows[frows] = dy5[n, frows, :, h, :]
-        for fh in range(frows.start, frows.stop):
-            np.copyto(z[:, fh, :], rows[fh].T)
         for w, mcols, fcols in columns:
-            dx5[n, h, w, mrows, mcols] = z[w, frows, fcols]
+            dx5[n, h, w, mrows, mcols] = rows[frows, fcols, w]
     return {"dx": dx}
