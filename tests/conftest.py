@@ -84,3 +84,23 @@ def run_dir(directory: Path, backend: Backend) -> list:
 def statuses(results) -> dict:
     from collections import Counter
     return dict(Counter(r.status for r in results))
+
+
+def assert_each_missing_check_caught(invalid_dir: Path, op: str) -> None:
+    """For every testable check of `op`: a backend making all checks but that one fails exactly
+    that check's case in `invalid_dir`, and no other."""
+    import gen
+    from harness.runner import FAILING
+
+    def compute(request):
+        out_shapes = {name: o.shape for name, o in request.outputs.items()}
+        return gen.golden(request.op, request.inputs, request.params, out_shapes=out_shapes)
+
+    testable = [c.id for c in spec_for(op).checks if c.violate is not None]
+    assert testable
+    for check_id in testable:
+        results = run_dir(invalid_dir, checked_backend(f"no {check_id}", compute, skip_check=check_id))
+        # Without the check the call goes through (wrongly-accepted) or crashes (error):
+        # either way exactly the case of that check fails.
+        caught = [r.name.rsplit("-", 1)[0] for r in results if r.status in FAILING]
+        assert caught == [check_id], (check_id, statuses(results))

@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 
 import planted_accumulating as planted
-from conftest import checked_backend, run_dir, statuses
-from gen.registry import spec_for
+from conftest import assert_each_missing_check_caught, checked_backend, run_dir, statuses
 from harness.backend import load_backend
 from harness.runner import ERROR, FAILED, FAILING
 
@@ -134,18 +133,4 @@ def test_round_toward_zero_is_only_a_bias():
 
 @pytest.mark.parametrize("op", OPS)
 def test_every_missing_check_is_caught(suites, op):
-    import gen
-    spec = spec_for(op)
-
-    def compute(request):
-        out_shapes = {name: o.shape for name, o in request.outputs.items()}
-        return gen.golden(request.op, request.inputs, request.params, out_shapes=out_shapes)
-
-    testable = [c.id for c in spec.checks if c.violate is not None]
-    assert testable
-    for check_id in testable:
-        results = run_dir(suites(op) / "invalid", checked_backend(f"no {check_id}", compute, skip_check=check_id))
-        # Without the check the call goes through (wrongly-accepted) or crashes (error):
-        # either way exactly the case of that check fails.
-        caught = [r.name.rsplit("-", 1)[0] for r in results if r.status in FAILING]
-        assert caught == [check_id], (check_id, statuses(results))
+    assert_each_missing_check_caught(suites(op) / "invalid", op)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import SHARED, checked_backend, run_dir, statuses
+from conftest import SHARED, assert_each_missing_check_caught, checked_backend, run_dir, statuses
 from gen.ops import masked_im2col, psamask
-from gen.registry import spec_for
 from harness.runner import FAILING
 
 MMCV = SHARED / "conformance" / "mmcv"
@@ -207,14 +206,4 @@ def test_suites_catch_planted_bug(suites, op, bug, fn):
 
 @pytest.mark.parametrize("op", ["psamask_forward", "psamask_backward", "masked_im2col_forward"])
 def test_every_missing_check_is_caught(suites, op):
-    import gen
-    spec = spec_for(op)
-    compute = lambda request: gen.golden(request.op, request.inputs, request.params)  # noqa: E731
-    testable = [c.id for c in spec.checks if c.violate is not None]
-    assert testable
-    for check_id in testable:
-        results = run_dir(suites(op) / "invalid", checked_backend(f"no {check_id}", compute, skip_check=check_id))
-        # Without the check the call goes through (wrongly-accepted) or crashes (error):
-        # either way exactly the case of that check fails.
-        caught = [r.name.rsplit("-", 1)[0] for r in results if r.status in FAILING]
-        assert caught == [check_id], (check_id, statuses(results))
+    assert_each_missing_check_caught(suites(op) / "invalid", op)
