@@ -18,36 +18,34 @@ def _raw(path, shape):
 
 # ----------------------------------------------------------------------------- slow references
 
-def slow_psamask_forward(x, psa_type, hm, wm):
-    """Doc 001, 3.1.1 / 3.1.2 pseudo-code, element by element."""
-    N, H, W, _ = x.shape
-    y = np.zeros((N, H, W, H * W))
+def _slow_psamask_map(N, H, W, hm, wm):
+    """Doc 001, 3.1.1 / 3.1.2 pseudo-code: every (n, h, w, mask entry, map position) it moves."""
     half_h, half_w = (hm - 1) // 2, (wm - 1) // 2
     for n in range(N):
         for h in range(H):
             for w in range(W):
                 for hidx in range(max(0, half_h - h), min(hm, H + half_h - h)):
                     for widx in range(max(0, half_w - w), min(wm, W + half_w - w)):
-                        fh, fw = h + hidx - half_h, w + widx - half_w
-                        if psa_type == 0:
-                            y[n, h, w, fh * W + fw] = x[n, h, w, hidx * wm + widx]
-                        else:
-                            y[n, fh, fw, h * W + w] = x[n, h, w, hidx * wm + widx]
+                        yield n, h, w, hidx * wm + widx, h + hidx - half_h, w + widx - half_w
+
+
+def slow_psamask_forward(x, psa_type, hm, wm):
+    """Element by element."""
+    N, H, W, _ = x.shape
+    y = np.zeros((N, H, W, H * W))
+    for n, h, w, entry, fh, fw in _slow_psamask_map(N, H, W, hm, wm):
+        if psa_type == 0:
+            y[n, h, w, fh * W + fw] = x[n, h, w, entry]
+        else:
+            y[n, fh, fw, h * W + w] = x[n, h, w, entry]
     return y
 
 
 def slow_psamask_backward(dy, psa_type, hm, wm):
     N, H, W, _ = dy.shape
     dx = np.zeros((N, H, W, hm * wm))
-    half_h, half_w = (hm - 1) // 2, (wm - 1) // 2
-    for n in range(N):
-        for h in range(H):
-            for w in range(W):
-                for hidx in range(max(0, half_h - h), min(hm, H + half_h - h)):
-                    for widx in range(max(0, half_w - w), min(wm, W + half_w - w)):
-                        fh, fw = h + hidx - half_h, w + widx - half_w
-                        src = dy[n, h, w, fh * W + fw] if psa_type == 0 else dy[n, fh, fw, h * W + w]
-                        dx[n, h, w, hidx * wm + widx] = src
+    for n, h, w, entry, fh, fw in _slow_psamask_map(N, H, W, hm, wm):
+        dx[n, h, w, entry] = dy[n, h, w, fh * W + fw] if psa_type == 0 else dy[n, fh, fw, h * W + w]
     return dx
 
 
