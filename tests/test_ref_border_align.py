@@ -5,7 +5,7 @@ import pytest
 from gen.ops import border_align as ba
 from gen.values import ValueContext
 
-from test_ref_deform_roi_pool import slow_bilinear
+from test_ref_deform_roi_pool import slow_bilinear, slow_bilinear_corners
 
 
 # ----------------------------------------------------------------------------- slow loops (mmcv's kernels, literally)
@@ -47,19 +47,8 @@ def slow_backward(grad_output, boxes, argmax, pool_size, H, W):
                 x0, y0, dx, dy = _border_start_and_stride(boxes[n, k], e, pool_size)
                 for c in range(C):
                     x, y = x0 + dx * float(argmax[n, k, e, c]), y0 + dy * float(argmax[n, k, e, c])
-                    if y < -1 or y > H or x < -1 or x > W:
-                        continue
-                    y, x = max(y, 0.0), max(x, 0.0)
-                    y_low, x_low = int(y), int(x)
-                    y_high, x_high = min(y_low + 1, H - 1), min(x_low + 1, W - 1)
-                    if y_low >= H - 1:
-                        y_low, y = H - 1, float(H - 1)
-                    if x_low >= W - 1:
-                        x_low, x = W - 1, float(W - 1)
-                    ly, lx = y - y_low, x - x_low
                     g = float(grad_output[n, k, e, c])
-                    for yy, xx, weight in ((y_low, x_low, (1 - ly) * (1 - lx)), (y_low, x_high, (1 - ly) * lx),
-                                           (y_high, x_low, ly * (1 - lx)), (y_high, x_high, ly * lx)):
+                    for weight, yy, xx in slow_bilinear_corners(y, x, H, W):
                         grad_input[n, yy, xx, e * C + c] += g * weight
     return grad_input
 

@@ -10,10 +10,11 @@ from gen.values import ValueContext
 
 # ----------------------------------------------------------------------------- slow loops (mmcv's kernel, literally)
 
-def slow_bilinear(image, H, W, y, x):
-    """image [H, W, C] sampled at (y, x): OPS.md 'Shared: bilinear sampling'."""
+def slow_bilinear_corners(y, x, H, W):
+    """OPS.md 'Shared: bilinear sampling' for one point: [(weight, row, col)] of its four
+    corners, or [] where the point gives 0 (and no gradient)."""
     if y < -1.0 or y > H or x < -1.0 or x > W:
-        return np.zeros(image.shape[-1])
+        return []
     y, x = max(y, 0.0), max(x, 0.0)
     y_low, x_low = int(math.floor(y)), int(math.floor(x))
     if y_low >= H - 1:
@@ -28,8 +29,15 @@ def slow_bilinear(image, H, W, y, x):
         x_high = x_low + 1
     ly, lx = y - y_low, x - x_low
     hy, hx = 1 - ly, 1 - lx
-    return (hy * hx * image[y_low, x_low] + hy * lx * image[y_low, x_high]
-            + ly * hx * image[y_high, x_low] + ly * lx * image[y_high, x_high])
+    return [(hy * hx, y_low, x_low), (hy * lx, y_low, x_high), (ly * hx, y_high, x_low), (ly * lx, y_high, x_high)]
+
+
+def slow_bilinear(image, H, W, y, x):
+    """image [H, W, C] sampled at (y, x)."""
+    total = np.zeros(image.shape[-1])
+    for weight, row, col in slow_bilinear_corners(y, x, H, W):
+        total = total + weight * image[row, col]
+    return total
 
 
 def slow_forward(features, rois, offset, PH, PW, scale, ratio, gamma):

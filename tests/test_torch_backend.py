@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,6 +12,13 @@ torch = pytest.importorskip("torch")
 
 from harness.backends import torch_backend  # noqa: E402  (needs torch)
 from harness.backends.torch_backend import InvalidArgument  # noqa: E402
+# The backend is checked against the same slow loops, straight from OPS.md, as the references.
+from test_pure_io_kernels import slow_masked_im2col, slow_psamask_backward, slow_psamask_forward  # noqa: E402
+from test_ref_border_align import slow_backward as slow_border_align_backward  # noqa: E402
+from test_ref_border_align import slow_forward as slow_border_align_forward  # noqa: E402
+from test_ref_carafe import slow_backward as slow_carafe_backward  # noqa: E402
+from test_ref_carafe import slow_forward as slow_carafe_forward  # noqa: E402
+from test_ref_deform_roi_pool import slow_forward as slow_deform_roi_pool  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 MMCV_DATA = SHARED / "conformance" / "mmcv"
@@ -42,168 +48,6 @@ def nchw_to_nhwc(a):
 
 def nhwc_to_nchw(a):
     return np.ascontiguousarray(a.transpose(0, 3, 1, 2))
-
-
-# ------------------------------------------------------------------------------------------
-# Slow loop implementations, written straight from OPS.md in NHWC.
-# ------------------------------------------------------------------------------------------
-
-
-def loop_bilinear(y, x, height, width):
-    """[(weight, row, col)] of the four corners, or [] where the point gives 0 / no gradient."""
-    if y < -1 or y > height or x < -1 or x > width:
-        return []
-    y, x = max(y, 0.0), max(x, 0.0)
-    y_low, x_low = int(math.floor(y)), int(math.floor(x))
-    if y_low >= height - 1:
-        y_low = y_high = height - 1
-        y = float(y_low)
-    else:
-        y_high = y_low + 1
-    if x_low >= width - 1:
-        x_low = x_high = width - 1
-        x = float(x_low)
-    else:
-        x_high = x_low + 1
-    ly, lx = y - y_low, x - x_low
-    hy, hx = 1 - ly, 1 - lx
-    return [(hy * hx, y_low, x_low), (hy * lx, y_low, x_high),
-            (ly * hx, y_high, x_low), (ly * lx, y_high, x_high)]
-
-
-def loop_psamask_index_pairs(height, width, h_mask, w_mask):
-    """Yield (h, w, hidx, widx, fh, fw) for every mask entry that lands inside the map."""
-    half_h, half_w = (h_mask - 1) // 2, (w_mask - 1) // 2
-    for h in range(height):
-        for w in range(width):
-            for hidx in range(max(0, half_h - h), min(h_mask, height + half_h - h)):
-                for widx in range(max(0, half_w - w), min(w_mask, width + half_w - w)):
-                    yield h, w, hidx, widx, h + hidx - half_h, w + widx - half_w
-
-
-def loop_psamask_forward(x, psa_type, h_mask, w_mask):
-    n, height, width, _ = x.shape
-    y = np.zeros((n, height, width, height * width), x.dtype)
-    for b in range(n):
-        for h, w, hidx, widx, fh, fw in loop_psamask_index_pairs(height, width, h_mask, w_mask):
-            value = x[b, h, w, hidx * w_mask + widx]
-            if psa_type == 0:
-                y[b, h, w, fh * width + fw] = value
-            else:
-                y[b, fh, fw, h * width + w] = value
-    return y
-
-
-def loop_psamask_backward(dy, psa_type, h_mask, w_mask):
-    n, height, width, _ = dy.shape
-    dx = np.zeros((n, height, width, h_mask * w_mask), dy.dtype)
-    for b in range(n):
-        for h, w, hidx, widx, fh, fw in loop_psamask_index_pairs(height, width, h_mask, w_mask):
-            if psa_type == 0:
-                value = dy[b, h, w, fh * width + fw]
-            else:
-                value = dy[b, fh, fw, h * width + w]
-            dx[b, h, w, hidx * w_mask + widx] = value
-    return dx
-
-
-def loop_carafe_taps(n, height, width, channels, masks_shape, k, groups, scale):
-    """Yield (b, ho, wo, c, iy, ix, mask_channel) for every tap inside the map."""
-    _, out_h, out_w, _ = masks_shape
-    r = (k - 1) // 2
-    group_channels = channels // groups
-    for b in range(n):
-        for ho in range(out_h):
-            for wo in range(out_w):
-                for c in range(channels):
-                    g = c // group_channels
-                    for kh in range(k):
-                        for kw in range(k):
-                            iy, ix = ho // scale - r + kh, wo // scale - r + kw
-                            if 0 <= iy < height and 0 <= ix < width:
-                                yield b, ho, wo, c, iy, ix, (g * k + kh) * k + kw
-
-
-def loop_carafe_forward(inp, mask, k, groups, scale):
-    n, height, width, channels = inp.shape
-    out = np.zeros(mask.shape[:3] + (channels,), np.float64)
-    for b, ho, wo, c, iy, ix, mc in loop_carafe_taps(n, height, width, channels, mask.shape,
-                                                     k, groups, scale):
-        out[b, ho, wo, c] += inp[b, iy, ix, c] * mask[b, ho, wo, mc]
-    return out
-
-
-def loop_carafe_backward(inp, mask, grad_out, k, groups, scale):
-    n, height, width, channels = inp.shape
-    grad_in = np.zeros(inp.shape, np.float64)
-    grad_mask = np.zeros(mask.shape, np.float64)
-    for b, ho, wo, c, iy, ix, mc in loop_carafe_taps(n, height, width, channels, mask.shape,
-                                                     k, groups, scale):
-        grad_in[b, iy, ix, c] += mask[b, ho, wo, mc] * grad_out[b, ho, wo, c]
-        grad_mask[b, ho, wo, mc] += inp[b, iy, ix, c] * grad_out[b, ho, wo, c]
-    return grad_in, grad_mask
-
-
-def loop_masked_im2col(feature, mask_h_idx, mask_w_idx, kh, kw, pad_h, pad_w):
-    _, channels, height, width = feature.shape
-    count = len(mask_h_idx)
-    data_col = np.zeros((channels * kh * kw, count), feature.dtype)
-    for c in range(channels):
-        for i in range(kh):
-            for j in range(kw):
-                for m in range(count):
-                    h = mask_h_idx[m] - pad_h + i
-                    w = mask_w_idx[m] - pad_w + j
-                    if 0 <= h < height and 0 <= w < width:
-                        data_col[(c * kh + i) * kw + j, m] = feature[0, c, h, w]
-    return data_col
-
-
-def loop_deform_roi_pool(inp, rois, offset, ph_count, pw_count, scale, sampling_ratio, gamma):
-    _, height, width, channels = inp.shape
-    out = np.zeros((len(rois), ph_count, pw_count, channels), np.float64)
-    for r, (batch, x1, y1, x2, y2) in enumerate(rois):
-        start_w, start_h = x1 * scale - 0.5, y1 * scale - 0.5
-        roi_w, roi_h = (x2 * scale - 0.5) - start_w, (y2 * scale - 0.5) - start_h
-        bin_h, bin_w = roi_h / ph_count, roi_w / pw_count
-        grid_h = sampling_ratio if sampling_ratio > 0 else max(math.ceil(roi_h / ph_count), 0)
-        grid_w = sampling_ratio if sampling_ratio > 0 else max(math.ceil(roi_w / pw_count), 0)
-        for ph in range(ph_count):
-            for pw in range(pw_count):
-                sw, sh = start_w, start_h
-                if offset is not None:
-                    sw += gamma * roi_w * offset[r, 0, ph, pw]
-                    sh += gamma * roi_h * offset[r, 1, ph, pw]
-                for c in range(channels):
-                    total = 0.0
-                    for iy in range(grid_h):
-                        y = sh + ph * bin_h + (iy + 0.5) * bin_h / grid_h
-                        for ix in range(grid_w):
-                            x = sw + pw * bin_w + (ix + 0.5) * bin_w / grid_w
-                            for weight, row, col in loop_bilinear(y, x, height, width):
-                                total += weight * inp[int(batch), row, col, c]
-                    out[r, ph, pw, c] = total / max(grid_h * grid_w, 1)
-    return out
-
-
-def loop_border_align_backward(grad_out, boxes, argmax_idx, pool_size, height, width):
-    n, box_count, _, channels = grad_out.shape
-    grad_in = np.zeros((n, height, width, 4 * channels), np.float64)
-    for b in range(n):
-        for k in range(box_count):
-            x1, y1, x2, y2 = boxes[b, k]
-            w, h = x2 - x1, y2 - y1
-            starts = [(x1, y1), (x1, y1), (x2, y2), (x2, y2)]
-            strides = [(w / pool_size, 0), (0, h / pool_size),
-                       (-w / pool_size, 0), (0, -h / pool_size)]
-            for e in range(4):
-                for c in range(channels):
-                    i = argmax_idx[b, k, e, c]
-                    x = starts[e][0] + strides[e][0] * i
-                    y = starts[e][1] + strides[e][1] * i
-                    for weight, row, col in loop_bilinear(y, x, height, width):
-                        grad_in[b, row, col, e * channels + c] += weight * grad_out[b, k, e, c]
-    return grad_in
 
 
 # ------------------------------------------------------------------------------------------
@@ -300,7 +144,7 @@ def test_psamask_forward_matches_loops(rng, psa_type, height, width, h_mask, w_m
     params = dict(psa_type=psa_type, h_mask=h_mask, w_mask=w_mask)
     y = run("psamask_forward", params, {"x": x},
             {"y": ((2, height, width, height * width), "float64")})["y"]
-    np.testing.assert_array_equal(y, loop_psamask_forward(x, psa_type, h_mask, w_mask))
+    np.testing.assert_array_equal(y, slow_psamask_forward(x, psa_type, h_mask, w_mask))
 
 
 @pytest.mark.parametrize("psa_type", [0, 1])
@@ -310,7 +154,7 @@ def test_psamask_backward_matches_loops(rng, psa_type, height, width, h_mask, w_
     params = dict(psa_type=psa_type, h_mask=h_mask, w_mask=w_mask)
     dx = run("psamask_backward", params, {"dy": dy},
              {"dx": ((2, height, width, h_mask * w_mask), "float32")})["dx"]
-    np.testing.assert_array_equal(dx, loop_psamask_backward(dy, psa_type, h_mask, w_mask))
+    np.testing.assert_array_equal(dx, slow_psamask_backward(dy, psa_type, h_mask, w_mask))
 
 
 # (kernel_h, kernel_w, pad_h, pad_w)
@@ -326,7 +170,7 @@ def test_masked_im2col_matches_loops(rng, kernel, dtype):
     data_col = run("masked_im2col_forward", params,
                    {"feature": feature, "mask_h_idx": mask_h_idx, "mask_w_idx": mask_w_idx},
                    {"data_col": ((3 * kh * kw, len(mask_h_idx)), dtype)}, layout="ARRAY")
-    expected = loop_masked_im2col(feature, mask_h_idx, mask_w_idx, kh, kw, pad_h, pad_w)
+    expected = slow_masked_im2col(feature, mask_h_idx, mask_w_idx, kh, kw, pad_h, pad_w)
     np.testing.assert_array_equal(data_col["data_col"], expected)
 
 
@@ -341,7 +185,7 @@ def test_masked_im2col_passes_nan_and_inf_through():
                    {"feature": feature, "mask_h_idx": mask_h_idx, "mask_w_idx": mask_w_idx},
                    {"data_col": ((18, 4), "float32")}, layout="ARRAY")["data_col"]
     np.testing.assert_array_equal(
-        data_col, loop_masked_im2col(feature, mask_h_idx, mask_w_idx, 3, 3, 1, 1))
+        data_col, slow_masked_im2col(feature, mask_h_idx, mask_w_idx, 3, 3, 1, 1))
 
 
 def test_masked_im2col_with_no_mask_points():
@@ -368,7 +212,7 @@ def test_carafe_forward_matches_loops(rng, shape):
     inp, mask, params = carafe_inputs(rng, *shape, "float64")
     out = run("carafe_forward", params, {"input": inp, "mask": mask},
               {"output": (mask.shape[:3] + inp.shape[3:], "float64")})["output"]
-    expected = loop_carafe_forward(inp, mask, shape[4], shape[5], shape[6])
+    expected = slow_carafe_forward(inp, mask, shape[4], shape[5], shape[6])
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
 
 
@@ -378,7 +222,7 @@ def test_carafe_backward_matches_loops(rng, shape):
     grad_out = rng.standard_normal(mask.shape[:3] + inp.shape[3:])
     grads = run("carafe_backward", params, {"input": inp, "mask": mask, "grad_output": grad_out},
                 {"grad_input": (inp.shape, "float64"), "grad_mask": (mask.shape, "float64")})
-    expected_in, expected_mask = loop_carafe_backward(inp, mask, grad_out, *shape[4:])
+    expected_in, expected_mask = slow_carafe_backward(inp, mask, grad_out, *shape[4:])
     np.testing.assert_allclose(grads["grad_input"], expected_in, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(grads["grad_mask"], expected_mask, rtol=1e-12, atol=1e-12)
 
@@ -387,7 +231,7 @@ def test_carafe_half_accumulates_in_float32(rng):
     inp, mask, params = carafe_inputs(rng, *CARAFE_SHAPES[0], "float16")
     out = run("carafe_forward", params, {"input": inp, "mask": mask},
               {"output": (mask.shape[:3] + inp.shape[3:], "float16")})["output"]
-    expected = loop_carafe_forward(inp.astype(np.float64), mask.astype(np.float64), 3, 2, 2)
+    expected = slow_carafe_forward(inp.astype(np.float64), mask.astype(np.float64), 3, 2, 2)
     # one rounding to half at the end: within half an ulp of float16 plus float32 noise
     np.testing.assert_allclose(out.astype(np.float64), expected, rtol=2 ** -11, atol=1e-6)
 
@@ -425,7 +269,7 @@ def test_deform_roi_pool_matches_loops(rng, sampling_ratio, with_offset, spatial
                   sampling_ratio=sampling_ratio, gamma=0.3)
     out = run("deform_roi_pool_forward", params, {"input": inp, "rois": rois, "offset": offset},
               {"output": ((len(rois), 2, 3, 3), "float64")})["output"]
-    expected = loop_deform_roi_pool(inp, rois, offset, 2, 3, spatial_scale, sampling_ratio, 0.3)
+    expected = slow_deform_roi_pool(inp, rois, offset, 2, 3, spatial_scale, sampling_ratio, 0.3)
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
 
 
@@ -434,7 +278,7 @@ def test_deform_roi_pool_without_offset_key_and_in_half(rng):
     params = dict(pooled_height=2, pooled_width=3, spatial_scale=1.0, sampling_ratio=0, gamma=0.1)
     out = run("deform_roi_pool_forward", params, {"input": inp, "rois": rois},
               {"output": ((len(rois), 2, 3, 3), "float16")})["output"]
-    expected = loop_deform_roi_pool(inp.astype(np.float64), rois.astype(np.float64), None,
+    expected = slow_deform_roi_pool(inp.astype(np.float64), rois.astype(np.float64), None,
                                     2, 3, 1.0, 0, 0.1)
     np.testing.assert_allclose(out.astype(np.float64), expected, rtol=2 ** -10, atol=1e-3)
 
@@ -459,33 +303,6 @@ BORDER_ALIGN_BOXES = np.array([[[0, 0, 2, 1], [1, 0, 3, 1], [1, 0, 2, 1], [0, 0,
                               np.float32)
 
 
-def loop_border_align_forward(inp_nchw, boxes, pool_size):
-    """mmcv border_align forward (OPS.md): P+1 points from the start by repeated addition,
-    first maximum kept. Returns output and argmax_idx, both NHWC [N, K, 4, C]."""
-    n, four_c, height, width = inp_nchw.shape
-    channels = four_c // 4
-    out = np.zeros((n, boxes.shape[1], 4, channels))
-    argmax_idx = np.zeros(out.shape, np.int32)
-    for b, k, e, c in np.ndindex(*out.shape):
-        x1, y1, x2, y2 = (float(v) for v in boxes[b, k])
-        x, y = (x1, y1) if e < 2 else (x2, y2)
-        step_x, step_y = [((x2 - x1) / pool_size, 0), (0, (y2 - y1) / pool_size),
-                          (-(x2 - x1) / pool_size, 0), (0, -(y2 - y1) / pool_size)][e]
-
-        def sample(y, x):
-            return sum(weight * inp_nchw[b, e * channels + c, row, col]
-                       for weight, row, col in loop_bilinear(y, x, height, width))
-
-        best, best_i = sample(y, x), 0
-        for i in range(1, pool_size + 1):
-            x, y = x + step_x, y + step_y
-            value = sample(y, x)
-            if value > best:
-                best, best_i = value, i
-        out[b, k, e, c], argmax_idx[b, k, e, c] = best, best_i
-    return out, argmax_idx
-
-
 @pytest.mark.parametrize("pool_size, expected_nchw", [
     (1, [[[0, 1, 4, 6], [0, 1, 0, 0], [0, 0, 0, 0]],
          [[2, 4, 0, 0], [0, 0, 0, 0], [4, 1, 1, 0]],
@@ -498,7 +315,7 @@ def loop_border_align_forward(inp_nchw, boxes, pool_size):
 ])
 def test_border_align_backward_matches_mmcv_test_data(pool_size, expected_nchw):
     """mmcv's own check: input gradient of border_align with grad_output = ones."""
-    _, argmax_idx = loop_border_align_forward(BORDER_ALIGN_INPUT, BORDER_ALIGN_BOXES, pool_size)
+    _, argmax_idx = slow_border_align_forward(nchw_to_nhwc(BORDER_ALIGN_INPUT), BORDER_ALIGN_BOXES, pool_size)
     grad_input = run("border_align_backward", dict(pool_size=pool_size),
                      {"grad_output": np.ones(argmax_idx.shape, np.float32),
                       "boxes": BORDER_ALIGN_BOXES, "argmax_idx": argmax_idx},
@@ -525,7 +342,7 @@ def test_border_align_backward_worked_example():
                              [[24, 56, 0, 0], [0, 0, 0, 0], [96, 18, 22, 0]],
                              [[0, 0, 0, 0], [0, 0, 6, -6], [0, -4, -2, -6]],
                              [[0, -2, 16, 12], [0, 0, 0, 0], [0, -4, 0, 0]]], np.float32)[None]
-    forward_out, forward_argmax = loop_border_align_forward(BORDER_ALIGN_INPUT,
+    forward_out, forward_argmax = slow_border_align_forward(nchw_to_nhwc(BORDER_ALIGN_INPUT),
                                                             BORDER_ALIGN_BOXES, 1)
     np.testing.assert_array_equal(forward_out[0, :, :, 0], grad_output)
     np.testing.assert_array_equal(forward_argmax[0, :, :, 0], argmax_idx)
@@ -548,7 +365,7 @@ def test_border_align_backward_matches_loops(rng, pool_size):
     grad_input = run("border_align_backward", dict(pool_size=pool_size),
                      {"grad_output": grad_out, "boxes": boxes, "argmax_idx": argmax_idx},
                      {"grad_input": ((n, height, width, 4 * channels), "float64")})["grad_input"]
-    expected = loop_border_align_backward(grad_out, boxes, argmax_idx, pool_size, height, width)
+    expected = slow_border_align_backward(grad_out, boxes, argmax_idx, pool_size, height, width)
     np.testing.assert_allclose(grad_input, expected, rtol=1e-12, atol=1e-12)
 
 
@@ -559,7 +376,7 @@ def test_border_align_backward_half_returns_half(rng):
     grad_input = run("border_align_backward", dict(pool_size=2),
                      {"grad_output": grad_out, "boxes": boxes, "argmax_idx": argmax_idx},
                      {"grad_input": ((1, 4, 5, 8), "float16")})["grad_input"]
-    expected = loop_border_align_backward(grad_out.astype(np.float64), boxes.astype(np.float64),
+    expected = slow_border_align_backward(grad_out.astype(np.float64), boxes.astype(np.float64),
                                           argmax_idx, 2, 4, 5)
     np.testing.assert_allclose(grad_input.astype(np.float64), expected, rtol=2 ** -10, atol=1e-3)
 
