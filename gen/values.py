@@ -85,8 +85,11 @@ def draw(rng: np.random.Generator, name: str, dist: dict, ctx: ValueContext, spe
         produced = {name: _plain(rng, dist, allocate(shape, dtype))}
     result = {}
     for key, array in produced.items():
-        if not isinstance(array, np.memmap):
-            array = np.ascontiguousarray(np.asarray(array).astype(ctx.dtypes[key], copy=False))
+        wanted = np.dtype(ctx.dtypes[key])
+        # An array already of the right dtype and layout is kept as it is: one drawn into a
+        # file stays that file's mapping.
+        if not (isinstance(array, np.ndarray) and array.dtype == wanted and array.flags.c_contiguous):
+            array = np.ascontiguousarray(np.asarray(array).astype(wanted, copy=False))
         if tuple(array.shape) != tuple(ctx.shapes[key]):
             raise ValueError(f"value generator for {key} returned shape {array.shape}, "
                              f"expected {tuple(ctx.shapes[key])}")
