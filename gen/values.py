@@ -1,6 +1,7 @@
 """Drawing input values from a spec's distributions."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -97,3 +98,37 @@ def draw(rng: np.random.Generator, name: str, dist: dict, ctx: ValueContext, spe
             _sprinkle_nonfinite(rng, array, dist)
         result[key] = array
     return result
+
+
+# The same bits on every x86-64 machine: numpy's own float64 exp takes a vectorized path
+# on CPUs with AVX512F and libm's elsewhere, and the two differ in the last bit, so values
+# made with it would make case files differ between machines.  This exp uses only correctly
+# rounded IEEE operations (multiply, add, rint, ldexp), whose results do not depend on the
+# instruction set: Cody-Waite reduction x = k*ln2 + r, |r| <= ln2/2, and exp(r) by its
+# Taylor series to degree 13 (truncation error below 2^-60 relative), then scaling by 2^k.
+_LN2_HI = 0.693147180369123816490     # ln 2 with its low 32 bits cleared: k * _LN2_HI is exact
+_LN2_LO = 1.90821492927058770002e-10  # ln 2 - _LN2_HI
+_INV_LN2 = 1.44269504088896338700
+_EXP_TAYLOR = [1.0 / math.factorial(n) for n in range(13, -1, -1)]
+
+
+def portable_exp(x) -> np.ndarray:
+    """exp(x) in float64, within 2 ulp of the true value, bit-identical on every machine."""
+    x = np.asarray(x, dtype=np.float64)
+    # Beyond these the result is 0 or inf anyway; the clip keeps k and r in range.
+    clipped = np.clip(np.nan_to_num(x), -760.0, 720.0)
+    k = np.rint(clipped * _INV_LN2)
+    r = (clipped - k * _LN2_HI) - k * _LN2_LO
+    p = np.full_like(r, _EXP_TAYLOR[0])
+    for coefficient in _EXP_TAYLOR[1:]:
+        p = p * r + coefficient
+    # ldexp rounds once, also into the subnormal range; split the scaling so that
+    # 2^k itself never overflows or underflows on the way.
+    k = k.astype(np.int64)
+    half = k // 2
+    with np.errstate(over="ignore"):
+        out = np.ldexp(np.ldexp(p, half), k - half)
+    out[np.isnan(x)] = np.nan
+    out[x == np.inf] = np.inf
+    out[x == -np.inf] = 0.0
+    return out

@@ -427,9 +427,6 @@ def show(case_path, n_values):
     click.echo(f"  rerun: {repro_command(case_path, 'reference')}")
 
 
-if __name__ == "__main__":
-    main()
-
 
 @main.command("import")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
@@ -465,3 +462,7 @@ def _report_outcomes(outcomes) -> None:
     counts = {s: sum(o.status == s for o in outcomes) for s in ("written", "skipped", "error")}
     click.echo(", ".join(f"{n} {s}" for s, n in counts.items()))
     sys.exit(1 if counts["error"] else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -62,3 +62,38 @@ def _same_case(a: Path, b: Path) -> bool:
 def test_reference_passes_committed_suite():
     result = CliRunner().invoke(main, ["run", str(CASES), "--backend", "reference"])
     assert result.exit_code == 0, result.output[-2000:]
+
+
+def _dispatched_features_here() -> list[str]:
+    """numpy's run-time dispatched SIMD features (AVX2, AVX512, ...) this CPU has."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+    except ImportError:  # numpy 1.x keeps them in numpy.core
+        from numpy.core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+    return [f for f in __cpu_dispatch__ if __cpu_features__.get(f)]
+
+
+def test_cases_do_not_depend_on_the_cpus_simd_features(tmp_path):
+    """Case files are byte-identical whatever SIMD paths numpy takes: the committed suite,
+    generated with every dispatched feature of this CPU switched off, is cases/ byte for byte."""
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+
+    features = _dispatched_features_here()
+    if not features:
+        pytest.skip("this CPU has no SIMD features beyond numpy's baseline to switch off")
+    args = _command()
+    specs = sorted(str(p.relative_to(REPO)) for p in (REPO / "specs").glob("*.yaml"))
+    args = [a for a in args if a != "specs/*.yaml"][:1] + specs + [a for a in args if a != "specs/*.yaml"][1:]
+    args[args.index("-o") + 1] = str(tmp_path)
+    env = {**os.environ, "NPY_DISABLE_CPU_FEATURES": " ".join(features)}
+    done = subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    fresh = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*.opcase"))
+    assert fresh == sorted(p.relative_to(CASES) for p in CASES.rglob("*.opcase"))
+    differing = [str(k) for k in fresh if (tmp_path / k).read_bytes() != (CASES / k).read_bytes()]
+    assert not differing, f"without {features}, these cases come out differently: {differing[:5]}"

@@ -33,6 +33,8 @@ row's stack: at most about 170 MB at the largest network shape (W = 512, C = 204
 from __future__ import annotations
 
 import numpy as np
+
+from gen.values import portable_exp
 from numpy.lib.stride_tricks import as_strided
 
 from gen.ops import assemble
@@ -266,6 +268,6 @@ def softmax_masks(rng: np.random.Generator, ctx, std: float = 1.0):
         return logits
     windows = logits.reshape(-1, taps)
     windows -= windows.max(axis=1, keepdims=True)
-    np.exp(windows, out=windows)
+    windows[...] = portable_exp(windows)      # the same bits on every machine
     windows /= windows.sum(axis=1, keepdims=True)
     return logits

@@ -12,11 +12,13 @@ weight, add, and sum each bin's run of samples with np.add.reduceat.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from gen.ops.bilinear import bilinear_corners
+from gen.values import portable_exp
 
 # Elements of the largest per-chunk temporary (the gathered corners, [4, samples, C]).
 _CHUNK_ELEMENTS = 1 << 21
@@ -129,7 +131,8 @@ def _fpn_side_range(spatial_scale: float) -> tuple[float, float]:
 
 
 def _log_uniform(rng, low, high, size):
-    return np.exp(rng.uniform(np.log(low), np.log(high), size=size))
+    # math.log of two scalars and portable_exp: the same bits on every machine.
+    return portable_exp(rng.uniform(math.log(low), math.log(high), size=size))
 
 
 # Each roi mode draws R boxes (x1, y1, x2, y2) in feature cells, measured like
