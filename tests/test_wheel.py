@@ -61,7 +61,8 @@ def installed(wheel, tmp_path_factory) -> Path:
                    .stdout.strip())
     outer = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
     (purelib / "outer_site_packages.pth").write_text("".join(f"{p}\n" for p in outer))
-    run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", wheel], cwd=root)
+    # --ignore-installed: an opcase in those site-packages is neither taken as the install nor uninstalled.
+    run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--ignore-installed", wheel], cwd=root)
     return root / "bin"
 
 
