@@ -13,8 +13,13 @@ class UnknownOp(LookupError):
 
 
 def specs_dir() -> Path:
-    """OPCASE_SPECS if set, else the repository's specs/ beside the gen package."""
-    return Path(os.environ.get("OPCASE_SPECS") or Path(__file__).resolve().parent.parent / "specs")
+    """OPCASE_SPECS if set; else the specs an installed wheel carries inside the gen package (gen/specs/,
+    mapped from the top-level specs/ in pyproject.toml); else, in a clone, the repository's specs/."""
+    if os.environ.get("OPCASE_SPECS"):
+        return Path(os.environ["OPCASE_SPECS"])
+    package = Path(__file__).resolve().parent
+    installed = package / "specs"
+    return installed if installed.is_dir() else package.parent / "specs"
 
 
 def known_ops() -> list[str]:

@@ -271,7 +271,7 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     options = RunOptions(timing=TimingPlan(repeat or 0, warmup if repeat else 0), profile=profile,
                          repro_options=tuple(repro))
 
-    progress = Progress(len(files), click.get_text_stream("stdout").isatty(), verbose)
+    progress = Progress(len(files), sys.stdout.isatty(), verbose)
 
     def on_result(result):
         if baseline is not None:

@@ -13,7 +13,7 @@ from harness.casefile import find
 from harness.runner import run_case
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+CONFORMANCE = REPO / "tests" / "conformance"   # real data from outside opcase; its README says where from
 TEST_SUITES = ("random", "boundary", "invalid")
 
 

@@ -6,15 +6,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import REPO, SHARED
+from conftest import CONFORMANCE, REPO
 from harness.casefile import find, load
 from harness.cli import main
 
-MLUOPS = SHARED / "conformance" / "mlu-ops"
-needs_conformance = pytest.mark.skipif(not MLUOPS.is_dir(), reason="../shared/conformance is not present")
+MLUOPS = CONFORMANCE / "mlu-ops"
 
 
-@needs_conformance
 def test_conformance_files_import_and_pass_reference(tmp_path):
     out = tmp_path / "imported"
     result = CliRunner().invoke(main, ["import", str(MLUOPS), "-o", str(out)])

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import SHARED, assert_each_missing_check_caught, checked_backend, run_dir, statuses
+from conftest import CONFORMANCE, assert_each_missing_check_caught, checked_backend, run_dir, statuses
 from gen.ops import masked_im2col, psamask
 from harness.runner import FAILING
 
-MMCV = SHARED / "conformance" / "mmcv"
+MMCV = CONFORMANCE / "mmcv"
 
 
 def _raw(path, shape):
@@ -65,7 +65,6 @@ def slow_masked_im2col(feature, mh, mw, kh, kw, ph, pw):
 
 # ----------------------------------------------------------------------------- conformance
 
-@pytest.mark.skipif(not MMCV.is_dir(), reason="../shared/conformance is not present")
 @pytest.mark.parametrize("psa_type, stem", [(0, "collect"), (1, "distribute")])
 def test_psamask_reproduces_mmcv_exactly(psa_type, stem):
     x = _raw(MMCV / "for_psa_mask" / "psa_input.bin", (4, 16, 8, 8)).transpose(0, 2, 3, 1)
@@ -78,7 +77,6 @@ def test_psamask_reproduces_mmcv_exactly(psa_type, stem):
     assert np.isclose(np.vdot(y, dy), np.vdot(x.astype(np.float64), dx), rtol=1e-12)
 
 
-@pytest.mark.skipif(not MMCV.is_dir(), reason="../shared/conformance is not present")
 def test_masked_conv_reproduces_mmcv():
     load = lambda n: np.load(MMCV / "for_masked_conv2d" / f"masked_conv2d_for_{n}.npy")  # noqa: E731
     feature, mask, weight, bias, expected = (load(n) for n in ("input", "mask", "weight", "bias", "output"))

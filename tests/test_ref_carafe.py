@@ -1,14 +1,12 @@
 """The carafe reference (gen/ops/carafe.py) against mmcv's own data and a slow loop implementation."""
-from pathlib import Path
-
 import numpy as np
 import pytest
 
+from conftest import CONFORMANCE
 from gen.ops import carafe
 from gen.values import ValueContext
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-CONFORMANCE = SHARED / "conformance" / "mmcv" / "for_carafe"
+MMCV_CARAFE = CONFORMANCE / "mmcv" / "for_carafe"
 
 
 # ----------------------------------------------------------------------------- slow loops (OPS.md, literally)
@@ -138,7 +136,7 @@ def test_zero_elements_give_empty_or_zero_outputs():
 # ----------------------------------------------------------------------------- mmcv conformance data
 
 def _load(name, shape):
-    return np.fromfile(CONFORMANCE / f"carafe_{name}.bin", dtype="<f4").reshape(shape)
+    return np.fromfile(MMCV_CARAFE / f"carafe_{name}.bin", dtype="<f4").reshape(shape)
 
 
 def _nhwc(array):
@@ -149,7 +147,6 @@ def _relative_error(got, expected):
     return np.abs(got - expected).max() / np.abs(expected).max()
 
 
-@pytest.mark.skipif(not CONFORMANCE.is_dir(), reason="shared conformance data not available")
 def test_mmcv_conformance():
     """mmcv's CARAFE(kernel 5, group 4, scale 2) test data; backward with grad_output = ones."""
     feat, mask = _nhwc(_load("feat", (2, 64, 3, 3))), _nhwc(_load("mask", (2, 100, 6, 6)))

@@ -10,6 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import CONFORMANCE  # noqa: E402
 from harness.backends import torch_backend  # noqa: E402  (needs torch)
 from harness.backends.torch_backend import InvalidArgument  # noqa: E402
 # The backend is checked against the same slow loops, straight from OPS.md, as the references.
@@ -20,8 +21,7 @@ from test_ref_carafe import slow_backward as slow_carafe_backward  # noqa: E402
 from test_ref_carafe import slow_forward as slow_carafe_forward  # noqa: E402
 from test_ref_deform_roi_pool import slow_forward as slow_deform_roi_pool  # noqa: E402
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-MMCV_DATA = SHARED / "conformance" / "mmcv"
+MMCV_DATA = CONFORMANCE / "mmcv"
 
 BACKEND = torch_backend.make("cpu")
 
@@ -56,10 +56,7 @@ def nhwc_to_nchw(a):
 
 
 def load_bin(folder, name, shape):
-    path = MMCV_DATA / folder / name
-    if not path.exists():
-        pytest.skip(f"{path} missing")
-    return np.fromfile(path, dtype="<f4").reshape(shape)
+    return np.fromfile(MMCV_DATA / folder / name, dtype="<f4").reshape(shape)
 
 
 def relative_error(actual, expected):
@@ -106,8 +103,6 @@ def test_carafe_backward_matches_mmcv_data():
 
 def test_masked_conv_matches_mmcv_data():
     folder = MMCV_DATA / "for_masked_conv2d"
-    if not folder.exists():
-        pytest.skip(f"{folder} missing")
     load = lambda part: np.load(folder / f"masked_conv2d_for_{part}.npy")  # noqa: E731
     feature, mask, weight, bias, expected = (load(p) for p in
                                              ("input", "mask", "weight", "bias", "output"))
