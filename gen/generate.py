@@ -472,8 +472,9 @@ class Generator:
                                                  for name, t in case.outputs.items()})
         # Judged as `opcase run` would judge it: a baseline that fails the thresholds it sets (over
         # the cap, NaN/Inf where the golden has none) sets nothing but the cap, the loosest one.
+        # (zero_golden_ok: whether the case can catch a zeroing bug is no question about the baseline.)
         verdict = CaseResult(path="")
-        judge(replace(case, criteria=criteria), outputs, verdict)
+        judge(replace(case, criteria=criteria, zero_golden_ok=True), outputs, verdict)
         if verdict.status == FAILED:
             raise self._baseline_error(case, f"fails the thresholds it sets (they would be just the ACCURACY.md "
                                              f"cap): {verdict.message}")
