@@ -15,7 +15,6 @@ from gen.expr import ExprError, evaluate
 from gen.spec import SUITES, Spec, SpecError, line_of
 from gen.values import ValueContext, draw
 from harness.casefile import Case, SidecarWriter, SpillFile, Tensor, Threshold, drop_pages
-from harness.runner import FAILED
 
 GENERATOR_VERSION = "opcase-gen 1"
 # Outputs larger than this (bytes, all outputs of a case) are streamed to disk piece by piece.
@@ -368,10 +367,11 @@ class Generator:
             for array in present.values():
                 drop_pages(array)   # a mapped input's pages, read for this piece, need not stay
         if baseline_piece is not None:
-            for name, st in stats.items():
+            baseline_stats = {n: st.result() for n, st in stats.items()}
+            for name, st in baseline_stats.items():
                 self._refuse_baseline_output(case, name, writers[name].any_nonzero and not baseline_nonzero[name],
-                                             st.result()["nan_inf_mismatch"])
-            case.criteria = self._dynamic_criteria(case, {n: st.result() for n, st in stats.items()})
+                                             st["nan_inf_mismatch"])
+            case.criteria = self._dynamic_criteria(case, baseline_stats)
         else:
             case.criteria = self._criteria(case, None)
 
@@ -464,7 +464,7 @@ class Generator:
         if self.baseline is None:
             raise GenerationError(f"{spec.path}: dynamic thresholds need a baseline backend")
         from harness.metrics import compare
-        from harness.runner import CaseResult, judge
+        from harness.runner import FAILED, CaseResult, judge
         outputs = self._baseline_outputs(case)
         for name, t in case.outputs.items():
             self._refuse_baseline_output(case, name, bool(np.any(golden64[name])) and not np.any(outputs[name]))
@@ -498,6 +498,8 @@ class Generator:
         return outputs
 
     def _refuse_baseline_output(self, case: Case, name: str, zeros: bool, nan_inf_mismatch: int = 0) -> None:
+        """Refuse a baseline output of all zeros (``zeros``: where the golden is not) or with NaN/Inf
+        out of place: either would set the loosest threshold there is."""
         if zeros:
             raise self._baseline_error(case, f"output '{name}' is all zeros and the golden is not")
         if nan_inf_mismatch:

@@ -360,13 +360,18 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     sys.exit(0)
 
 
+def _implementation(backend):
+    """The object behind a loaded backend's run (an exec: command, a plugin's instance), or None."""
+    return getattr(backend.run, "__self__", None)
+
+
 def _warn_declarations(backend, files) -> None:
     """Before the run, once: what the backend declares that names no kernel or dtype it could be
     given (exec: lines of `COMMAND --list-supported`), on stderr."""
     from gen.registry import known_ops
     from harness.selection import case_key
 
-    warnings_of = getattr(getattr(backend.run, "__self__", None), "declaration_warnings", None)
+    warnings_of = getattr(_implementation(backend), "declaration_warnings", None)
     if warnings_of is None:
         return
     known = set(known_ops()) | {case_key(f).split("/")[0] for f in files}
@@ -392,7 +397,7 @@ def _why_nothing_judged(results, backend, backend_spec: str, shard_text, n_selec
             of_kernel.setdefault(r.op or r.path, set()).add(r.dtype)
         lines.append("  skipped as unsupported: " + "; ".join(f"{op} {' '.join(sorted(d for d in dtypes if d))}".rstrip()
                                                           for op, dtypes in sorted(of_kernel.items())))
-        note = getattr(getattr(backend.run, "__self__", None), "probe_note", "")
+        note = getattr(_implementation(backend), "probe_note", "")
         lines.append(f"  backend {backend_spec} declares" + (f" ({note})" if note else "") + ":")
         lines += [f"    {line}" for line in _supported_lines(backend)]
     if n_mistrusted:
@@ -437,7 +442,7 @@ def backends_(names):
         for line in _supported_lines(backend):
             click.echo(f"    {line}")
         # exec: how its kernels were learnt (`COMMAND --list-supported`, or not at all)
-        note = getattr(getattr(backend.run, "__self__", None), "probe_note", "")
+        note = getattr(_implementation(backend), "probe_note", "")
         if note:
             click.echo(f"    ({note})")
     if names and failed:
