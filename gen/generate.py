@@ -356,15 +356,22 @@ class Generator:
         golden = pieces_fn(present, dict(case.params), compute_dtype=np.float64, out_shapes=out_shapes)
         baseline_piece = self._baseline_pieces(case, present, pieces_fn)
         stats = {n: StreamingCompare(t.dtype) for n, t in case.outputs.items()}
+        baseline_nonzero = dict.fromkeys(case.outputs, False)
         for name, index, block in golden:
             dtype = case.outputs[name].dtype
             writers[name].write(flat_start(index, out_shapes[name]), round_to(block, dtype))
             if baseline_piece is not None:
-                stats[name].add(baseline_piece(name, index), block)
+                piece = baseline_piece(name, index)
+                baseline_nonzero[name] = baseline_nonzero[name] or bool(np.any(piece))
+                stats[name].add(piece, block)
             for array in present.values():
                 drop_pages(array)   # a mapped input's pages, read for this piece, need not stay
         if baseline_piece is not None:
-            case.criteria = self._dynamic_criteria(case, {n: st.result() for n, st in stats.items()})
+            baseline_stats = {n: st.result() for n, st in stats.items()}
+            for name, st in baseline_stats.items():
+                self._refuse_baseline_output(case, name, writers[name].any_nonzero and not baseline_nonzero[name],
+                                             st["nan_inf_mismatch"])
+            case.criteria = self._dynamic_criteria(case, baseline_stats)
         else:
             case.criteria = self._criteria(case, None)
 
@@ -374,7 +381,6 @@ class Generator:
         The built-in lowp baseline is the same reference in float32, run in step with the golden,
         so it too never holds a whole output; any other baseline runs on the whole case first."""
         from harness.backends.builtin import round_to
-        from harness.runner import request_for
         if self.spec.criteria.mode != "dynamic":
             return None
         if self.baseline is None:
@@ -389,8 +395,8 @@ class Generator:
                     raise GenerationError(f"{self.spec.reference}_blocks yields different pieces in float32")
                 return round_to(block, case.outputs[name].dtype)
             return in_step
-        outputs = self.baseline.run(request_for(case))
-        return lambda name, index: np.asarray(outputs[name])[index]
+        outputs = self._baseline_outputs(case)
+        return lambda name, index: outputs[name][index]
 
     def build(self, plan: Plan) -> Case:
         case = self._with_inputs(plan)
@@ -458,10 +464,52 @@ class Generator:
         if self.baseline is None:
             raise GenerationError(f"{spec.path}: dynamic thresholds need a baseline backend")
         from harness.metrics import compare
-        from harness.runner import request_for
-        outputs = self.baseline.run(request_for(case))
-        return self._dynamic_criteria(case, {name: compare(np.asarray(outputs[name]), golden64[name], t.dtype)
-                                             for name, t in case.outputs.items()})
+        from harness.runner import FAILED, CaseResult, judge
+        outputs = self._baseline_outputs(case)
+        for name, t in case.outputs.items():
+            self._refuse_baseline_output(case, name, bool(np.any(golden64[name])) and not np.any(outputs[name]))
+        criteria = self._dynamic_criteria(case, {name: compare(outputs[name], golden64[name], t.dtype)
+                                                 for name, t in case.outputs.items()})
+        # Judged as `opcase run` would judge it: a baseline that fails the thresholds it sets (over
+        # the cap, NaN/Inf where the golden has none) sets nothing but the cap, the loosest one.
+        # (zero_golden_ok: whether the case can catch a zeroing bug is no question about the baseline.)
+        verdict = CaseResult(path="")
+        judge(replace(case, criteria=criteria, zero_golden_ok=True), outputs, verdict)
+        if verdict.status == FAILED:
+            raise self._baseline_error(case, f"fails the thresholds it sets (they would be just the ACCURACY.md "
+                                             f"cap): {verdict.message}")
+        return criteria
+
+    def _baseline_outputs(self, case: Case) -> dict:
+        """The baseline's outputs for a valid case, called and checked as `opcase run` calls and
+        checks a backend's (its own timing, if it measures it, is dropped)."""
+        from harness.backend import InvalidArgument
+        from harness.runner import _validate_outputs, request_for
+        from harness.timing import call
+        try:
+            outputs, _, _ = call(self.baseline, request_for(case))
+        except InvalidArgument as exc:
+            raise self._baseline_error(case, f"rejected a valid call: {exc}") from None
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever the baseline raises ends generation
+            raise self._baseline_error(case, f"raised {type(exc).__name__}: {exc}") from None
+        problem = _validate_outputs(case, outputs)
+        if problem:
+            raise self._baseline_error(case, problem)
+        return outputs
+
+    def _refuse_baseline_output(self, case: Case, name: str, zeros: bool, nan_inf_mismatch: int = 0) -> None:
+        """Refuse a baseline output of all zeros (``zeros``: where the golden is not) or with NaN/Inf
+        out of place: either would set the loosest threshold there is."""
+        if zeros:
+            raise self._baseline_error(case, f"output '{name}' is all zeros and the golden is not")
+        if nan_inf_mismatch:
+            raise self._baseline_error(case, f"output '{name}' has NaN/Inf at {nan_inf_mismatch} position(s) "
+                                             f"where the golden does not, or the reverse")
+
+    def _baseline_error(self, case: Case, reason: str) -> GenerationError:
+        """One line: which case, which baseline, why its thresholds would mean nothing."""
+        first_line = (reason.strip().splitlines() or [""])[0]
+        return GenerationError(f"{case.op}/{case.suite}/{case.name}: baseline {self.baseline.name}: {first_line}")
 
     def _dynamic_criteria(self, case: Case, baseline_stats: dict) -> dict:
         """Thresholds from the baseline's metrics against the float64 golden, per output."""

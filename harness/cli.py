@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import shlex
 import sys
@@ -18,6 +19,50 @@ SIZE_UNITS = {"": 1, "B": 1, "K": 1e3, "KB": 1e3, "KIB": 1024, "M": 1e6, "MB": 1
 class InputError(click.ClickException):
     """A usage or input problem: exit status 2, one clear line, no traceback."""
     exit_code = 2
+
+
+# `opcase run`'s other exit statuses (README: Checking your implementation).  5, as pytest's
+# "no tests ran": a run that judged nothing is neither a pass nor a failure of the backend.
+EXIT_FAILED = 1
+EXIT_NOTHING_JUDGED = 5
+
+
+def _check_writable(option: str, path, directory: bool = False) -> None:
+    """Refuse, before any work, an output that cannot be written where ``option`` says.
+
+    A file target must not be a directory or a special file; a directory target must not be a
+    file.  What does not exist yet is fine when the nearest directory above it that exists is
+    writable (the writer creates the rest).
+    """
+    target = Path(os.path.abspath(path))
+    what = "directory" if directory else "file"
+    try:
+        if target.exists():
+            if directory and not target.is_dir():
+                raise InputError(f"{option} {path}: exists and is not a directory")
+            if not directory and not target.is_file():
+                raise InputError(f"{option} {path}: exists and is not a regular file")
+        above = target if directory and target.is_dir() else target.parent
+        while not above.exists() and not above.is_symlink() and above != above.parent:
+            above = above.parent
+        if not above.is_dir():
+            raise InputError(f"{option} {path}: cannot create the {what}: {above} is not a directory")
+        if not os.access(above, os.W_OK | os.X_OK):
+            raise InputError(f"{option} {path}: cannot write the {what}: no write permission in {above}")
+    except OSError as exc:
+        raise InputError(f"{option} {path}: cannot write the {what}: {exc.strerror or exc}") from None
+
+
+def _check_distinct(named: list[tuple[str, str | None]]) -> None:
+    """Refuse two options that name one file: the later write would destroy the other."""
+    seen: dict[str, str] = {}
+    for option, path in named:
+        if path is None:
+            continue
+        real = os.path.realpath(path)
+        if real in seen:
+            raise InputError(f"{seen[real]} and {option} name the same file {path}")
+        seen[real] = option
 
 
 def parse_size(text: str) -> int:
@@ -76,6 +121,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
 
     suites = _suites(suite_text)
     limit = parse_size(max_size) if max_size else None
+    _check_writable("-o", out_dir, directory=True)
     try:
         pattern = re.compile(select) if select else None
     except re.error as exc:
@@ -144,11 +190,11 @@ def _shard(text: str | None) -> tuple[int, int] | None:
     return int(m.group(1)), int(m.group(2))
 
 
-def _run_files(paths, rerun_failed, filter_text, shard) -> list[Path]:
-    """The case files a run covers: PATHS (or the failures of --rerun-failed), then --filter and --shard."""
+def _run_files(paths, rerun_failed, filter_text) -> list[Path]:
+    """The case files a run covers: PATHS (or the failures of --rerun-failed), then --filter."""
     from harness.casefile import find
     from harness.gate import BaselineError, load_results
-    from harness.selection import case_key, failed_in, in_shard
+    from harness.selection import case_key, failed_in
 
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
@@ -177,8 +223,6 @@ def _run_files(paths, rerun_failed, filter_text, shard) -> list[Path]:
         files = [f for f in files if pattern.search(case_key(f))]
         if not files:
             raise InputError(f"no case matches --filter {filter_text!r} (it is matched against OP/SUITE/NAME)")
-    if shard:
-        files = [f for f in files if in_shard(f, *shard)]
     return files
 
 
@@ -211,29 +255,39 @@ def _run_files(paths, rerun_failed, filter_text, shard) -> list[Path]:
 @click.option("--filter", "filter_text", default=None, help="Only cases whose OP/SUITE/NAME matches this regular expression.")
 @click.option("--rerun-failed", "rerun_failed", default=None, type=click.Path(dir_okay=False),
               help="Only the cases that failed in this results file (of --json); PATHS optional.")
+@click.option("--allow-empty", is_flag=True,
+              help="Exit 0, not 5, when no case is judged (none selected, e.g. an empty --shard, or every "
+                   "one skipped or mistrusted).")
 @click.option("-v", "--verbose", is_flag=True, help="Show details for passing cases too.")
 def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmup, profile_path, jobs, device, timeout,
-        shard_text, filter_text, rerun_failed, verbose):
+        shard_text, filter_text, rerun_failed, allow_empty, verbose):
     """Run a backend on every case under PATHS and judge its outputs.
 
     \b
     Statuses: passed, failed, wrongly-accepted, wrongly-rejected, error, skipped, mistrusted.
-    Exit status: 0 all cases pass (skipped and mistrusted do not fail), 1 any case fails or errors
-    or the --compare gate fails, 2 usage or input error.
+    Exit status: 0 at least one case judged and none fails; 1 any case fails or errors, or the
+    --compare gate fails; 2 usage or input error; 5 no case judged (none selected, or every one
+    skipped or mistrusted; --allow-empty makes that 0).
     """
     from harness.backend import BackendLoadError, load_backend, with_device
     from harness.efficiency import ProfileError, load_profile
     from harness.gate import GATE_FAILING, BaselineError, gate_summary, judge_against, load_baseline
     from harness.junit import junit_xml
     from harness.parallel import run_cases
-    from harness.report import Progress, fails, summary_text, to_json, write_atomic
+    from harness.report import Progress, fails, judged, summary_text, to_json, write_atomic
     from harness.runner import RunOptions
+    from harness.selection import in_shard
     from harness.timing import TimingPlan
 
     shard = _shard(shard_text)
     if not paths and not rerun_failed:
         raise InputError("give case files or directories (PATHS), or --rerun-failed RESULTS.json")
-    files = _run_files(paths, rerun_failed, filter_text, shard)
+    for option, path in (("--json", json_path), ("--junit", junit_path)):
+        if path is not None:
+            _check_writable(option, path)
+    _check_distinct([("--compare", baseline_path), ("--json", json_path), ("--junit", junit_path)])
+    selected = _run_files(paths, rerun_failed, filter_text)
+    files = [f for f in selected if in_shard(f, *shard)] if shard else selected
     pool_timeout = timeout
     if timeout is not None and backend_spec.startswith("exec:"):
         # The exec backend enforces --timeout itself, on each call: it kills just the command and
@@ -251,6 +305,7 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         backend = load_backend(backend_spec)
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
+    _warn_declarations(backend, files)
     try:
         profile = load_profile(profile_path) if profile_path else None
     except ProfileError as exc:
@@ -293,7 +348,62 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         write_atomic(json_path, to_json(results, backend_spec, gate, run_info))
     if junit_path:
         write_atomic(junit_path, junit_xml(results, backend_spec))
-    sys.exit(1 if any(fails(r) for r in results) else 0)
+    if any(fails(r) for r in results):
+        sys.exit(EXIT_FAILED)
+    if not judged(results):
+        for line in _why_nothing_judged(results, backend, backend_spec, shard_text, len(selected), rerun_failed):
+            click.echo(line, err=True)
+        if not allow_empty:
+            click.echo(f"exit status {EXIT_NOTHING_JUDGED}: a run that judges nothing is not a pass "
+                       f"(--allow-empty accepts it)", err=True)
+            sys.exit(EXIT_NOTHING_JUDGED)
+    sys.exit(0)
+
+
+def _implementation(backend):
+    """The object behind a loaded backend's run (an exec: command, a plugin's instance), or None."""
+    return getattr(backend.run, "__self__", None)
+
+
+def _warn_declarations(backend, files) -> None:
+    """Before the run, once: what the backend declares that names no kernel or dtype it could be
+    given (exec: lines of `COMMAND --list-supported`), on stderr."""
+    from gen.registry import known_ops
+    from harness.selection import case_key
+
+    warnings_of = getattr(_implementation(backend), "declaration_warnings", None)
+    if warnings_of is None:
+        return
+    known = set(known_ops()) | {case_key(f).split("/")[0] for f in files}
+    for line in warnings_of(known):
+        click.echo(line, err=True)
+
+
+def _why_nothing_judged(results, backend, backend_spec: str, shard_text, n_selected: int, rerun_failed) -> list[str]:
+    """Why a run judged no case: what was (not) selected, or what the backend declared."""
+    from harness.runner import MISTRUSTED, SKIPPED
+
+    if not results:
+        if shard_text:
+            return [f"no case judged: shard {shard_text} holds none of the {n_selected} case(s) selected"]
+        return [f"no case judged: no case to rerun: none of them failed in {rerun_failed}"]
+    skipped = [r for r in results if r.status == SKIPPED]
+    n_mistrusted = sum(r.status == MISTRUSTED for r in results)
+    counts = ", ".join(f"{n} {status}" for status, n in ((SKIPPED, len(skipped)), (MISTRUSTED, n_mistrusted)) if n)
+    lines = [f"no case judged: {len(results)} case(s), {counts}"]
+    if skipped:
+        of_kernel: dict[str, set[str]] = {}
+        for r in skipped:
+            of_kernel.setdefault(r.op or r.path, set()).add(r.dtype)
+        lines.append("  skipped as unsupported: " + "; ".join(f"{op} {' '.join(sorted(d for d in dtypes if d))}".rstrip()
+                                                          for op, dtypes in sorted(of_kernel.items())))
+        note = getattr(_implementation(backend), "probe_note", "")
+        lines.append(f"  backend {backend_spec} declares" + (f" ({note})" if note else "") + ":")
+        lines += [f"    {line}" for line in _supported_lines(backend)]
+    if n_mistrusted:
+        lines.append("  mistrusted: passed, but on cases that cannot tell a right kernel from a wrong one "
+                     "(their WARN lines say why)")
+    return lines
 
 
 @main.command("backends")
@@ -332,7 +442,7 @@ def backends_(names):
         for line in _supported_lines(backend):
             click.echo(f"    {line}")
         # exec: how its kernels were learnt (`COMMAND --list-supported`, or not at all)
-        note = getattr(getattr(backend.run, "__self__", None), "probe_note", "")
+        note = getattr(_implementation(backend), "probe_note", "")
         if note:
             click.echo(f"    ({note})")
     if names and failed:
@@ -377,6 +487,7 @@ def baseline_update(results_paths, out_path, allow_failing):
     missing = [p for p in results_paths if not Path(p).is_file()]
     if missing:
         raise InputError(f"no such results file: {', '.join(missing)}")
+    _check_writable("-o", out_path)
     try:
         docs = [load_results(p) for p in results_paths]
         existing = load_baseline(out_path) if Path(out_path).exists() else None
@@ -436,6 +547,7 @@ def import_(paths, out_dir, baseline):
     """Import mlu-ops case files (.pb/.prototxt), adding goldens and thresholds."""
     from harness.interop import find_mluops, import_file
 
+    _check_writable("-o", out_dir, directory=True)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     outcomes = [import_file(p, out, baseline) for p in find_mluops(paths)]
@@ -451,6 +563,7 @@ def export(paths, fmt, text, out_dir):
     """Export opcase cases in the operator library's own format (mlu-ops)."""
     from harness.interop import export_all
 
+    _check_writable("-o", out_dir, directory=True)
     _report_outcomes(export_all(paths, Path(out_dir), text))
 
 

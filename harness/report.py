@@ -12,7 +12,7 @@ import click
 from harness.casefile import atomic_write
 from harness.gate import GATE_FAILING
 from harness.metrics import json_float
-from harness.runner import FAILED, FAILING, PASSED, STATUSES, CaseResult
+from harness.runner import FAILED, FAILING, MISTRUSTED, PASSED, SKIPPED, STATUSES, CaseResult
 
 _LABEL = {"passed": "PASS", "failed": "FAIL", "wrongly-accepted": "FAIL", "wrongly-rejected": "FAIL",
           "error": "ERROR", "skipped": "SKIP", "mistrusted": "WARN"}
@@ -138,15 +138,23 @@ def failure_details(r: CaseResult) -> str:
 
 # --------------------------------------------------------------------------- summaries
 
+def judged(results: list[CaseResult]) -> int:
+    """How many cases have a verdict that says something about the backend: not a skipped case
+    (never run) nor a mistrusted one (it passed a case that cannot tell a right kernel from a wrong one)."""
+    return sum(r.status not in (SKIPPED, MISTRUSTED) for r in results)
+
+
 def summary(results: list[CaseResult]) -> dict:
+    """Counts per status and per kernel/suite; ``ok``: at least one case judged and none fails."""
     counts = Counter(r.status for r in results)
     per_group: dict = {}
     for r in results:
         group = per_group.setdefault(f"{r.op or '?'}/{r.suite or '?'}", Counter())
         group[r.status] += 1
+    n_judged = judged(results)
     return {"total": len(results), "counts": {s: counts.get(s, 0) for s in STATUSES},
-            "groups": {k: dict(v) for k, v in sorted(per_group.items())},
-            "ok": not any(fails(r) for r in results)}
+            "groups": {k: dict(v) for k, v in sorted(per_group.items())}, "judged": n_judged,
+            "ok": n_judged > 0 and not any(fails(r) for r in results)}
 
 
 def summary_text(results: list[CaseResult], gate: dict | None = None) -> str:

@@ -159,6 +159,8 @@ def test_rerun_failed_runs_only_the_failures(suite, tmp_path):
     result = _cli("run", "--rerun-failed", first, "--json", again)   # fixed: the reference
     assert result.exit_code == 0, result.output
     assert set(_cases(again)) == failing
-    # With PATHS it selects among them; nothing failed in this results file, so nothing runs.
+    # With PATHS it selects among them; nothing failed in this results file, so nothing runs:
+    # a run that judged nothing (5), unless --allow-empty.
     none = _cli("run", suite, "--rerun-failed", again)
-    assert none.exit_code == 0 and "0 cases: none" in none.output
+    assert none.exit_code == 5 and "0 cases: none" in none.output
+    assert _cli("run", suite, "--rerun-failed", again, "--allow-empty").exit_code == 0

@@ -103,8 +103,10 @@ def test_all_zero_golden_is_mistrusted_not_passed(suite, tmp_path):
     zero_out = {n: replace(t, data=np.zeros(t.shape, t.dtype)) for n, t in case.outputs.items()}
     copy = _rewritten(path, tmp_path, inputs=zero, outputs=zero_out)
     result = _run(copy, "--backend", "reference")
-    assert result.exit_code == 0, result.output
+    # Flagged, not failed; and a run of nothing but mistrusted cases judged nothing: 5, not 0.
+    assert result.exit_code == 5, result.output
     assert "WARN" in result.output and "[mistrusted] golden 'y' is constant (0)" in result.output
+    assert "no case judged: 1 case(s), 1 mistrusted" in result.output
 
 
 def test_case_that_cannot_catch_a_zeroing_bug_is_mistrusted(suite, tmp_path):

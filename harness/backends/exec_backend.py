@@ -34,7 +34,9 @@ Which kernels the command implements: the harness runs ``COMMAND ... --list-supp
 If that exits 0, each line of its stdout names a supported kernel, optionally followed by the
 dtype variants it handles (``psamask_forward float32``; no dtype means every one; ``#`` starts a
 comment); cases of anything not listed are *skipped*.  A command that exits non-zero (it does
-not know the option), crashes or times out there is taken to support everything.
+not know the option), crashes or times out there is taken to support everything.  `opcase run`
+warns, before the run, of a line that names no known kernel or no dtype, and of a list that
+names no kernel at all.
 """
 from __future__ import annotations
 
@@ -255,6 +257,7 @@ class ExecBackend:
         self.probe_note = ""
         self._supported: dict[str, set[str]] | None = None
         self._probed = False
+        self.declarations: list[tuple[int, str, list[str]]] = []   # (line number, kernel, dtypes) declared
 
     # ------------------------------------------------------------------ supports
     def supported(self) -> dict[str, set[str]] | None:
@@ -275,12 +278,35 @@ class ExecBackend:
                 self.probe_note = f"`{self.command} {LIST_OPTION}` {why}: every kernel is tried"
                 return None
             table: dict[str, set[str]] = {}
-            for line in out.read_text("utf-8", "replace").splitlines():
+            self.declarations = []
+            for number, line in enumerate(out.read_text("utf-8", "replace").splitlines(), 1):
                 words = line.split("#", 1)[0].split()
                 if words:
                     table.setdefault(words[0], set()).update(words[1:])
+                    self.declarations.append((number, words[0], words[1:]))
             self.probe_note = f"kernels from `{self.command} {LIST_OPTION}`"
             return table
+
+    def declaration_warnings(self, known_ops) -> list[str]:
+        """One line per `--list-supported` line that names a kernel not in ``known_ops`` or a dtype no
+        tensor can have (a typo there silently skips that kernel's cases), or one line when the
+        command declared no kernel at all (every case would be skipped)."""
+        if self.supported() is None:
+            return []
+        where = f"`{self.command} {LIST_OPTION}`"
+        if not self.declarations:
+            return [f"warning: {where} exited 0 and named no kernel: every case is skipped"]
+        known, lines = set(known_ops), []
+        for number, op, dtypes in self.declarations:
+            if op not in known:
+                lines.append(f"warning: {where} line {number}: {op!r} is not a known kernel "
+                             f"(known: {', '.join(sorted(known))})")
+            unknown = [d for d in dtypes if d not in _DTYPES]
+            if unknown:
+                lines.append(f"warning: {where} line {number}: {', '.join(map(repr, unknown))} "
+                             f"{'is not a dtype' if len(unknown) == 1 else 'are not dtypes'} "
+                             f"(dtypes: {', '.join(sorted(_DTYPES))})")
+        return lines
 
     def supports(self, op: str, dtype: str) -> bool:
         table = self.supported()
