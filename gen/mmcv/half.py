@@ -107,3 +107,50 @@ def _float32_midpoints(values: np.ndarray) -> np.ndarray:
         scaled = values[tiny] * 2.0 ** 150
         ties[tiny] = (scaled == np.floor(scaled)) & (np.abs(np.fmod(scaled, 2.0)) == 1.0)
     return ties
+
+
+def round_to_half(x) -> np.ndarray:
+    """A float32 array's values rounded to float16, kept in float32 (a Half held as its float)."""
+    return np.asarray(x, F32).astype(F16).astype(F32)
+
+
+def canonical_nan(x: np.ndarray) -> np.ndarray:
+    """x with every NaN replaced by the GPU's canonical NaN (0x7fffffff; 0x7fff in half): CUDA's
+    float arithmetic returns that NaN whatever NaN went in, where numpy propagates payloads."""
+    x = np.array(x, copy=True)
+    nan = np.isnan(x)
+    if nan.any():
+        x[nan] = np.array(0x7fffffff, np.uint32).view(F32).astype(x.dtype)
+    return x
+
+
+class ScalarT:
+    """The statements ``acc += a * b`` and ``acc += b`` of a kernel in its ``scalar_t``.
+
+    Values are carried as float32 arrays whatever the dtype (a half value is exact in
+    float32), so a kernel's emulation reads the same for both dtypes; ``result`` turns
+    the float32 carrier into the tensor dtype at the end.
+    """
+
+    def __init__(self, dtype):
+        self.dtype = np.dtype(dtype)
+        if self.dtype not in (np.dtype(F16), np.dtype(F32)):
+            raise ValueError(f"mmcv's kernels compute in float16 or float32, not {self.dtype}")
+        self.is_half = self.dtype == np.dtype(F16)
+
+    def mac(self, acc, a, b) -> np.ndarray:
+        """acc += a * b: one fused multiply-add in float (nvcc contracts it); in at::Half the
+        product is rounded to half, then the sum (a Half times a float-held half value is a
+        float, rounded to Half when added: the same two roundings)."""
+        if self.is_half:
+            return round_to_half(acc + round_to_half(np.multiply(a, b, dtype=F32)))
+        return fma32(a, b, acc)
+
+    def add(self, acc, b) -> np.ndarray:
+        """acc += b."""
+        total = np.add(acc, b, dtype=F32)
+        return round_to_half(total) if self.is_half else total
+
+    def result(self, carrier: np.ndarray) -> np.ndarray:
+        """The float32 carrier as a tensor of this dtype, with the GPU's NaN."""
+        return canonical_nan(np.asarray(carrier, F32).astype(self.dtype))
