@@ -28,14 +28,30 @@ from gen.mmcv.half import ScalarT
 
 WARP_SIZE = 32
 
+# Elements of the accumulators one block of pixels works on: small enough to stay in cache
+# through the many element-wise passes each tap makes (measured about twice as fast as
+# whole-map arrays).
+_BLOCK_ELEMENTS = 1 << 16
+
 
 def _params(params) -> tuple[int, int, int]:
     return int(params["kernel_size"]), int(params["group_size"]), int(params["scale_factor"])
 
 
-def _inside(size: int, shift: int) -> tuple[int, int]:
-    """The positions p in [0, size) whose p + shift is in [0, size) too, as a range [lo, hi)."""
-    return max(0, -shift), min(size, size - shift)
+def _inside(lo: int, hi: int, size: int, shift: int) -> tuple[int, int]:
+    """The positions p in [lo, hi) whose p + shift is in [0, size), as a range [lo', hi')."""
+    return max(lo, -shift), min(hi, size - shift)
+
+
+def _blocks(N: int, H: int, W: int, elements_per_pixel: int):
+    """Yield (n, i0, i1, j0, j1): blocks of about _BLOCK_ELEMENTS elements covering [N, H, W] pixels."""
+    pixels = max(1, _BLOCK_ELEMENTS // max(1, elements_per_pixel))
+    cols = min(W, pixels)
+    rows = max(1, pixels // max(1, cols))
+    for n in range(N):
+        for i0 in range(0, H, rows):
+            for j0 in range(0, W, cols):
+                yield n, i0, min(H, i0 + rows), j0, min(W, j0 + cols)
 
 
 def carafe_forward(inputs: dict, params: dict) -> dict:
@@ -43,66 +59,74 @@ def carafe_forward(inputs: dict, params: dict) -> dict:
     image, mask = inputs["input"], inputs["mask"]
     T = ScalarT(image.dtype)
     N, H, W, C = image.shape
-    r = (k - 1) // 2
-    x = image.astype(np.float32).reshape(N, H, W, G, C // G) if C else image.astype(np.float32)
+    r, Cg = (k - 1) // 2, C // G
+    x = image.astype(np.float32).reshape(N, H, W, G, Cg)
     taps = mask.astype(np.float32).reshape(N, H, s, W, s, G, k, k)
-    acc = np.zeros((N, H, s, W, s, G, C // G), np.float32)
-    if acc.size:
+    output = np.zeros((N, H, s, W, s, G, Cg), np.float32)
+    if output.size == 0:
+        return {"output": T.result(output.reshape(N, H * s, W * s, C))}
+    for n, a0, a1, b0, b1 in _blocks(N, H, W, s * s * C):
+        acc = output[n, a0:a1, :, b0:b1]                        # a view: the block's output pixels
         for kh in range(k):
-            i0, i1 = _inside(H, kh - r)
+            i0, i1 = _inside(a0, a1, H, kh - r)
             for kw in range(k):
-                j0, j1 = _inside(W, kw - r)
+                j0, j1 = _inside(b0, b1, W, kw - r)
                 if i0 >= i1 or j0 >= j1:
                     continue
-                window = x[:, i0 + kh - r:i1 + kh - r, None, j0 + kw - r:j1 + kw - r, None]
-                weight = taps[:, i0:i1, :, j0:j1, :, :, kh, kw, None]
-                acc[:, i0:i1, :, j0:j1] = T.mac(acc[:, i0:i1, :, j0:j1], window, weight)
-    return {"output": T.result(acc.reshape(N, H * s, W * s, C))}
+                window = x[n, i0 + kh - r:i1 + kh - r, None, j0 + kw - r:j1 + kw - r, None]
+                weight = taps[n, i0:i1, :, j0:j1, :, :, kh, kw, None]
+                part = acc[i0 - a0:i1 - a0, :, j0 - b0:j1 - b0]
+                part[...] = T.mac(part, window, weight)
+    return {"output": T.result(output.reshape(N, H * s, W * s, C))}
 
 
 def carafe_backward(inputs: dict, params: dict) -> dict:
     k, G, s = _params(params)
     image, mask, grad_output = inputs["input"], inputs["mask"], inputs["grad_output"]
     T = ScalarT(image.dtype)
-    N, H, W, C = image.shape
-    grad_input = _grad_input(T, mask, grad_output, k, G, s, H, W, C)
+    grad_input = _grad_input(T, mask, grad_output, k, G, s, image.shape)
     grad_mask = _grad_mask(T, image, grad_output, k, G, s)
     return {"grad_input": T.result(grad_input), "grad_mask": T.result(grad_mask)}
 
 
-def _grad_input(T: ScalarT, mask, grad_output, k, G, s, H, W, C) -> np.ndarray:
+def _grad_input(T: ScalarT, mask, grad_output, k, G, s, shape) -> np.ndarray:
     """CARAFEBackward_Feature at output resolution, then FeatureSum over each s x s block."""
-    N = grad_output.shape[0]
-    r = (k - 1) // 2
-    Ho, Wo, Cg = H * s, W * s, (C // G if G else 0)
+    N, H, W, C = shape
+    r, Cg = (k - 1) // 2, C // G
+    Ho, Wo = H * s, W * s
     grads = grad_output.astype(np.float32).reshape(N, Ho, Wo, G, Cg)
     taps = mask.astype(np.float32).reshape(N, Ho, Wo, G, k, k)
-    spread = np.zeros((N, Ho, Wo, G, Cg), np.float32)
-    if spread.size:
+    grad_input = np.zeros((N, H, W, C), np.float32)
+    if grad_input.size == 0:
+        return grad_input
+    for n, a0, a1, b0, b1 in _blocks(N, H, W, s * s * C):
+        p0, p1, q0, q1 = a0 * s, a1 * s, b0 * s, b1 * s            # the block at output resolution
+        spread = np.zeros((p1 - p0, q1 - q0, G, Cg), np.float32)
         for kh in range(k):
             dy = (kh - r) * s
-            i0, i1 = _inside(Ho, dy)
+            i0, i1 = _inside(p0, p1, Ho, dy)
             for kw in range(k):
                 dx = (kw - r) * s
-                j0, j1 = _inside(Wo, dx)
+                j0, j1 = _inside(q0, q1, Wo, dx)
                 if i0 >= i1 or j0 >= j1:
                     continue
-                weight = taps[:, i0 + dy:i1 + dy, j0 + dx:j1 + dx, :, k - 1 - kh, k - 1 - kw, None]
-                grad = grads[:, i0 + dy:i1 + dy, j0 + dx:j1 + dx]
-                spread[:, i0:i1, j0:j1] = T.mac(spread[:, i0:i1, j0:j1], weight, grad)
-    blocks = spread.reshape(N, H, s, W, s, C)
-    total = np.zeros((N, H, W, C), np.float32)
-    for a in range(s):
-        for b in range(s):
-            total = T.add(total, blocks[:, :, a, :, b])
-    return total
+                weight = taps[n, i0 + dy:i1 + dy, j0 + dx:j1 + dx, :, k - 1 - kh, k - 1 - kw, None]
+                grad = grads[n, i0 + dy:i1 + dy, j0 + dx:j1 + dx]
+                part = spread[i0 - p0:i1 - p0, j0 - q0:j1 - q0]
+                part[...] = T.mac(part, weight, grad)
+        phases = spread.reshape(a1 - a0, s, b1 - b0, s, C)
+        total = np.zeros((a1 - a0, b1 - b0, C), np.float32)
+        for a in range(s):
+            for b in range(s):
+                total = T.add(total, phases[:, a, :, b])
+        grad_input[n, a0:a1, b0:b1] = total
+    return grad_input
 
 
 def _grad_mask(T: ScalarT, image, grad_output, k, G, s) -> np.ndarray:
     """CARAFEBackward_Mask: per warp, lane sums over strided channels, then the shuffle tree."""
     N, H, W, C = image.shape
-    r = (k - 1) // 2
-    Cg = C // G if G else 0
+    r, Cg = (k - 1) // 2, C // G
     grad_mask = np.zeros((N, H, s, W, s, G, k, k), np.float32)
     if grad_mask.size == 0 or Cg == 0:
         return grad_mask.reshape(N, H * s, W * s, G * k * k)
@@ -112,18 +136,19 @@ def _grad_mask(T: ScalarT, image, grad_output, k, G, s) -> np.ndarray:
     steps = -(-Cg // lanes)
     x = _lane_major(image.astype(np.float32).reshape(N, H, W, G, Cg), steps, lanes)
     grads = _lane_major(grad_output.astype(np.float32).reshape(N, H, s, W, s, G, Cg), steps, lanes)
-    for kh in range(k):
-        i0, i1 = _inside(H, kh - r)
-        for kw in range(k):
-            j0, j1 = _inside(W, kw - r)
-            if i0 >= i1 or j0 >= j1:
-                continue
-            window = x[:, i0 + kh - r:i1 + kh - r, None, j0 + kw - r:j1 + kw - r, None]
-            grad = grads[:, i0:i1, :, j0:j1]
-            lane = np.zeros(grad.shape[:-2] + (lanes,), np.float32)
-            for step in range(steps):
-                lane = T.mac(lane, grad[..., step, :], window[..., step, :])
-            grad_mask[:, i0:i1, :, j0:j1, :, :, kh, kw] = _warp_reduce(T, lane)
+    for n, a0, a1, b0, b1 in _blocks(N, H, W, s * s * G * max(lanes, k * k)):
+        for kh in range(k):
+            i0, i1 = _inside(a0, a1, H, kh - r)
+            for kw in range(k):
+                j0, j1 = _inside(b0, b1, W, kw - r)
+                if i0 >= i1 or j0 >= j1:
+                    continue
+                window = x[n, i0 + kh - r:i1 + kh - r, None, j0 + kw - r:j1 + kw - r, None]
+                grad = grads[n, i0:i1, :, j0:j1]
+                lane = np.zeros(grad.shape[:-2] + (lanes,), np.float32)
+                for step in range(steps):
+                    lane = T.mac(lane, grad[..., step, :], window[..., step, :])
+                grad_mask[n, i0:i1, :, j0:j1, :, :, kh, kw] = _warp_reduce(T, lane)
     return grad_mask.reshape(N, H * s, W * s, G * k * k)
 
 
