@@ -160,12 +160,14 @@ class ScalarT:
         product is rounded to half, then the sum (a Half times a float-held half value is a
         float, rounded to Half when added: the same two roundings)."""
         if self.is_half:
-            return round_to_half(acc + round_to_half(np.multiply(a, b, dtype=F32)))
+            with np.errstate(invalid="ignore", over="ignore"):     # nan and inf are data here
+                return round_to_half(acc + round_to_half(np.multiply(a, b, dtype=F32)))
         return fma32(a, b, acc)
 
     def add(self, acc, b) -> np.ndarray:
         """acc += b."""
-        total = np.add(acc, b, dtype=F32)
+        with np.errstate(invalid="ignore", over="ignore"):
+            total = np.add(acc, b, dtype=F32)
         return round_to_half(total) if self.is_half else total
 
     def result(self, carrier: np.ndarray) -> np.ndarray:
