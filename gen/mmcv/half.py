@@ -126,9 +126,35 @@ def _float32_midpoints(values: np.ndarray) -> np.ndarray:
     return ties
 
 
+_F32_EXPONENT = np.uint32(0x7F800000)
+# Exponent fields of 2**-14 and 2**16: below the first, half has the fixed spacing of its
+# subnormals (2**-24); above the second, every value rounds to inf anyway.
+_HALF_EXPONENT_MIN, _HALF_EXPONENT_MAX = np.uint32((127 - 14) << 23), np.uint32((127 + 16) << 23)
+_SHIFTER = np.uint32((13 << 23) | 0x400000)   # x -> 1.5 * 2**(exponent of x + 13), bitwise
+_HALF_OVERFLOW = F32(65536.0)                  # 65520 and above round to 65536 here: inf in half
+
+
 def round_to_half(x) -> np.ndarray:
-    """A float32 array's values rounded to float16, kept in float32 (a Half held as its float)."""
-    return np.asarray(x, F32).astype(F16).astype(F32)
+    """A float32 array's values rounded to float16 (nearest, ties to even), kept in float32.
+
+    The same as ``x.astype(float16).astype(float32)`` (checked over all 2**32 float32 bit
+    patterns, NaNs compared as NaN) at a third of its cost: adding and subtracting
+    1.5 * 2**(e + 13), e the exponent of x clamped to half's range [-14, 16], rounds x
+    in float32 arithmetic to a multiple of 2**(e - 10), the spacing of halves at x.
+    """
+    x = np.asarray(x, F32)
+    shifter = x.view(np.uint32) & _F32_EXPONENT
+    np.clip(shifter, _HALF_EXPONENT_MIN, _HALF_EXPONENT_MAX, out=shifter)
+    shifter += _SHIFTER
+    shifter = shifter.view(F32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        rounded = x + shifter
+        rounded -= shifter
+    np.copysign(rounded, x, out=rounded)             # a half that rounds to 0 keeps its sign
+    overflow = np.abs(rounded) >= _HALF_OVERFLOW
+    if overflow.any():
+        rounded[overflow] = np.copysign(F32(np.inf), rounded[overflow])
+    return rounded
 
 
 def canonical_nan(x: np.ndarray) -> np.ndarray:
