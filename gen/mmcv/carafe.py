@@ -17,8 +17,9 @@ backward, grad_mask (CARAFEBackward_Mask)
     warpReduceSum's tree, ``v[l] += v[l + o]`` for o = 16, 8, 4, 2, 1, leaves the sum in
     lane 0.  A tap whose input pixel is outside the map gets 0.
 
-mmcv's fast forward faults when G k^2 > 384 (its shared mask buffer holds 384 channels per
-pixel); the emulation computes those cases by the same arithmetic all the same.
+mmcv's CARAFEForward and CARAFEBackward_Feature fault when G k^2 > 384 (their shared mask
+buffer holds 384 mask channels per pixel); the emulation computes those cases by the same
+arithmetic all the same, as the design doc's semantics ask.
 """
 from __future__ import annotations
 
