@@ -73,6 +73,9 @@ def _builtin(name: str) -> Backend | None:
     if name in ("reference", "lowp"):
         from harness.backends import builtin
         return builtin.reference() if name == "reference" else builtin.lowp()
+    if name == "mmcv":
+        from harness.backends import mmcv_backend
+        return mmcv_backend.backend()
     if name == "torch" or name.startswith("torch@"):
         # torch@DEVICE (what --device makes of 'torch'): the device travels inside the name,
         # so worker processes and REPRO lines load the same backend.
@@ -110,7 +113,7 @@ def checked(backend: Backend) -> Backend:
                    measures_time=backend.measures_time)
 
 
-BUILTIN_NAMES = ("reference", "lowp", "torch")
+BUILTIN_NAMES = ("reference", "lowp", "mmcv", "torch")
 
 
 def load_backend(spec: str) -> Backend:

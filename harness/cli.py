@@ -415,14 +415,14 @@ def backends_(names):
     Give NAMES (any --backend value, e.g. exec:'./my_kernels') to describe just those.
     Cases of a kernel or dtype a backend does not support are skipped by `opcase run`, not failed.
     """
-    from harness.backend import BackendLoadError, load_backend
+    from harness.backend import BUILTIN_NAMES, BackendLoadError, load_backend
     from harness import plugins
 
     # (name, loader): what to describe and how to load it; exec:COMMAND alone has no loader
     if names:
         entries = [(n, lambda n=n: load_backend(n)) for n in names]
     else:
-        entries = [(n, lambda n=n: load_backend(n)) for n in ("reference", "lowp", "torch")]
+        entries = [(n, lambda n=n: load_backend(n)) for n in BUILTIN_NAMES]
         entries.append(("exec:COMMAND", None))
         entries += [(ep.name, lambda ep=ep: plugins.load(ep)) for ep in plugins.entry_points()]
     failed = False

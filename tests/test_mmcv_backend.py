@@ -1,0 +1,106 @@
+"""The `mmcv` backend: a built-in name, kernels found by convention in gen.mmcv, the spec's checks first."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from conftest import generate, run_cli
+from gen.mmcv import carafe
+from harness.backend import BUILTIN_NAMES, InvalidArgument, OutputSpec, Request, load_backend
+from harness.backends import mmcv_backend
+
+PARAMS = {"kernel_size": 3, "group_size": 2, "scale_factor": 2}
+
+
+def backward_request(params=PARAMS, dtype="float16"):
+    rng = np.random.default_rng(0)
+    k, G, s = params["kernel_size"], params["group_size"], params["scale_factor"]
+    inputs = {"input": rng.normal(size=(1, 3, 4, 6)).astype(dtype),
+              "mask": rng.uniform(size=(1, 3 * s, 4 * s, G * k * k)).astype(dtype),
+              "grad_output": rng.normal(size=(1, 3 * s, 4 * s, 6)).astype(dtype)}
+    shapes = {"grad_input": inputs["input"].shape, "grad_mask": inputs["mask"].shape}
+    return Request(op="carafe_backward", params=dict(params), inputs=inputs,
+                   outputs={name: OutputSpec(shapes[name], np.dtype(dtype), "NHWC") for name in shapes})
+
+
+def test_mmcv_is_a_builtin_backend():
+    assert "mmcv" in BUILTIN_NAMES
+    backend = load_backend("mmcv")
+    assert backend.name == "mmcv" and "gen.mmcv" in backend.origin
+
+
+def test_kernels_are_found_by_op_name():
+    assert mmcv_backend.kernel("carafe_forward") is carafe.carafe_forward
+    assert mmcv_backend.kernel("carafe_backward") is carafe.carafe_backward
+
+
+@pytest.mark.parametrize("op, dtype, supported", [
+    ("carafe_forward", "float16", True), ("carafe_forward", "float32", True),
+    ("carafe_backward", np.dtype("float16"), True),
+    ("carafe_forward", "float64", False), ("carafe_forward", "int32", False), ("carafe_forward", "bogus", False),
+    ("psamask_forward", "float32", False),          # a spec without an emulation
+    ("roi_align_forward", "float32", False),        # no such spec
+    ("half", "float32", False),                     # gen.mmcv.half.half exists, but is no op
+    ("carafe", "float32", False), ("carafe.carafe_forward", "float32", False),
+    ("../carafe_forward", "float32", False), (None, "float32", False),
+])
+def test_supports(op, dtype, supported):
+    assert load_backend("mmcv").supports(op, dtype) is supported
+
+
+def test_an_emulation_that_fails_to_import_is_not_taken_for_a_missing_one(monkeypatch):
+    def broken(name):
+        raise ModuleNotFoundError("No module named 'somedependency'", name="somedependency")
+    monkeypatch.setattr(mmcv_backend.importlib, "import_module", broken)
+    with pytest.raises(ModuleNotFoundError):
+        mmcv_backend.supports("carafe_forward", "float32")
+
+
+def test_run_returns_the_emulation_in_the_requested_outputs():
+    request = backward_request()
+    expected = carafe.carafe_backward(request.inputs, request.params)
+    result = load_backend("mmcv").run(request)
+    assert set(result) == {"grad_input", "grad_mask"}
+    for name, array in result.items():
+        assert array.dtype == np.float16 and array.shape == request.outputs[name].shape
+        assert np.array_equal(array.view(np.uint16), expected[name].view(np.uint16))
+
+
+@pytest.mark.parametrize("change, check", [
+    ({"kernel_size": 4}, "kernel_size_odd"),
+    ({"scale_factor": 6}, "scale_factor_max"),
+])
+def test_run_makes_the_specs_checks_first(change, check):
+    request = backward_request()
+    request.params.update(change)
+    with pytest.raises(InvalidArgument, match=check):
+        load_backend("mmcv").run(request)
+
+
+def test_run_refuses_a_kernel_it_has_not(monkeypatch):
+    request = SimpleNamespace(op="carafe_forward", params={}, inputs={}, outputs={})
+    monkeypatch.setattr(mmcv_backend, "check_request", lambda request: None)
+    monkeypatch.setattr(mmcv_backend, "kernel", lambda op: None)
+    with pytest.raises(InvalidArgument, match="no kernel 'carafe_forward'"):
+        mmcv_backend.run(request)
+
+
+def test_opcase_backends_lists_mmcv():
+    from harness.cli import main
+    result = CliRunner().invoke(main, ["backends"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    at = lines.index("mmcv")
+    described = "\n".join(lines[at + 1:at + 9])
+    assert "carafe_forward           float16 float32" in described
+    assert "psamask_forward          not supported" in described
+
+
+def test_every_invalid_case_is_rejected(tmp_path):
+    suite = generate("carafe_forward", tmp_path, suites=("invalid",))
+    result = run_cli(suite, "--backend", "mmcv")
+    assert result.exit_code == 0, result.output
+    assert "wrongly" not in result.output and "error" not in result.output
