@@ -20,17 +20,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from gen.mmcv.half import F32, ScalarT
+from gen.mmcv.half import F32, ScalarT, round_to_half
 
 # Rois per chunk are chosen so that the per-sample values [rois, PH, PW, C] stay near this size.
 _CHUNK_ELEMENTS = 1 << 20
 
 
 def mul_add(a, b, c):
-    """``a * b + c`` in T as nvcc compiles it (ScalarT.mac: one fma in float32, two roundings
-    in at::Half), for values held in T itself rather than in ScalarT's float32 carrier."""
+    """``a * b + c`` in T as nvcc compiles it (ScalarT.mac) for values held in T itself
+    rather than in ScalarT's float32 carrier: the small per-bin coordinate arrays."""
     dtype = np.asarray(c).dtype
     return ScalarT(dtype).mac(c, a, b).astype(dtype, copy=False)
+
+
+def rounded(T: ScalarT, carrier: np.ndarray) -> np.ndarray:
+    """A float32 result of one operation rounded to T, kept in the carrier."""
+    return round_to_half(carrier) if T.is_half else carrier
 
 
 def as_t(x, dtype) -> np.ndarray:
@@ -41,9 +46,8 @@ def as_t(x, dtype) -> np.ndarray:
 def to_int(x) -> np.ndarray:
     """``(int)x`` of a float as the GPU converts it (cvt.rzi.s32.f32): toward zero, saturated
     to int32, NaN to 0.  Returned as int64 so that index arithmetic cannot overflow."""
-    x = np.asarray(x, F32)
-    with np.errstate(invalid="ignore"):
-        clipped = np.clip(np.trunc(x), -2.0 ** 31, 2.0 ** 31 - 1)
+    x = np.asarray(x, F32).astype(np.float64)    # float64: int32's bounds are exact there
+    clipped = np.clip(np.trunc(x), -2.0 ** 31, 2.0 ** 31 - 1)
     return np.where(np.isnan(x), 0, clipped).astype(np.int64)
 
 
@@ -101,8 +105,13 @@ def deform_roi_pool_forward(inputs: dict, params: dict, out_shapes: dict | None 
 
 
 def _pool(features, rois, offset, params) -> np.ndarray:
-    """The forward for a few rois: [R, PH, PW, C] in T."""
+    """The forward for a few rois: [R, PH, PW, C] in T.
+
+    The per-bin coordinates [R, PH, PW] are held in T itself; the per-channel values
+    [R, PH, PW, C], the bulk of the work, in ScalarT's float32 carrier (numpy's float16
+    operators take twice as long as float32 ones with a rounding each)."""
     dtype = features.dtype.type
+    T = ScalarT(dtype)
     _, H, W, C = features.shape
     PH, PW = int(params["pooled_height"]), int(params["pooled_width"])
     sampling_ratio = int(params["sampling_ratio"])
@@ -133,7 +142,7 @@ def _pool(features, rois, offset, params) -> np.ndarray:
     bin_y0 = mul_add(as_t(np.arange(PH), dtype)[None, :, None], bin_h[:, None, None], start_h)
     bin_x0 = mul_add(as_t(np.arange(PW), dtype)[None, None, :], bin_w[:, None, None], start_w)
 
-    total = np.zeros((R, PH, PW, C), dtype=dtype)
+    total = np.zeros((R, PH, PW, C), dtype=F32)
     for iy in range(int(grid_h.max(initial=0))):
         for ix in range(int(grid_w.max(initial=0))):
             # Rois whose grid has this sample (adaptive grids differ per roi).
@@ -144,17 +153,23 @@ def _pool(features, rois, offset, params) -> np.ndarray:
             step_x = as_t(ix + 0.5, dtype) * bin_w[active] / as_t(grid_w[active], dtype)
             y = bin_y0[active] + step_y[:, None, None]
             x = bin_x0[active] + step_x[:, None, None]
-            total[active] += _sample(features, batch[active], y, x)
-    return total / count[:, None, None, None]
+            total[active] = T.add(total[active], _sample(T, features, batch[active], y, x))
+    return rounded(T, total / count[:, None, None, None].astype(F32)).astype(dtype)
 
 
-def _sample(features, batch, y, x) -> np.ndarray:
-    """bilinear_interpolate of image batch[r] at the points y, x [R, PH, PW]: [R, PH, PW, C] in T."""
+def _sample(T: ScalarT, features, batch, y, x) -> np.ndarray:
+    """bilinear_interpolate of image batch[r] at the points y, x [R, PH, PW] (in T):
+    [R, PH, PW, C] in the float32 carrier."""
     _, H, W, _ = features.shape
     rows, cols, weights, inside = bilinear_corners(y, x, H, W)
+    weights = weights[..., None].astype(F32)
     image = batch[:, None, None]
-    value = weights[0][..., None] * features[image, rows[0], cols[0]]
+
+    def corner_values(corner):
+        return features[image, rows[corner], cols[corner]].astype(F32, copy=False)
+
+    value = rounded(T, weights[0] * corner_values(0))
     for corner in range(1, 4):
-        value = mul_add(weights[corner][..., None], features[image, rows[corner], cols[corner]], value)
+        value = T.mac(value, weights[corner], corner_values(corner))
     # Outside points return 0 before any arithmetic; their weights are 0 already, but 0 * inf is not.
-    return np.where(inside[..., None], value, value.dtype.type(0))
+    return np.where(inside[..., None], value, F32(0))
