@@ -97,6 +97,15 @@ def test_deform_roi_pool_empty_map_gives_zeros():
     assert output.dtype == np.float16 and output.shape == (1, 2, 2, 3) and not output.any()
 
 
+def test_deform_roi_pool_rejects_batch_indices_outside_the_input():
+    """mmcv would read outside its input there; numpy would wrap a negative index around silently."""
+    params = {"pooled_height": 1, "pooled_width": 1, "spatial_scale": 1.0, "sampling_ratio": 1, "gamma": 0.1}
+    for batch in (-1, 2):
+        inputs = {"input": np.ones((2, 3, 3, 1), np.float32), "rois": np.array([[batch, 0, 0, 2, 2]], np.float32)}
+        with pytest.raises(ValueError, match="batch indices"):
+            deform_roi_pool_forward(inputs, params)
+
+
 def test_half_points_are_compared_with_the_map_size_as_float():
     """at::Half compares as float: y = 2052 lies outside a map of height 2051 (float16(2051) is 2052)."""
     y = np.array([2052.0], np.float16)

@@ -5,7 +5,8 @@ One thread per (n, c, k) and border e (threadIdx.y of a 128 x 4 block, index
 one fma, like the deform_roi_pool fusions), takes its four bilinear weights (the
 bilinear_interpolate_gradient arithmetic, gen.mmcv.deform_roi_pool.bilinear_corners) and
 atomicAdds grad_output * w_i into grad_input, each add rounded to T.  A point more than one
-pixel outside the map gets weights 0 and adds 0 at a stray address: nothing here.
+pixel outside the map gets weights 0 and adds grad_output * 0 at a stray address (index -1,
+-1 of its channel plane): for a finite grad_output that changes nothing, and it is left out.
 
 The atomicAdds have no fixed order on the GPU, so neither have mmcv's float16 and float32
 sums.  This emulation applies them in the order that matched mmcv's conformance outputs on

@@ -97,19 +97,23 @@ def deform_roi_pool_forward(inputs: dict, params: dict, out_shapes: dict | None 
     if output.size == 0 or H == 0 or W == 0:
         # An empty map: the kernel would read outside the input; the doc's answer is 0.
         return {"output": output}
+    batch = to_int(rois[:, 0])
+    if np.any((batch < 0) | (batch >= N)):
+        # mmcv would read outside its input: nothing to emulate.
+        raise ValueError(f"deform_roi_pool_forward: rois[:, 0] holds batch indices outside [0, {N})")
     chunk = max(1, _CHUNK_ELEMENTS // (PH * PW * C))
     for first in range(0, R, chunk):
         part = slice(first, first + chunk)
-        output[part] = _pool(features, rois[part], None if offset is None else offset[part], params)
+        output[part] = _pool(features, rois[part], batch[part], None if offset is None else offset[part], params)
     return {"output": ScalarT(dtype).result(output)}
 
 
-def _pool(features, rois, offset, params) -> np.ndarray:
-    """The forward for a few rois: [R, PH, PW, C] in T.
+def _pool(features, rois, batch, offset, params) -> np.ndarray:
+    """The forward for a few rois (their images: batch): [R, PH, PW, C] in T.
 
     The per-bin coordinates [R, PH, PW] are held in T itself; the per-channel values
-    [R, PH, PW, C], the bulk of the work, in ScalarT's float32 carrier (numpy's float16
-    operators take twice as long as float32 ones with a rounding each)."""
+    [R, PH, PW, C], the bulk of the work, in ScalarT's float32 carrier (float32 operations
+    and a rounding each ran 15-25 % faster than numpy's float16 operators)."""
     dtype = features.dtype.type
     T = ScalarT(dtype)
     _, H, W, C = features.shape
@@ -120,7 +124,6 @@ def _pool(features, rois, offset, params) -> np.ndarray:
     minus_half = dtype(-0.5)
     R = rois.shape[0]
 
-    batch = to_int(rois[:, 0])
     start_w, start_h = mul_add(rois[:, 1], scale, minus_half), mul_add(rois[:, 2], scale, minus_half)
     roi_w = mul_add(rois[:, 3], scale, minus_half) - start_w
     roi_h = mul_add(rois[:, 4], scale, minus_half) - start_h
