@@ -30,6 +30,8 @@ def mul_add(a, b, c):
     """``a * b + c`` in T as nvcc compiles it (ScalarT.mac) for values held in T itself
     rather than in ScalarT's float32 carrier: the small per-bin coordinate arrays."""
     dtype = np.asarray(c).dtype
+    # Broadcast first: fma32 sizes its result by the product alone.
+    a, b, c = np.broadcast_arrays(a, b, c)
     return ScalarT(dtype).mac(c, a, b).astype(dtype, copy=False)
 
 

@@ -69,6 +69,7 @@ def hdiv(a, b) -> np.ndarray:
 # float64 bits below float32's 23 fraction bits: the round bit and 28 sticky bits.
 _BELOW_F32 = np.uint64((1 << 29) - 1)
 _F32_MIDPOINT = np.uint64(1 << 28)
+_STICKY = np.uint64((1 << 28) - 1)
 _F32_MIN_NORMAL = 2.0 ** -126
 
 
@@ -81,20 +82,36 @@ def fma32(a, b, c) -> np.ndarray:
     Those rare elements are found and moved one float64 step towards the exact sum (its
     TwoSum error), so that the final rounding goes the way the exact value would.
     """
-    a, b, c = np.broadcast_arrays(_f32(a), _f32(b), _f32(c))
-    shape = a.shape
-    addend = c.astype(F64).ravel()   # 1-d: the fix-up below indexes elements
+    a, b, c = (np.asarray(v, F32) for v in (a, b, c))
+    if not np.broadcast_shapes(a.shape, b.shape, c.shape):   # scalars: numpy would return a numpy scalar
+        return fma32(a.reshape(1), b, c).reshape(())
     with np.errstate(invalid="ignore", over="ignore"):
-        product = a.astype(F64).ravel() * b.astype(F64).ravel()   # exact: 24 + 24 bits
-        total = product + addend
-        ties = np.flatnonzero(_float32_midpoints(total))
-        if ties.size:
-            p, q, s = product[ties], addend[ties], total[ties]
-            q_part = s - p
-            error = (p - (s - q_part)) + (q - q_part)
-            total[ties] = np.where(error > 0, np.nextafter(s, np.inf),
-                                   np.where(error < 0, np.nextafter(s, -np.inf), s))
-        return total.astype(F32).reshape(shape)
+        total = np.multiply(a, b, dtype=F64)      # exact: 24 + 24 significant bits
+        total += c
+        # Every float32 midpoint, normal or subnormal, has its 28 lowest float64 bits clear;
+        # sums with some of them set (nearly all) need no second look.
+        bits = total.view(np.uint64)
+        candidates = np.flatnonzero((bits & _STICKY) == 0)
+        if candidates.size:
+            _fix_midpoints(total, candidates, a, b, c)
+        return total.astype(F32)
+
+
+def _fix_midpoints(total: np.ndarray, candidates: np.ndarray, a, b, c) -> None:
+    """Move each sum that lies on a float32 midpoint but was rounded one float64 step towards its exact value."""
+    index = np.unravel_index(candidates, total.shape)
+    sums = total[index]
+    ties = _float32_midpoints(sums)
+    if not ties.any():
+        return
+    index = tuple(axis[ties] for axis in index)
+    sums = sums[ties]
+    product = np.broadcast_to(a, total.shape)[index].astype(F64) * np.broadcast_to(b, total.shape)[index]
+    addend = np.broadcast_to(c, total.shape)[index].astype(F64)
+    addend_part = sums - product                                      # TwoSum: the exact error of the sum
+    error = (product - (sums - addend_part)) + (addend - addend_part)
+    total[index] = np.where(error > 0, np.nextafter(sums, np.inf),
+                            np.where(error < 0, np.nextafter(sums, -np.inf), sums))
 
 
 def _float32_midpoints(values: np.ndarray) -> np.ndarray:
@@ -143,12 +160,14 @@ class ScalarT:
         product is rounded to half, then the sum (a Half times a float-held half value is a
         float, rounded to Half when added: the same two roundings)."""
         if self.is_half:
-            return round_to_half(acc + round_to_half(np.multiply(a, b, dtype=F32)))
+            with np.errstate(invalid="ignore", over="ignore"):     # nan and inf are data here
+                return round_to_half(acc + round_to_half(np.multiply(a, b, dtype=F32)))
         return fma32(a, b, acc)
 
     def add(self, acc, b) -> np.ndarray:
         """acc += b."""
-        total = np.add(acc, b, dtype=F32)
+        with np.errstate(invalid="ignore", over="ignore"):
+            total = np.add(acc, b, dtype=F32)
         return round_to_half(total) if self.is_half else total
 
     def result(self, carrier: np.ndarray) -> np.ndarray:
