@@ -150,8 +150,8 @@ def test_border_align_thread_by_thread_order_breaks_the_rule(monkeypatch):
         pytest.skip("no border_align_backward conformance data")
 
     def thread_by_thread(threads):
-        thread, corner, border = np.meshgrid(np.arange(threads), np.arange(4), np.arange(4), indexing="ij")
-        return corner.ravel(), thread.ravel(), border.ravel()
+        thread, corner, border = np.ogrid[:threads, :4, :4]
+        return ((corner * threads + thread) * 4 + border).ravel()
 
     monkeypatch.setattr(border_align, "_atomic_order", thread_by_thread)
     assert not all(_within_tolerance(*pair) for p in _case_ids("border_align_backward")

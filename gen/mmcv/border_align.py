@@ -48,13 +48,12 @@ def border_align_backward(inputs: dict, params: dict, out_shapes: dict | None = 
     n = np.arange(N)[:, None, None, None]
     channel = np.arange(BORDERS)[None, None, None, :] * C + np.arange(C)[None, :, None, None]
     targets = ((n * H + rows) * W + cols) * C4 + channel
-    inside = np.broadcast_to(inside, targets.shape)
 
+    # Every atomicAdd in its turn, those of outside points left out.
     order = _atomic_order(N * C * K)
-    targets, contributions, inside = (a.reshape(4, N * C * K, BORDERS) for a in (targets, contributions, inside))
-    targets, contributions, inside = (a[order] for a in (targets, contributions, inside))
+    order = order[np.broadcast_to(inside, targets.shape).reshape(-1)[order]]
     # np.add.at adds element by element in the given order, each sum rounded to T: atomicAdd's arithmetic.
-    np.add.at(grad_input.reshape(-1), targets[inside], contributions[inside])
+    np.add.at(grad_input.reshape(-1), targets.reshape(-1)[order], contributions.reshape(-1)[order])
     return {"grad_input": ScalarT(dtype).result(grad_input)}
 
 
@@ -74,18 +73,15 @@ def _argmax_points(boxes, argmax_idx, pool_size: int):
     return mul_add(step_x, index, start_x), mul_add(step_y, index, start_y)
 
 
-def _atomic_order(threads: int):
-    """An index tuple for arrays [4 corners, threads, 4 borders] that lists their atomicAdds
-    block by block, then corner, then border (threadIdx.y), warp and lane (threadIdx.x).
+def _atomic_order(threads: int) -> np.ndarray:
+    """Flat indices into arrays [4 corners, threads, 4 borders] (threads = N*C*K, C order) that
+    list their atomicAdds block by block, then corner, then border (threadIdx.y), warp and lane
+    (threadIdx.x, warps being runs of 32).
 
     The kernel's grid-stride loop visits index blocks of 128 in ascending order; the last
     block is partial (its missing threads are skipped)."""
-    thread = np.arange(-(-threads // _BLOCK_X) * _BLOCK_X).reshape(-1, _BLOCK_X)   # [block, x]
-    corner = np.arange(4)
-    border = np.arange(BORDERS)
-    # [block, corner, border, x]: the same nesting as the order above (warps are runs of 32 x).
-    corner_i = np.broadcast_to(corner[None, :, None, None], (thread.shape[0], 4, BORDERS, _BLOCK_X))
-    border_i = np.broadcast_to(border[None, None, :, None], corner_i.shape)
-    thread_i = np.broadcast_to(thread[:, None, None, :], corner_i.shape)
-    real = thread_i < threads
-    return corner_i[real], thread_i[real], border_i[real]
+    blocks = -(-threads // _BLOCK_X)
+    block, corner, border, x = np.ogrid[:blocks, :4, :BORDERS, :_BLOCK_X]
+    thread = block * _BLOCK_X + x
+    flat = (corner * threads + thread) * BORDERS + border                      # [block, corner, border, x]
+    return flat[np.broadcast_to(thread < threads, flat.shape)]
