@@ -1,0 +1,87 @@
+"""mmcv 2.2.0's border_align_backward_cuda_kernel in T (gen.mmcv.half), in one fixed order.
+
+One thread per (n, c, k) and border e (threadIdx.y of a 128 x 4 block, index
+(n*C + c)*K + k along x).  Each thread finds its point, start + stride * argmax (for float32
+one fma, like the deform_roi_pool fusions), takes its four bilinear weights (the
+bilinear_interpolate_gradient arithmetic, gen.mmcv.deform_roi_pool.bilinear_corners) and
+atomicAdds grad_output * w_i into grad_input, each add rounded to T.  A point more than one
+pixel outside the map gets weights 0 and adds grad_output * 0 at a stray address (index -1,
+-1 of its channel plane): for a finite grad_output that changes nothing, and it is left out.
+
+The atomicAdds have no fixed order on the GPU, so neither have mmcv's float16 and float32
+sums.  This emulation applies them in the order that matched mmcv's conformance outputs on
+most elements: block by block, within a block the first atomicAdd (w1) of all its warps, then
+the second and so on, warp by warp, lane by lane.  (Thread by thread, four adds each, matched
+far fewer elements, and its diff1 / diff2 strayed 10-17 % from mmcv's on some cases.)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from gen.mmcv.deform_roi_pool import as_t, bilinear_corners, mul_add
+from gen.mmcv.half import ScalarT
+
+BORDERS = 4          # top, left, bottom, right: threadIdx.y
+_BLOCK_X = 128       # the launcher's dim3 block(128, 4)
+
+
+def border_align_backward(inputs: dict, params: dict, out_shapes: dict | None = None) -> dict:
+    """grad_output [N, K, 4, C], boxes [N, K, 4], argmax_idx [N, K, 4, C] -> grad_input [N, H, W, 4C] in T.
+
+    H and W are not in the inputs: out_shapes['grad_input'] = (N, H, W, 4C) gives them.
+    """
+    if not out_shapes or "grad_input" not in out_shapes:
+        raise ValueError("border_align_backward needs out_shapes['grad_input'] = (N, H, W, 4C) for the map size")
+    grad_output, boxes, argmax_idx = inputs["grad_output"], inputs["boxes"], inputs["argmax_idx"]
+    dtype = grad_output.dtype.type
+    pool_size = int(params["pool_size"])
+    N, H, W, C4 = (int(d) for d in out_shapes["grad_input"])
+    K, C = boxes.shape[1], C4 // BORDERS
+    grad_input = np.zeros((N, H, W, C4), dtype=dtype)
+    if grad_input.size == 0 or grad_output.size == 0:
+        return {"grad_input": grad_input}
+
+    # Thread layout [N, C, K, 4]: mmcv's grad_output and argmax_idx (NCHW-like) order.
+    x, y = _argmax_points(boxes.astype(dtype, copy=False), argmax_idx.transpose(0, 3, 1, 2), pool_size)
+    rows, cols, weights, inside = bilinear_corners(y, x, H, W)                  # [4 corners, N, C, K, 4]
+    contributions = grad_output.transpose(0, 3, 1, 2)[None] * weights
+    n = np.arange(N)[:, None, None, None]
+    channel = np.arange(BORDERS)[None, None, None, :] * C + np.arange(C)[None, :, None, None]
+    targets = ((n * H + rows) * W + cols) * C4 + channel
+
+    # Every atomicAdd in its turn, those of outside points left out.
+    order = _atomic_order(N * C * K)
+    order = order[np.broadcast_to(inside, targets.shape).reshape(-1)[order]]
+    # np.add.at adds element by element in the given order, each sum rounded to T: atomicAdd's arithmetic.
+    np.add.at(grad_input.reshape(-1), targets.reshape(-1)[order], contributions.reshape(-1)[order])
+    return {"grad_input": ScalarT(dtype).result(grad_input)}
+
+
+def _argmax_points(boxes, argmax_idx, pool_size: int):
+    """x, y [N, C, K, 4] in T: ``x = box start; x += x_stride * (T)argmax_idx`` per border."""
+    dtype = boxes.dtype.type
+    x1, y1, x2, y2 = (boxes[..., i] for i in range(4))                          # [N, K]
+    # box_width / pool_size: T / int, the int converted to T.
+    stride_w = (x2 - x1) / as_t(pool_size, dtype)
+    stride_h = (y2 - y1) / as_t(pool_size, dtype)
+    zero = np.zeros_like(stride_w)
+    start_x = np.stack([x1, x1, x2, x2], axis=-1)[:, None]                      # [N, 1, K, 4]
+    start_y = np.stack([y1, y1, y2, y2], axis=-1)[:, None]
+    step_x = np.stack([stride_w, zero, -stride_w, zero], axis=-1)[:, None]
+    step_y = np.stack([zero, stride_h, zero, -stride_h], axis=-1)[:, None]
+    index = as_t(argmax_idx, dtype)
+    return mul_add(step_x, index, start_x), mul_add(step_y, index, start_y)
+
+
+def _atomic_order(threads: int) -> np.ndarray:
+    """Flat indices into arrays [4 corners, threads, 4 borders] (threads = N*C*K, C order) that
+    list their atomicAdds block by block, then corner, then border (threadIdx.y), warp and lane
+    (threadIdx.x, warps being runs of 32).
+
+    The kernel's grid-stride loop visits index blocks of 128 in ascending order; the last
+    block is partial (its missing threads are skipped)."""
+    blocks = -(-threads // _BLOCK_X)
+    block, corner, border, x = np.ogrid[:blocks, :4, :BORDERS, :_BLOCK_X]
+    thread = block * _BLOCK_X + x
+    flat = (corner * threads + thread) * BORDERS + border                      # [block, corner, border, x]
+    return flat[np.broadcast_to(thread < threads, flat.shape)]
