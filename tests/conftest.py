@@ -1,8 +1,10 @@
 """Shared fixtures: generated suites (once per session) and backends built from functions."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gen.generate import Generator, case_path, plan_suite
@@ -14,6 +16,28 @@ from harness.runner import run_case
 
 REPO = Path(__file__).resolve().parents[1]
 CONFORMANCE = REPO / "tests" / "conformance"   # real data from outside opcase; its README says where from
+MMCV_CUDA = CONFORMANCE / "mmcv-cuda"   # mmcv's CUDA outputs, one npz per kernel (layout in its README)
+
+
+def mmcv_cuda_case_ids(op: str) -> list[str]:
+    """The case ids of MMCV_CUDA/<op>.npz, in order."""
+    with np.load(MMCV_CUDA / f"{op}.npz") as data:
+        return sorted({key.split("/")[0] for key in data.files}, key=int)
+
+
+def mmcv_cuda_case(op: str, case_id: str) -> tuple[dict, dict, dict]:
+    """(meta, inputs, outputs) of one captured case: its params and name, and mmcv's own outputs."""
+    with np.load(MMCV_CUDA / f"{op}.npz") as data:
+        meta = json.loads(bytes(data[f"{case_id}/meta"]).decode())
+        inputs = {key.split("/", 2)[2]: data[key] for key in data.files if key.startswith(f"{case_id}/in/")}
+        outputs = {key.split("/", 2)[2]: data[key] for key in data.files if key.startswith(f"{case_id}/out/")}
+    assert meta["op"] == op, (op, case_id, meta["op"])
+    return meta, inputs, outputs
+
+
+def raw_bits(array: np.ndarray) -> np.ndarray:
+    """A float array's bit patterns, for comparisons that NaN payloads and -0.0 cannot fool."""
+    return array.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[array.dtype.itemsize])
 TEST_SUITES = ("random", "boundary", "invalid")
 
 

@@ -8,40 +8,15 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from conftest import REPO, SHARED, generate, run_cli
+from conftest import generate, mmcv_cuda_case, mmcv_cuda_case_ids, raw_bits, run_cli
 from gen.mmcv import carafe, half
 
 KERNELS = ("carafe_forward", "carafe_backward")
 
 
-def conformance_dir():
-    """mmcv's captured outputs: the copy in tests/ where there is one, else the shared data."""
-    for folder in (REPO / "tests" / "conformance" / "mmcv-cuda", SHARED / "conformance" / "mmcv-cuda"):
-        if all((folder / f"{kernel}.npz").is_file() for kernel in KERNELS):
-            return folder
-    return None
-
-
 def conformance_cases(kernel):
-    """(kernel, case id) for every case of the kernel's npz (see the data's README.md for its layout)."""
-    folder = conformance_dir()
-    if folder is None:
-        return [pytest.param(kernel, None, marks=pytest.mark.skip(reason="no mmcv-cuda conformance data"))]
-    with np.load(folder / f"{kernel}.npz") as data:
-        ids = sorted({key.split("/")[0] for key in data.files}, key=int)
-    return [(kernel, case) for case in ids]
-
-
-def load_case(kernel, case):
-    with np.load(conformance_dir() / f"{kernel}.npz") as data:
-        meta = json.loads(bytes(data[f"{case}/meta"]).decode())
-        inputs = {key.split("/")[-1]: data[key] for key in data.files if key.startswith(f"{case}/in/")}
-        outputs = {key.split("/")[-1]: data[key] for key in data.files if key.startswith(f"{case}/out/")}
-    return meta, inputs, outputs
-
-
-def bits(array: np.ndarray) -> np.ndarray:
-    return array.view(np.uint16 if array.dtype == np.float16 else np.uint32)
+    """(kernel, case id) for every captured case of the kernel."""
+    return [(kernel, case) for case in mmcv_cuda_case_ids(kernel)]
 
 
 def assert_same_bits(actual: dict, expected: dict, label: str):
@@ -49,23 +24,21 @@ def assert_same_bits(actual: dict, expected: dict, label: str):
     for name, want in expected.items():
         got = actual[name]
         assert got.dtype == want.dtype and got.shape == want.shape, f"{label} {name}"
-        differ = np.flatnonzero(bits(got) != bits(want))
+        differ = np.flatnonzero(raw_bits(got) != raw_bits(want))
         assert differ.size == 0, (f"{label} {name}: {differ.size} of {want.size} elements differ, first at flat "
                                   f"{differ[0]}: {got.flat[differ[0]]!r} != {want.flat[differ[0]]!r}")
 
 
 @pytest.mark.parametrize("kernel, case", conformance_cases("carafe_forward") + conformance_cases("carafe_backward"))
 def test_bit_exact_with_mmcv_cuda(kernel, case):
-    meta, inputs, outputs = load_case(kernel, case)
+    meta, inputs, outputs = mmcv_cuda_case(kernel, case)
     assert meta["op"] == kernel
     assert_same_bits(getattr(carafe, kernel)(inputs, meta["params"]), outputs, meta["name"])
 
 
 def test_conformance_data_covers_both_dtypes():
-    if conformance_dir() is None:
-        pytest.skip("no mmcv-cuda conformance data")
     for kernel in KERNELS:
-        dtypes = {load_case(kernel, case)[1]["input"].dtype.name for _, case in conformance_cases(kernel)}
+        dtypes = {mmcv_cuda_case(kernel, case)[1]["input"].dtype.name for _, case in conformance_cases(kernel)}
         assert dtypes == {"float16", "float32"}, kernel
 
 
@@ -74,9 +47,7 @@ def test_conformance_data_covers_both_dtypes():
                                           ("carafe_backward", "38")])
 def test_blocks_smaller_than_the_map_give_the_same_bits(monkeypatch, kernel, case, block_elements):
     """The conformance maps fit one block: cut them into many, down to one pixel a block."""
-    if conformance_dir() is None:
-        pytest.skip("no mmcv-cuda conformance data")
-    meta, inputs, outputs = load_case(kernel, case)
+    meta, inputs, outputs = mmcv_cuda_case(kernel, case)
     monkeypatch.setattr(carafe, "_BLOCK_ELEMENTS", block_elements)
     assert_same_bits(getattr(carafe, kernel)(inputs, meta["params"]), outputs, meta["name"])
 
@@ -133,7 +104,7 @@ def test_half_operations_are_correctly_rounded_half_arithmetic():
     with np.errstate(all="ignore"):
         for ours, native in ((half.hadd, np.add), (half.hsub, np.subtract), (half.hmul, np.multiply),
                              (half.hdiv, np.divide)):
-            assert np.array_equal(bits(ours(a, b)), bits(native(a, b))), ours.__name__
+            assert np.array_equal(raw_bits(ours(a, b)), raw_bits(native(a, b))), ours.__name__
 
 
 def test_round_to_half_is_numpys_conversion():
@@ -150,7 +121,7 @@ def test_round_to_half_is_numpys_conversion():
     x = np.concatenate([near, scattered]).view(np.float32)
     with np.errstate(all="ignore"):
         ours, numpys = half.round_to_half(x), x.astype(np.float16).astype(np.float32)
-    same = (bits(ours) == bits(numpys)) | (np.isnan(ours) & np.isnan(numpys))
+    same = (raw_bits(ours) == raw_bits(numpys)) | (np.isnan(ours) & np.isnan(numpys))
     assert same.all(), x[~same][:5]
 
 
@@ -163,8 +134,8 @@ def test_double_to_half_goes_through_float():
 def test_canonical_nan():
     x = np.array([np.nan, -np.nan, 1.0], np.float32)
     x[0] = np.uint32(0x7fc12345).view(np.float32)
-    assert list(bits(half.canonical_nan(x))) == [0x7fffffff, 0x7fffffff, 0x3f800000]
-    assert bits(half.canonical_nan(x.astype(np.float16)))[0] == 0x7fff
+    assert list(raw_bits(half.canonical_nan(x))) == [0x7fffffff, 0x7fffffff, 0x3f800000]
+    assert raw_bits(half.canonical_nan(x.astype(np.float16)))[0] == 0x7fff
 
 
 # ----------------------------------------------------------------------------- literal transcription of the kernels

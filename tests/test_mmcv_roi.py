@@ -3,9 +3,6 @@ mmcv 2.2.0's own CUDA outputs (conformance/mmcv-cuda): deform_roi_pool bit for b
 (whose atomicAdds have no fixed order) by diff1 / diff2 within 10 % of mmcv's own."""
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -14,39 +11,16 @@ import harness
 from gen.mmcv import border_align, deform_roi_pool
 from gen.mmcv.deform_roi_pool import bilinear_corners, deform_roi_pool_forward, to_int
 from gen.mmcv.border_align import border_align_backward
+from conftest import mmcv_cuda_case, mmcv_cuda_case_ids, raw_bits
 
-REPO = Path(__file__).resolve().parents[1]
-# The copy that travels with the repository first, then the shared one beside the checkout.
-CONFORMANCE_DIRS = (REPO / "tests" / "conformance" / "mmcv-cuda", REPO.parent / "shared" / "conformance" / "mmcv-cuda")
 METRIC_TOLERANCE = 0.10    # the issue's rule for kernels whose sums have no fixed order
 
 
-def _conformance_file(op: str) -> Path | None:
-    return next((d / f"{op}.npz" for d in CONFORMANCE_DIRS if (d / f"{op}.npz").is_file()), None)
-
-
 def _case_ids(op: str) -> list:
-    path = _conformance_file(op)
-    if path is None:
-        return [pytest.param(None, marks=pytest.mark.skip(reason=f"no {op}.npz in {[str(d) for d in CONFORMANCE_DIRS]}"))]
-    with np.load(path) as data:
-        ids = sorted({key.split("/")[0] for key in data.files}, key=int)
-    return [pytest.param(i, id=i) for i in ids]
+    return [pytest.param(i, id=i) for i in mmcv_cuda_case_ids(op)]
 
 
-def _case(op: str, case_id: str):
-    """(meta, inputs, outputs) of one conformance case."""
-    with np.load(_conformance_file(op)) as data:
-        meta = json.loads(bytes(data[f"{case_id}/meta"]).decode())
-        tensors = {key: data[key] for key in data.files if key.startswith(f"{case_id}/") and key != f"{case_id}/meta"}
-    inputs = {key.split("/", 2)[2]: a for key, a in tensors.items() if key.split("/")[1] == "in"}
-    outputs = {key.split("/", 2)[2]: a for key, a in tensors.items() if key.split("/")[1] == "out"}
-    assert meta["op"] == op
-    return meta, inputs, outputs
-
-
-def _bits(array: np.ndarray) -> np.ndarray:
-    return array.view({2: np.uint16, 4: np.uint32}[array.dtype.itemsize])
+_case = mmcv_cuda_case
 
 
 def _mismatched_elements(op: str, case_id: str) -> int:
@@ -54,7 +28,7 @@ def _mismatched_elements(op: str, case_id: str) -> int:
     actual = deform_roi_pool_forward(inputs, meta["params"])["output"]
     expected = outputs["output"]
     assert (actual.dtype, actual.shape) == (expected.dtype, expected.shape)
-    return int(np.count_nonzero(_bits(actual) != _bits(expected)))
+    return int(np.count_nonzero(raw_bits(actual) != raw_bits(expected)))
 
 
 # ----------------------------------------------------------------------------- deform_roi_pool: bit for bit
@@ -68,8 +42,6 @@ def test_deform_roi_pool_forward_is_bit_exact(case_id):
 
 def test_conformance_covers_both_dtypes_and_offsets():
     """The bit-exact test above means something only if the data has both dtypes, with and without offset."""
-    if _conformance_file("deform_roi_pool_forward") is None:
-        pytest.skip("no deform_roi_pool_forward conformance data")
     kinds = set()
     for param in _case_ids("deform_roi_pool_forward"):
         meta, inputs, _ = _case("deform_roi_pool_forward", param.values[0])
@@ -81,8 +53,6 @@ def test_conformance_covers_both_dtypes_and_offsets():
 def test_float32_without_fused_multiply_adds_is_not_bit_exact(monkeypatch):
     """nvcc's fmas show in mmcv's float32 bits: rounding each product separately breaks bit-exactness
     (so the conformance data decides them, and the bit-exact test can fail)."""
-    if _conformance_file("deform_roi_pool_forward") is None:
-        pytest.skip("no deform_roi_pool_forward conformance data")
     monkeypatch.setattr(deform_roi_pool, "mul_add", lambda a, b, c: np.asarray(a) * np.asarray(b) + np.asarray(c))
     float32_cases = [p.values[0] for p in _case_ids("deform_roi_pool_forward")
                      if _case("deform_roi_pool_forward", p.values[0])[1]["input"].dtype == np.float32]
@@ -146,8 +116,6 @@ def test_border_align_backward_metrics_within_10_percent_of_mmcv(case_id):
 def test_border_align_thread_by_thread_order_breaks_the_rule(monkeypatch):
     """The atomicAdd order matters in float16: each thread's four adds in turn (instead of a
     block's w1 adds first) strays more than 10 % on some case, so the test above can fail."""
-    if _conformance_file("border_align_backward") is None:
-        pytest.skip("no border_align_backward conformance data")
 
     def thread_by_thread(threads):
         thread, corner, border = np.ogrid[:threads, :4, :4]

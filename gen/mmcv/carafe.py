@@ -55,7 +55,7 @@ def _blocks(N: int, H: int, W: int, elements_per_pixel: int):
                 yield n, i0, min(H, i0 + rows), j0, min(W, j0 + cols)
 
 
-def carafe_forward(inputs: dict, params: dict) -> dict:
+def carafe_forward(inputs: dict, params: dict, out_shapes: dict | None = None) -> dict:
     k, G, s = _params(params)
     image, mask = inputs["input"], inputs["mask"]
     T = ScalarT(image.dtype)
@@ -81,7 +81,7 @@ def carafe_forward(inputs: dict, params: dict) -> dict:
     return {"output": T.result(output.reshape(N, H * s, W * s, C))}
 
 
-def carafe_backward(inputs: dict, params: dict) -> dict:
+def carafe_backward(inputs: dict, params: dict, out_shapes: dict | None = None) -> dict:
     k, G, s = _params(params)
     image, mask, grad_output = inputs["input"], inputs["mask"], inputs["grad_output"]
     T = ScalarT(image.dtype)

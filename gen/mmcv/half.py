@@ -85,6 +85,8 @@ def fma32(a, b, c) -> np.ndarray:
     a, b, c = (np.asarray(v, F32) for v in (a, b, c))
     if not np.broadcast_shapes(a.shape, b.shape, c.shape):   # scalars: numpy would return a numpy scalar
         return fma32(a.reshape(1), b, c).reshape(())
+    # Views of one shape: the sum below is made in place, and the midpoint fix indexes all three.
+    a, b, c = np.broadcast_arrays(a, b, c)
     with np.errstate(invalid="ignore", over="ignore"):
         total = np.multiply(a, b, dtype=F64)      # exact: 24 + 24 significant bits
         total += c
