@@ -14,7 +14,8 @@ from gen.checks import TensorInfo, failures, first_failure
 from gen.expr import ExprError, evaluate
 from gen.spec import SUITES, Spec, SpecError, line_of
 from gen.values import ValueContext, draw
-from harness.casefile import Case, SidecarWriter, SpillFile, Tensor, Threshold, drop_pages
+from harness.casefile import (Case, SidecarWriter, SpillFile, Tensor, Threshold, contained_path, drop_pages,
+                              element_count)
 
 GENERATOR_VERSION = "opcase-gen 1"
 # Outputs larger than this (bytes, all outputs of a case) are streamed to disk piece by piece.
@@ -85,7 +86,8 @@ def _expand(spec: Spec, entry: dict, suite: str, base_seed: int) -> list[Plan]:
     return plans
 
 
-def _sample(rng: np.random.Generator, sampler, env: dict):
+def _sample(spec: Spec, node, key, rng: np.random.Generator, sampler, env: dict):
+    """A value for ``node[key]`` (a dims or params entry of suites.random)."""
     if isinstance(sampler, dict):
         lo, hi = sampler["min"], sampler["max"]
         if isinstance(lo, int) and isinstance(hi, int):
@@ -96,7 +98,7 @@ def _sample(rng: np.random.Generator, sampler, env: dict):
     if isinstance(sampler, list):
         return sampler[int(rng.integers(len(sampler)))]
     if isinstance(sampler, str):
-        return evaluate(sampler, env)
+        return _spec_expr(spec, node, key, sampler, env)
     return sampler
 
 
@@ -105,14 +107,31 @@ def shapes_of(spec: Spec, dims: dict, params: dict) -> dict[str, tuple]:
     shapes = {}
     for t in (*spec.inputs.values(), *spec.outputs.values()):
         try:
-            shapes[t.name] = tuple(int(evaluate(d, env)) for d in t.shape)
+            shapes[t.name] = tuple(_dimension(evaluate(d, env)) for d in t.shape)
         except ExprError as exc:
             raise SpecError(spec.path, t.line, f"shape of '{t.name}': {exc}") from None
     return shapes
 
 
+def _dimension(value) -> int:
+    """A shape entry as an int (a float is truncated, as int() does); ExprError if it is no number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ExprError(f"a dimension must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ExprError(f"a dimension must be finite, got {value!r}")
+    return int(value)
+
+
+def _spec_expr(spec: Spec, node, key, text, env: dict):
+    """evaluate(), with an error as the spec's, at the line of ``node[key]``."""
+    try:
+        return evaluate(text, env)
+    except ExprError as exc:
+        raise SpecError(spec.path, line_of(node, key), str(exc)) from None
+
+
 def _elements(shapes: dict) -> int:
-    return sum(int(np.prod(s, dtype=np.int64)) for s in shapes.values())
+    return sum(element_count(s) for s in shapes.values())
 
 
 def _tensor_infos(spec: Spec, shapes, dtypes, layouts, omit=()) -> dict:
@@ -139,15 +158,15 @@ def plan_random(spec: Spec, count: int, base_seed: int) -> list[Plan]:
         for _ in range(RANDOM_ATTEMPTS):
             env: dict = {}
             for name, sampler in (conf.get("dims") or {}).items():
-                env[name] = _sample(rng, sampler, env)
+                env[name] = _sample(spec, conf["dims"], name, rng, sampler, env)
             dims = dict(env)
             params = {}
             for name, sampler in (conf.get("params") or {}).items():
-                params[name] = env[name] = _sample(rng, sampler, env)
+                params[name] = env[name] = _sample(spec, conf["params"], name, rng, sampler, env)
             missing = [p for p in spec.params if p not in params]
             if missing:
                 raise SpecError(spec.path, line_of(conf), f"suites.random.params must sample {missing}")
-            if not all(evaluate(cond, env) for cond in conf.get("where", []) or []):
+            if not all(_spec_expr(spec, conf, "where", cond, env) for cond in conf.get("where", []) or []):
                 continue
             shapes = shapes_of(spec, dims, params)
             if _elements(shapes) > max_elements:
@@ -313,14 +332,14 @@ class Generator:
         from harness.casefile import save
         pieces = self.spec.reference_blocks_fn
         lay = layout_of(self.spec, replace(plan, params=interface_params(self.spec, plan.params)))
-        output_bytes = sum(int(np.prod(lay.shapes[n], dtype=np.int64)) * np.dtype(lay.dtypes[n]).itemsize
+        output_bytes = sum(element_count(lay.shapes[n]) * np.dtype(lay.dtypes[n]).itemsize
                            for n in self.spec.outputs)
         if plan.violation is not None or pieces is None or output_bytes <= STREAM_OUTPUT_BYTES:
             return save(self.build(plan), path)
         spills: list[SpillFile] = []
 
         def allocate(shape, dtype):
-            if int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize <= SPILL_INPUT_BYTES:
+            if element_count(shape) * np.dtype(dtype).itemsize <= SPILL_INPUT_BYTES:
                 return np.empty(shape, dtype)
             spills.append(SpillFile(Path(path), shape, dtype))
             return spills[-1].array
@@ -490,11 +509,15 @@ def flat_start(index: tuple, shape) -> int:
 
 
 def total_bytes(spec: Spec, plan: Plan) -> int:
+    """Bytes of all the case's tensors, exactly (Python ints: no product wraps around)."""
     lay = layout_of(spec, plan)
-    return sum(int(np.prod(s, dtype=np.int64)) * np.dtype(lay.dtypes[n]).itemsize for n, s in lay.shapes.items())
+    return sum(element_count(s) * np.dtype(lay.dtypes[n]).itemsize for n, s in lay.shapes.items())
 
 
 def case_path(out_dir: Path, case_or_plan, op: str) -> Path:
-    return Path(out_dir) / op / case_or_plan.suite / f"{case_or_plan.name}.opcase"
-
-
+    """OUT/OP/SUITE/NAME.opcase; GenerationError for a name that cannot be a file name or a
+    path that would lead out of OUT."""
+    try:
+        return contained_path(out_dir, op, case_or_plan.suite, f"{case_or_plan.name}.opcase")
+    except ValueError as exc:
+        raise GenerationError(f"case {op}/{case_or_plan.suite}/{case_or_plan.name}: {exc}") from None

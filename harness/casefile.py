@@ -13,8 +13,10 @@ renamed into place, so a reader never sees half a file.
 from __future__ import annotations
 
 import hashlib
+import math
 import mmap
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +38,34 @@ _DTYPES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "
 
 class CaseFileError(Exception):
     """A case file that cannot be trusted: unreadable, truncated, tampered or inconsistent."""
+
+
+# A name read from a spec or a case file (operator, suite, case, tensor) becomes one component
+# of a file's path; it must be a plain one: never '.' or '..', no separator, nothing a shell or
+# a file system treats specially, short enough for the suffixes added to it.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=-]{0,159}")
+PLAIN_NAME_RULE = "1 to 160 letters, digits and . _ + = -, starting with a letter or digit"
+
+
+def is_plain_name(name) -> bool:
+    return isinstance(name, str) and _PLAIN_NAME.fullmatch(name) is not None
+
+
+def contained_path(out_dir: Path, *names: str) -> Path:
+    """``out_dir``/names..., each a plain file-name component; ValueError otherwise, and if the
+    result, symlinks resolved, is not inside ``out_dir``."""
+    bad = next((n for n in names if not is_plain_name(n)), None)
+    if bad is not None:
+        raise ValueError(f"{bad!r} is not a plain file name ({PLAIN_NAME_RULE})")
+    path = Path(out_dir).joinpath(*names)
+    if not path.resolve().is_relative_to(Path(out_dir).resolve()):
+        raise ValueError(f"{path} resolves to {path.resolve()}, outside {out_dir}")
+    return path
+
+
+def element_count(shape) -> int:
+    """Elements of a tensor of ``shape``, as an exact Python int (an int64 product can wrap)."""
+    return math.prod(int(d) for d in shape)
 
 
 @dataclass

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import re
 import shlex
 import sys
@@ -11,8 +12,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-SIZE_UNITS = {"": 1, "B": 1, "K": 1e3, "KB": 1e3, "KIB": 1024, "M": 1e6, "MB": 1e6, "MIB": 1024**2,
-              "G": 1e9, "GB": 1e9, "GIB": 1024**3, "T": 1e12, "TB": 1e12, "TIB": 1024**4}
+SIZE_UNITS = {"": 1, "B": 1, "K": 10**3, "KB": 10**3, "KIB": 1024, "M": 10**6, "MB": 10**6, "MIB": 1024**2,
+              "G": 10**9, "GB": 10**9, "GIB": 1024**3, "T": 10**12, "TB": 10**12, "TIB": 1024**4}
 
 
 class InputError(click.ClickException):
@@ -21,10 +22,24 @@ class InputError(click.ClickException):
 
 
 def parse_size(text: str) -> int:
-    m = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]*)\s*", text or "")
+    """Bytes of a size like 64MB, 1.5GiB or 1000000, exactly (no float overflow for long numbers)."""
+    from decimal import Decimal
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*", text or "")
     if not m or m.group(2).upper() not in SIZE_UNITS:
         raise click.BadParameter(f"{text!r} is not a size like 64MB, 1.5GiB or 1000000")
-    return int(float(m.group(1)) * SIZE_UNITS[m.group(2).upper()])
+    return int(Decimal(m.group(1)) * SIZE_UNITS[m.group(2).upper()])
+
+
+def _size_option(ctx, param, value):
+    """Click callback: a size option's bytes, or a usage error naming the option."""
+    return None if value is None else parse_size(value)
+
+
+def _finite_seconds(ctx, param, value):
+    """Click callback: inf or nan seconds would never time anything out."""
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a finite number of seconds")
+    return value
 
 
 def _suites(text: str) -> list[str]:
@@ -59,7 +74,8 @@ def main():
 @click.option("--count", type=click.IntRange(min=0), default=None, help="Random cases per spec (default: the spec's).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed; every case is fixed by (spec, suite, seed).")
 @click.option("--select", default=None, help="Only cases whose name matches this regular expression.")
-@click.option("--max-size", "max_size", default=None, help="Skip cases whose tensors exceed this many bytes (e.g. 64MB); they are listed.")
+@click.option("--max-size", "max_size", default=None, callback=_size_option,
+              help="Skip cases whose tensors exceed this many bytes (e.g. 64MB); they are listed.")
 @click.option("--baseline", default=None, help="Backend for dynamic thresholds (default: the spec's, usually lowp).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Generate cases in N worker processes.")
@@ -75,7 +91,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     from harness.backend import BackendLoadError, load_backend, with_device
 
     suites = _suites(suite_text)
-    limit = parse_size(max_size) if max_size else None
+    limit = max_size
     try:
         pattern = re.compile(select) if select else None
     except re.error as exc:
@@ -203,7 +219,7 @@ def _run_files(paths, rerun_failed, filter_text, shard) -> list[Path]:
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Run cases in N worker processes (a crash or hang then costs only its case).")
 @click.option("--device", default=None, help="Device for the torch backend: cpu, cuda, cuda:1, ...")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
               help="Seconds a case (all its calls) may take; over it, its worker is killed and the case "
                    "is an error.  Implies worker processes.  With an exec: backend, the seconds each run of "
                    "the command may take (it is killed; no workers needed).")
