@@ -209,7 +209,7 @@ class SidecarWriter:
 
     def __init__(self, case_path: Path, shape, dtype):
         self.dtype = np.dtype(dtype).newbyteorder("<")
-        self.total = int(np.prod(shape, dtype=np.int64))
+        self.total = element_count(shape)
         self.written = 0                          # elements
         self.any_nonzero = False
         self._digest = hashlib.sha256()
@@ -256,7 +256,7 @@ class SpillFile:
     def __init__(self, case_path: Path, shape, dtype):
         self.dtype = np.dtype(dtype).newbyteorder("<")
         self.shape = tuple(int(s) for s in shape)
-        self.length = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        self.length = element_count(self.shape) * self.dtype.itemsize
         if self.length == 0:
             raise ValueError("an empty tensor needs no file")
         case_path.parent.mkdir(parents=True, exist_ok=True)
@@ -364,7 +364,7 @@ def _read_sidecar(case_path: Path, t: pb.Tensor, dtype: np.dtype, shape: tuple[i
         size = side.stat().st_size
     except OSError as exc:
         raise CaseFileError(f"{where}: cannot read ({exc.strerror})") from None
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    expected = element_count(shape) * dtype.itemsize
     if size != t.sidecar.length or size != expected:
         raise CaseFileError(f"{where}: {size} bytes on disk, case records {t.sidecar.length}, "
                             f"shape needs {expected}")
@@ -393,7 +393,7 @@ def _tensor_from_pb(case_path: Path, t: pb.Tensor, verify: bool) -> Tensor:
     storage = t.WhichOneof("storage")
     data = None
     if storage == "data":
-        expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        expected = element_count(shape) * dtype.itemsize
         if len(t.data) != expected:
             raise CaseFileError(f"{where}: {len(t.data)} bytes inline, shape {list(shape)} of {dtype.name} "
                                 f"needs {expected}")
@@ -430,6 +430,12 @@ def read_envelope(path: Path) -> pb.Case:
 def from_proto(msg: pb.Case, path: Path, verify: bool = True) -> Case:
     if msg.expect not in (pb.OK, pb.REJECTED):
         raise CaseFileError(f"{path}: case states no expected outcome")
+    # These names become parts of paths (export, reports, REPRO lines): plain ones only.
+    named = [("op", msg.op), ("suite", msg.suite), ("name", msg.name)]
+    named += [("tensor", t.name) for t in (*msg.inputs, *msg.outputs)]
+    for what, name in named:
+        if not is_plain_name(name):
+            raise CaseFileError(f"{path}: {what} {name!r} is not a plain name ({PLAIN_NAME_RULE})")
     criteria: dict[str, list[Threshold]] = {}
     for crit in msg.criteria:
         criteria[crit.output] = [Threshold(metric=t.metric, value=t.value, provenance=t.provenance,

@@ -451,14 +451,18 @@ if __name__ == "__main__":
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
 @click.option("--baseline", default=None, help="Backend for dynamic thresholds (default: the spec's).")
-def import_(paths, out_dir, baseline):
-    """Import mlu-ops case files (.pb/.prototxt), adding goldens and thresholds."""
-    from harness.interop import find_mluops, import_file
+@click.option("--max-size", "max_size", default=None, callback=_size_option,
+              help="Skip cases whose tensors exceed this many bytes (e.g. 64MB); they are listed.")
+def import_(paths, out_dir, baseline, max_size):
+    """Import mlu-ops case files (.pb/.prototxt), adding goldens and thresholds.
+
+    A case is named after its file; files of one kernel that share a name (case_0.prototxt in
+    several directories) are named after their path under PATH instead."""
+    from harness.interop import import_all
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    outcomes = [import_file(p, out, baseline) for p in find_mluops(paths)]
-    _report_outcomes(outcomes)
+    _report_outcomes(import_all(paths, out, baseline, max_size))
 
 
 @main.command("export")
