@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 from gen.expr import ExprError, evaluate
 from gen.spec import Check, Spec
 from harness.casefile import element_count
