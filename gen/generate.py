@@ -98,7 +98,7 @@ def _sample(spec: Spec, node, key, rng: np.random.Generator, sampler, env: dict)
     if isinstance(sampler, list):
         return sampler[int(rng.integers(len(sampler)))]
     if isinstance(sampler, str):
-        return _spec_expr(spec, node, key, sampler, env)
+        return _spec_expr(spec, node, key, f"suites.random sampler of {key}", sampler, env)
     return sampler
 
 
@@ -122,12 +122,12 @@ def _dimension(value) -> int:
     return int(value)
 
 
-def _spec_expr(spec: Spec, node, key, text, env: dict):
-    """evaluate(), with an error as the spec's, at the line of ``node[key]``."""
+def _spec_expr(spec: Spec, node, key, what: str, text, env: dict):
+    """evaluate() ``what``, with an error as the spec's, at the line of ``node[key]``."""
     try:
         return evaluate(text, env)
     except ExprError as exc:
-        raise SpecError(spec.path, line_of(node, key), str(exc)) from None
+        raise SpecError(spec.path, line_of(node, key), f"{what}: {exc}") from None
 
 
 def _elements(shapes: dict) -> int:
@@ -166,7 +166,7 @@ def plan_random(spec: Spec, count: int, base_seed: int) -> list[Plan]:
             missing = [p for p in spec.params if p not in params]
             if missing:
                 raise SpecError(spec.path, line_of(conf), f"suites.random.params must sample {missing}")
-            if not all(_spec_expr(spec, conf, "where", cond, env) for cond in conf.get("where", []) or []):
+            if not all(_spec_expr(spec, conf, "where", "suites.random.where", cond, env) for cond in conf.get("where", []) or []):
                 continue
             shapes = shapes_of(spec, dims, params)
             if _elements(shapes) > max_elements:
@@ -521,3 +521,18 @@ def case_path(out_dir: Path, case_or_plan, op: str) -> Path:
         return contained_path(out_dir, op, case_or_plan.suite, f"{case_or_plan.name}.opcase")
     except ValueError as exc:
         raise GenerationError(f"case {op}/{case_or_plan.suite}/{case_or_plan.name}: {exc}") from None
+
+
+def foreign_case(out_dir: Path, spec: Spec) -> tuple[Path, str] | None:
+    """A case already in OUT/OP written from another version of ``spec`` or by another generator
+    (with what it was written from), or None: one directory never mixes the two."""
+    from harness.casefile import CaseFileError, find, read_envelope
+    for path in find([Path(out_dir) / spec.op]) if (Path(out_dir) / spec.op).is_dir() else []:
+        try:
+            msg = read_envelope(path)
+        except CaseFileError:
+            continue                  # not a case anyone can run; gen does not judge it
+        if (msg.spec_sha256, msg.generator_version) != (spec.sha256, GENERATOR_VERSION):
+            return path, f"spec sha256 {msg.spec_sha256[:12]}, {msg.generator_version}"
+    return None
+

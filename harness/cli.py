@@ -83,7 +83,7 @@ def main():
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
 def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, out_dir):
     """Generate suites of cases from operator SPECS (YAML) into OUT."""
-    from gen.generate import GenerationError, case_path, plan_suite, total_bytes
+    from gen.generate import GenerationError, case_path, foreign_case, plan_suite, total_bytes
     from concurrent.futures.process import BrokenProcessPool
 
     from gen.parallel import Task, write_all
@@ -96,13 +96,14 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
         pattern = re.compile(select) if select else None
     except re.error as exc:
         raise InputError(f"--select: bad regular expression: {exc}") from None
-    tasks, skipped, counts = [], [], {}
+    tasks, skipped, counts, needed = [], [], {}, 0
     try:
         if device is not None:
             if baseline is None:
                 raise InputError("--device needs --baseline torch")
             baseline = with_device(baseline, device)
         for spec in [load_spec(p) for p in specs]:
+            _refuse_foreign_cases(foreign_case(Path(out_dir), spec), out_dir, spec)
             if spec.criteria.mode == "dynamic":
                 load_backend(baseline or spec.criteria.baseline)       # fail early on a bad --baseline
             for suite in suites:
@@ -114,10 +115,12 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
                     if limit is not None and size > limit:
                         skipped.append(f"{spec.op}/{suite}/{plan.name} ({size / 1e6:.1f} MB)")
                         continue
+                    needed += size
                     tasks.append(Task(str(spec.path), spec.op, suite, plan.name, index, count, seed, baseline,
                                       str(case_path(Path(out_dir), plan, spec.op))))
     except (SpecError, GenerationError, BackendLoadError) as exc:
         raise InputError(str(exc)) from None
+    _refuse_over_free_space(needed, out_dir)
     written = [0]
     with _progress(len(tasks), "generating") as advance:
         def done(task, size):
@@ -138,6 +141,23 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     for line in skipped:
         click.echo(f"skipped (over --max-size): {line}")
     click.echo(f"wrote {sum(sum(c.values()) for c in counts.values())} cases ({written[0] / 1e6:.1f} MB) to {out_dir}")
+
+
+def _refuse_foreign_cases(found, out_dir, spec) -> None:
+    if found is not None:
+        path, origin = found
+        raise InputError(f"{Path(out_dir) / spec.op} holds cases of another spec version or generator ({path}: "
+                         f"{origin}); remove that directory or give another -o")
+
+
+def _refuse_over_free_space(needed: int, out_dir) -> None:
+    """Tensors that cannot fit on the disk are refused before the first case is written."""
+    import shutil
+    existing = next(p for p in (Path(out_dir).absolute(), *Path(out_dir).absolute().parents) if p.exists())
+    free = shutil.disk_usage(existing).free
+    if needed > free:
+        raise InputError(f"the cases' tensors take {needed / 1e6:.1f} MB, {existing} has {free / 1e6:.1f} MB free; "
+                         f"give --max-size to skip the largest cases")
 
 
 @contextlib.contextmanager
