@@ -280,7 +280,7 @@ def test_import_full_disk_is_an_error_and_leaves_no_temporary_file(tmp_path, mon
     ('shape: [N, H, W, "N.shape"]', "AttributeError"),
     ('shape: [N, H, W, "\'abc\'"]', "a dimension must be a number"),
     ('shape: [N, H, W, "1e400"]', "a dimension must be finite"),
-    ('shape: [N, H, W, "int(\'x\')"]', "ValueError"),
+    ('shape: [N, H, W, "float(\'nan\')"]', "a dimension must be finite"),
 ])
 def test_expression_errors_are_spec_errors_with_file_and_line(tmp_path, shape, error):
     path = _spec(tmp_path, PSAMASK, "shape: [N, H, W, H * W]", shape)
@@ -304,7 +304,7 @@ def test_random_where_and_sampler_errors_are_spec_errors(tmp_path):
     _one_line_error(result, path, "N: {min: 3, max: 1}", "min 3 is above max 1")
 
 
-@pytest.mark.parametrize("value", ["inf", "nan", "-inf"])
+@pytest.mark.parametrize("value", ["inf", "nan"])
 def test_timeout_must_be_finite(tmp_path, value):
     result = _run("run", REPO / "cases" / "psamask_forward", "--timeout", value)
     assert result.exit_code == 2 and "Invalid value for '--timeout'" in result.output, result.output
