@@ -166,7 +166,8 @@ def plan_random(spec: Spec, count: int, base_seed: int) -> list[Plan]:
             missing = [p for p in spec.params if p not in params]
             if missing:
                 raise SpecError(spec.path, line_of(conf), f"suites.random.params must sample {missing}")
-            if not all(_spec_expr(spec, conf, "where", "suites.random.where", cond, env) for cond in conf.get("where", []) or []):
+            where = conf.get("where", []) or []
+            if not all(_spec_expr(spec, conf, "where", "suites.random.where", cond, env) for cond in where):
                 continue
             shapes = shapes_of(spec, dims, params)
             if _elements(shapes) > max_elements:

@@ -239,8 +239,9 @@ class _Validator:
             self.fail(node, key, f"{where}: {exc}")
 
 
-def _tensor(v: _Validator, name, node, kind, dtypes) -> TensorSpec:
+def _tensor(v: _Validator, parent, name, node, kind, dtypes) -> TensorSpec:
     where = f"{kind} '{name}'"
+    v.plain_name(parent, name, name, f"{kind} name")   # it names the tensor's sidecar file
     if not isinstance(node, dict):
         v.fail(node, None, f"{where} must be a mapping")
     keys = ["dtype", "layout", "shape", "values", "optional", "doc"] if kind == "input" else \
@@ -462,8 +463,10 @@ def load_spec(path) -> Spec:
         if ptype not in ("int", "float", "bool"):
             v.fail(raw["params"], name, f"param '{name}': type must be int, float or bool")
         params[name] = ParamSpec(name=name, type=ptype, doc=str(pnode.get("doc", "")))
-    inputs = {n: _tensor(v, n, t, "input", dtypes) for n, t in v.mapping(raw, "inputs", "spec").items()}
-    outputs = {n: _tensor(v, n, t, "output", dtypes) for n, t in v.mapping(raw, "outputs", "spec").items()}
+    inputs = {n: _tensor(v, raw["inputs"], n, t, "input", dtypes)
+              for n, t in v.mapping(raw, "inputs", "spec").items()}
+    outputs = {n: _tensor(v, raw["outputs"], n, t, "output", dtypes)
+               for n, t in v.mapping(raw, "outputs", "spec").items()}
     clash = set(inputs) & set(outputs) | (set(inputs) | set(outputs)) & set(params)
     if clash:
         v.fail(raw, "outputs", f"names used twice among inputs, outputs and params: {sorted(clash)}")

@@ -59,17 +59,9 @@ def complete_imported(case: Case, baseline_name: str | None) -> Case:
 def import_all(paths, out_dir: Path, baseline: str | None, max_size: int | None = None) -> list[Outcome]:
     """Import every mlu-ops case file under ``paths`` into ``out_dir``; one Outcome per file, so
     that a bad file costs only itself."""
-    from harness.mluops import MluopsError, UnsupportedKernel, load_mluops
-
     found = find_mluops(paths)
-    headers: dict[Path, object] = {}      # source -> its MluCase without data, or its Outcome
-    for source, _ in found:
-        try:
-            headers[source] = load_mluops(source, with_data=False)
-        except UnsupportedKernel as exc:
-            headers[source] = Outcome(source, "skipped", f"not one of opcase's kernels ({exc.op_name})")
-        except MluopsError as exc:
-            headers[source] = Outcome(source, "error", str(exc))
+    # source -> its MluCase read without data, or its Outcome
+    headers = {source: _one_file(source, lambda: _header(source)) for source, _ in found}
     names = _case_names(found, headers)
     written: dict[Path, Path] = {}       # target -> source
     outcomes = []
@@ -78,11 +70,29 @@ def import_all(paths, out_dir: Path, baseline: str | None, max_size: int | None 
         if isinstance(header, Outcome):
             outcomes.append(header)
             continue
-        try:
-            outcomes.append(import_file(source, names[source], header, out_dir, baseline, max_size, written))
-        except Exception as exc:  # noqa: BLE001 - one file's failure, whatever it is, must not stop the rest
-            outcomes.append(Outcome(source, "error", f"{type(exc).__name__}: {exc}"))
+        outcomes.append(_one_file(source, lambda: import_file(source, names[source], header, out_dir, baseline,
+                                                              max_size, written)))
     return outcomes
+
+
+def _one_file(source: Path, step):
+    """``step()``, or the error Outcome of whatever it raised: one file's failure, whatever it
+    is, must not stop the others."""
+    try:
+        return step()
+    except Exception as exc:  # noqa: BLE001 - see above; the file is reported as an error
+        return Outcome(source, "error", f"{type(exc).__name__}: {exc}")
+
+
+def _header(source: Path):
+    """The file's MluCase without data, or its Outcome when it cannot be imported."""
+    from harness.mluops import MluopsError, UnsupportedKernel, load_mluops
+    try:
+        return load_mluops(source, with_data=False)
+    except UnsupportedKernel as exc:
+        return Outcome(source, "skipped", f"not one of opcase's kernels ({exc.op_name})")
+    except MluopsError as exc:
+        return Outcome(source, "error", str(exc))
 
 
 def _case_names(found: list[tuple[Path, Path]], headers: dict) -> dict[Path, str]:

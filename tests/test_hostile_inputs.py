@@ -95,6 +95,8 @@ def test_spec_value_fn_must_be_defined_in_own_package(tmp_path, monkeypatch):
     ("{name: mask_1x1,", "{name: ../../../escaped,", "../../../escaped"),
     ("id: psa_type_known", "id: ../escaped", "id: ../escaped"),
     ("{name: mask_1x1,", "{name: \"/tmp/abs\",", "/tmp/abs"),
+    ("  y: {dtype: T, layout: NHWC, shape: [N, H, W, H * W]}", "  ../y: {dtype: T, layout: NHWC, shape: [N, H, W, H * W]}",
+     "../y:"),
 ])
 def test_spec_names_must_be_plain_file_names(tmp_path, old, new, needle):
     path = _spec(tmp_path, PSAMASK, old, new)
