@@ -496,3 +496,18 @@ def find(paths) -> list[Path]:
         else:
             found.append(p)
     return found
+
+
+def mixed_versions(paths) -> dict[str, int]:
+    """Operators whose cases among ``paths`` were written from more than one spec version or
+    generator (by recorded spec sha256 and generator version), with how many; unreadable files
+    are left to whoever reads them."""
+    versions: dict[str, set] = {}
+    for path in paths:
+        try:
+            msg = read_envelope(Path(path))
+        except CaseFileError:
+            continue
+        versions.setdefault(msg.op, set()).add((msg.spec_sha256, msg.generator_version))
+    return {op: len(found) for op, found in versions.items() if len(found) > 1}
+

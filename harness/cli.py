@@ -218,6 +218,13 @@ def _run_files(paths, rerun_failed, filter_text, shard) -> list[Path]:
     return files
 
 
+def _warn_mixed_versions(files) -> None:
+    from harness.casefile import mixed_versions
+    for op, count in mixed_versions(files).items():
+        click.echo(f"warning: the {op} cases come from {count} versions of its spec or generator "
+                   f"(an -o reused across versions?); their verdicts are not comparable", err=True)
+
+
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--backend", "backend_spec", default="reference", show_default=True,
@@ -270,6 +277,7 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     if not paths and not rerun_failed:
         raise InputError("give case files or directories (PATHS), or --rerun-failed RESULTS.json")
     files = _run_files(paths, rerun_failed, filter_text, shard)
+    _warn_mixed_versions(files)
     pool_timeout = timeout
     if timeout is not None and backend_spec.startswith("exec:"):
         # The exec backend enforces --timeout itself, on each call: it kills just the command and

@@ -355,3 +355,13 @@ def test_gen_refuses_an_out_dir_holding_another_spec_version(tmp_path):
     again = _run("gen", REPO / "specs" / "psamask_forward.yaml", "--suite", "boundary", "--select", "map_1x1",
                  "-o", out)
     assert again.exit_code == 0, again.output
+
+
+def test_run_warns_about_cases_of_several_spec_versions(tmp_path):
+    _tiny_case(tmp_path / "mixed", name="one")
+    _tiny_case(tmp_path / "mixed" / "more", name="two", spec_sha256="0" * 64)
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "mixed")])
+    assert result.exit_code == 0, result.output
+    assert "warning: the psamask_forward cases come from 2 versions" in result.stderr
+    same = CliRunner().invoke(main, ["run", str(tmp_path / "mixed" / "more")])
+    assert same.exit_code == 0 and "warning" not in same.stderr
