@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
+import numbers
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -115,7 +116,7 @@ def shapes_of(spec: Spec, dims: dict, params: dict) -> dict[str, tuple]:
 
 def _dimension(value) -> int:
     """A shape entry as an int (a float is truncated, as int() does); ExprError if it is no number."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ExprError(f"a dimension must be a number, got {value!r}")
     if not math.isfinite(value):
         raise ExprError(f"a dimension must be finite, got {value!r}")
@@ -536,4 +537,3 @@ def foreign_case(out_dir: Path, spec: Spec) -> tuple[Path, str] | None:
         if (msg.spec_sha256, msg.generator_version) != (spec.sha256, GENERATOR_VERSION):
             return path, f"spec sha256 {msg.spec_sha256[:12]}, {msg.generator_version}"
     return None
-

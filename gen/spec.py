@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import math
 import inspect
+import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -28,7 +28,7 @@ SUITES = ("network", "random", "boundary", "invalid")
 # module only with OPCASE_TRUST_SPEC_CODE=1 (a spec is data: loading one must not run foreign code).
 OWN_CODE_PACKAGE = "gen.ops"
 TRUST_ENV = "OPCASE_TRUST_SPEC_CODE"
-# Cases one network or boundary entry may expand to (its 'each' lists times the dtypes).
+# Cases one network or boundary entry may expand to (the product of the lengths of its 'each' lists).
 MAX_CASES_PER_ENTRY = 1000
 MAX_RANDOM_COUNT = 100_000
 
@@ -226,6 +226,7 @@ class _Validator:
                 self.fail(node, key, f"{where}: unknown key '{key}' (allowed: {', '.join(keys)})")
 
     def plain_name(self, node, key, name, where):
+        name = str(name)          # YAML reads `name: 2020` as a number; it is used as str(...)
         if not is_plain_name(name):
             self.fail(node, key, f"{where}: {name!r} is not a plain name ({PLAIN_NAME_RULE}): "
                                  f"it becomes part of file names")

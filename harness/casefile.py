@@ -510,4 +510,3 @@ def mixed_versions(paths) -> dict[str, int]:
             continue
         versions.setdefault(msg.op, set()).add((msg.spec_sha256, msg.generator_version))
     return {op: len(found) for op, found in versions.items() if len(found) > 1}
-

@@ -91,7 +91,6 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     from harness.backend import BackendLoadError, load_backend, with_device
 
     suites = _suites(suite_text)
-    limit = max_size
     try:
         pattern = re.compile(select) if select else None
     except re.error as exc:
@@ -112,7 +111,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
                     if pattern and not pattern.search(plan.name):
                         continue
                     size = total_bytes(spec, plan)
-                    if limit is not None and size > limit:
+                    if max_size is not None and size > max_size:
                         skipped.append(f"{spec.op}/{suite}/{plan.name} ({size / 1e6:.1f} MB)")
                         continue
                     needed += size
