@@ -301,6 +301,14 @@ def _check(v: _Validator, node, inputs, outputs, params) -> Check:
             for tname in violate.get(section, {}) or {}:
                 if tname not in tensors:
                     v.fail(violate[section], tname, f"{where}: violate.{section} names unknown tensor '{tname}'")
+        for tname, dtype in (violate.get("dtype") or {}).items():
+            if dtype not in TENSOR_DTYPES:
+                v.fail(violate["dtype"], tname, f"{where}: violate.dtype.{tname} must be one of "
+                                                f"{', '.join(TENSOR_DTYPES)}")
+        for tname, shape in (violate.get("shape") or {}).items():
+            if not isinstance(shape, list) or any(isinstance(d, bool) or not isinstance(d, int) or d < 0
+                                                  for d in shape):
+                v.fail(violate["shape"], tname, f"{where}: violate.shape.{tname} must be a list of whole numbers >= 0")
         for pname in violate.get("params", {}) or {}:
             if pname not in params:
                 v.fail(violate["params"], pname, f"{where}: violate.params names unknown param '{pname}'")
@@ -363,6 +371,10 @@ def _entry(v: _Validator, node, where, spec_inputs, need_name=True):
     for tname in node.get("omit", []) or []:
         if tname not in spec_inputs or not spec_inputs[tname].optional:
             v.fail(node, "omit", f"{where}: only optional inputs can be omitted, not '{tname}'")
+    for dtype in [node["dtype"]] if "dtype" in node else (node.get("each") or {}).get("dtype") or []:
+        if dtype not in FLOAT_DTYPES:
+            v.fail(node, "dtype" if "dtype" in node else "each", f"{where}: dtype {dtype!r} is not one of "
+                                                                 f"{', '.join(FLOAT_DTYPES)}")
     cases = 1
     for key, choices in (node.get("each") or {}).items():
         if not isinstance(choices, list) or not choices:

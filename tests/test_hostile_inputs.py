@@ -365,3 +365,16 @@ def test_run_warns_about_cases_of_several_spec_versions(tmp_path):
     assert "warning: the psamask_forward cases come from 2 versions" in result.stderr
     same = CliRunner().invoke(main, ["run", str(tmp_path / "mixed" / "more")])
     assert same.exit_code == 0 and "warning" not in same.stderr
+
+
+@pytest.mark.parametrize("old, new, needle, message", [
+    ("violate: {shape: {y: [2, 5, 6, 31]}}", "violate: {shape: {y: [2, 5, \"six\", 31]}}", "\"six\"",
+     "violate.shape.y must be a list of whole numbers"),
+    ("violate: {dtype: {y: float16}}", "violate: {dtype: {y: complex999}}", "complex999",
+     "violate.dtype.y must be one of"),
+    ("{name: map_1x1,", "{name: map_1x1, dtype: float99,", "float99", "dtype 'float99' is not one of"),
+])
+def test_values_that_become_numpy_arguments_are_checked_at_load(tmp_path, old, new, needle, message):
+    path = _spec(tmp_path, PSAMASK, old, new)
+    result = _run("gen", path, "-o", tmp_path / "out")
+    _one_line_error(result, path, needle, message)
