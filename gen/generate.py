@@ -332,12 +332,9 @@ class Generator:
         (``<fn>_blocks``), are computed and written piece by piece, so that no golden is ever
         whole in memory, let alone in float64."""
         from harness.casefile import save
-        pieces = self.spec.reference_blocks_fn
-        lay = layout_of(self.spec, replace(plan, params=interface_params(self.spec, plan.params)))
-        output_bytes = sum(element_count(lay.shapes[n]) * np.dtype(lay.dtypes[n]).itemsize
-                           for n in self.spec.outputs)
-        if plan.violation is not None or pieces is None or output_bytes <= STREAM_OUTPUT_BYTES:
+        if builds_in_memory(self.spec, plan):
             return save(self.build(plan), path)
+        pieces = self.spec.reference_blocks_fn
         spills: list[SpillFile] = []
 
         def allocate(shape, dtype):
@@ -508,6 +505,16 @@ def flat_start(index: tuple, shape) -> int:
     first = [i.start or 0 if isinstance(i, slice) else int(i) for i in index]
     first += [0] * (len(shape) - len(first))
     return int(np.ravel_multi_index(first, shape)) if all(shape) else 0
+
+
+def builds_in_memory(spec: Spec, plan: Plan) -> bool:
+    """Whether Generator.write builds the whole case in memory; else it streams the goldens to
+    disk piece by piece (a reference with ``<fn>_blocks``, outputs over STREAM_OUTPUT_BYTES)."""
+    if plan.violation is not None or spec.reference_blocks_fn is None:
+        return True
+    lay = layout_of(spec, replace(plan, params=interface_params(spec, plan.params)))
+    output_bytes = sum(element_count(lay.shapes[n]) * np.dtype(lay.dtypes[n]).itemsize for n in spec.outputs)
+    return output_bytes <= STREAM_OUTPUT_BYTES
 
 
 def total_bytes(spec: Spec, plan: Plan) -> int:

@@ -63,6 +63,14 @@ def contained_path(out_dir: Path, *names: str) -> Path:
     return path
 
 
+def physical_memory() -> int | None:
+    """Bytes of the machine's memory, or None where the system does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def element_count(shape) -> int:
     """Elements of a tensor of ``shape``, as an exact Python int (an int64 product can wrap)."""
     return math.prod(int(d) for d in shape)

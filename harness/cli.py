@@ -83,7 +83,8 @@ def main():
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
 def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, out_dir):
     """Generate suites of cases from operator SPECS (YAML) into OUT."""
-    from gen.generate import GenerationError, case_path, foreign_case, plan_suite, total_bytes
+    from gen.generate import (GenerationError, builds_in_memory, case_path, foreign_case, plan_suite,
+                              total_bytes)
     from concurrent.futures.process import BrokenProcessPool
 
     from gen.parallel import Task, write_all
@@ -115,6 +116,8 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
                         skipped.append(f"{spec.op}/{suite}/{plan.name} ({size / 1e6:.1f} MB)")
                         continue
                     needed += size
+                    if builds_in_memory(spec, plan):
+                        _refuse_over_memory(size, f"{spec.op}/{suite}/{plan.name}")
                     tasks.append(Task(str(spec.path), spec.op, suite, plan.name, index, count, seed, baseline,
                                       str(case_path(Path(out_dir), plan, spec.op))))
     except (SpecError, GenerationError, BackendLoadError) as exc:
@@ -147,6 +150,15 @@ def _refuse_foreign_cases(found, out_dir, spec) -> None:
         path, origin = found
         raise InputError(f"{Path(out_dir) / spec.op} holds cases of another spec version or generator ({path}: "
                          f"{origin}); remove that directory or give another -o")
+
+
+def _refuse_over_memory(size: int, what: str) -> None:
+    """A case built whole in memory that cannot fit in it is refused, not run into the OOM killer."""
+    from harness.casefile import physical_memory
+    memory = physical_memory()
+    if memory is not None and size > memory:
+        raise InputError(f"{what}: its tensors take {size / 1e6:.1f} MB, it is built in memory and this machine "
+                         f"has {memory / 1e6:.1f} MB; give a --max-size below that to skip such cases")
 
 
 def _refuse_over_free_space(needed: int, out_dir) -> None:

@@ -7,7 +7,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.casefile import SUFFIX, Case, contained_path, element_count, find, load, save
+from harness.casefile import SUFFIX, Case, contained_path, element_count, find, load, physical_memory, save
 
 MLUOPS_SUFFIXES = (".pb", ".prototxt", ".pbtxt")
 
@@ -141,6 +141,10 @@ def import_file(source: Path, name: str, header, out_dir: Path, baseline: str | 
     size = mluops_case_bytes(header)
     if max_size is not None and size > max_size:
         return Outcome(source, "skipped", f"over --max-size ({size / 1e6:.1f} MB)")
+    memory = physical_memory()
+    if memory is not None and size > memory:
+        return Outcome(source, "error", f"its tensors take {size / 1e6:.1f} MB, more than this machine's "
+                                        f"{memory / 1e6:.1f} MB of memory; give --max-size to skip cases this large")
     free = shutil.disk_usage(out_dir).free
     if size > free:
         return Outcome(source, "error", f"its tensors take {size / 1e6:.1f} MB, {out_dir} has {free / 1e6:.1f} MB "

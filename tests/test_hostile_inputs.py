@@ -235,9 +235,26 @@ def test_each_cross_product_is_bounded(tmp_path):
 def test_huge_shape_is_refused_without_max_size(tmp_path):
     path = _spec(tmp_path, PSAMASK, "dims: {N: 3, H: 1, W: 1}", "dims: {N: 3000000000000, H: 1, W: 1}")
     result = _run("gen", path, "--suite", "boundary", "--select", "map_1x1", "-o", tmp_path / "out")
-    assert result.exit_code == 2 and "give --max-size" in result.output, result.output
+    assert result.exit_code == 2 and "--max-size" in result.output, result.output
     assert len(result.output.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_case_built_in_memory_must_fit_in_memory(tmp_path, monkeypatch):
+    from harness import interop
+    monkeypatch.setattr(casefile, "physical_memory", lambda: 10_000)
+    monkeypatch.setattr(interop, "physical_memory", lambda: 10_000)
+    path = REPO / "specs" / "psamask_forward.yaml"
+    result = _run("gen", path, "--suite", "boundary", "--select", "mask_even_4x6", "-o", tmp_path / "out")
+    assert result.exit_code == 2, result.output
+    assert "psamask_forward/boundary/mask_even_4x6-psa_type0-float32: its tensors take 0.0 MB, it is built in " \
+           "memory and this machine has 0.0 MB" in result.output
+    assert not (tmp_path / "out").exists()
+    small = _run("gen", path, "--suite", "boundary", "--select", "map_1x1", "-o", tmp_path / "out")
+    assert small.exit_code == 0, small.output
+    _mluops(tmp_path / "in" / "case_0.prototxt", dims="dims: 10 dims: 30 dims: 40 dims: 9")
+    result = _run("import", tmp_path / "in", "-o", tmp_path / "imported")
+    assert result.exit_code == 1 and "more than this machine's 0.0 MB of memory" in result.output, result.output
 
 
 def test_element_count_that_wraps_int64_is_not_small(tmp_path):
