@@ -79,7 +79,7 @@ def _expand(spec: Spec, entry: dict, suite: str, base_seed: int) -> list[Plan]:
         dtype = chosen.pop("dtype")
         params = {**(entry.get("params") or {}), **{k: v for k, v in chosen.items() if k in spec.params}}
         dims = {**(entry.get("dims") or {}), **{k: v for k, v in chosen.items() if k not in spec.params}}
-        label = "-".join([str(entry["name"]), *(f"{k}{_slug(v)}" for k, v in chosen.items()), dtype])
+        label = "-".join([str(entry["name"]), *(f"{_slug(k)}{_slug(v)}" for k, v in chosen.items()), dtype])
         plans.append(Plan(suite=suite, name=label, dtype=dtype, dims=dims, params=params,
                           seed=case_seed(base_seed, spec.op, suite, label), values=dict(entry.get("values") or {}),
                           omit=tuple(entry.get("omit") or ()), note=str(entry.get("note", "")),
@@ -180,7 +180,7 @@ def plan_random(spec: Spec, count: int, base_seed: int) -> list[Plan]:
             raise GenerationError(f"{spec.path}: suites.random: no valid case in {RANDOM_ATTEMPTS} draws; "
                                   f"widen the ranges or max_elements")
         omit = tuple(n for n, t in spec.inputs.items() if t.optional and rng.random() < 0.5)
-        shown = "-".join(f"{k}{_slug(v)}" for k, v in {**dims, **params}.items())
+        shown = "-".join(f"{_slug(k)}{_slug(v)}" for k, v in {**dims, **params}.items())
         label = f"r{index:03d}-{shown}{'-no_' + '_'.join(omit) if omit else ''}-{dtype}"
         plans.append(Plan(suite="random", name=label, dtype=dtype, dims=dims, params=params,
                           seed=case_seed(base_seed, spec.op, "random", f"r{index}"),

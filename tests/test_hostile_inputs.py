@@ -395,3 +395,13 @@ def test_values_that_become_numpy_arguments_are_checked_at_load(tmp_path, old, n
     path = _spec(tmp_path, PSAMASK, old, new)
     result = _run("gen", path, "-o", tmp_path / "out")
     _one_line_error(result, path, needle, message)
+
+
+def test_each_keys_in_case_names_cannot_lead_out_of_o(tmp_path):
+    path = _spec(tmp_path, PSAMASK, "params: {h_mask: 1, w_mask: 1}, each: {psa_type: [0, 1]}}",
+                 'params: {h_mask: 1, w_mask: 1}, each: {psa_type: [0, 1], "/../../../../escaped/": [1]}}')
+    out = tmp_path / "a" / "b" / "c" / "out"
+    result = _run("gen", path, "--suite", "boundary", "--select", "mask_1x1", "-o", out)
+    assert result.exit_code == 0, result.output
+    written = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*.opcase"))
+    assert len(written) == 2 and all(p.parts[:4] == ("a", "b", "c", "out") for p in written), written
