@@ -199,6 +199,16 @@ def test_import_never_reads_data_outside_the_case_directory(tmp_path, how):
     assert not find([tmp_path / "out"])
 
 
+def test_each_keys_in_case_names_cannot_lead_out_of_o(tmp_path):
+    path = _spec(tmp_path, PSAMASK, "params: {h_mask: 1, w_mask: 1}, each: {psa_type: [0, 1]}}",
+                 'params: {h_mask: 1, w_mask: 1}, each: {psa_type: [0, 1], "/../../../../escaped/": [1]}}')
+    out = tmp_path / "a" / "b" / "c" / "out"
+    result = _run("gen", path, "--suite", "boundary", "--select", "mask_1x1", "-o", out)
+    assert result.exit_code == 0, result.output
+    written = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*.opcase"))
+    assert len(written) == 2 and all(p.parts[:4] == ("a", "b", "c", "out") for p in written), written
+
+
 # ----------------------------------------------------------------------------- 7: resource bombs
 
 @pytest.mark.parametrize("text", ["10 ** 10 ** 10", "2 ** 99999999", "'a' * 10 ** 9", "[0] * 10 ** 9",
@@ -337,6 +347,19 @@ def test_max_size_must_be_a_size(tmp_path, command, value):
     assert result.exit_code == 2 and "Invalid value for '--max-size'" in result.output, result.output
 
 
+@pytest.mark.parametrize("old, new, needle, message", [
+    ("violate: {shape: {y: [2, 5, 6, 31]}}", "violate: {shape: {y: [2, 5, \"six\", 31]}}", "\"six\"",
+     "violate.shape.y must be a list of whole numbers"),
+    ("violate: {dtype: {y: float16}}", "violate: {dtype: {y: complex999}}", "complex999",
+     "violate.dtype.y must be one of"),
+    ("{name: map_1x1,", "{name: map_1x1, dtype: float99,", "float99", "dtype 'float99' is not one of"),
+])
+def test_values_that_become_numpy_arguments_are_checked_at_load(tmp_path, old, new, needle, message):
+    path = _spec(tmp_path, PSAMASK, old, new)
+    result = _run("gen", path, "-o", tmp_path / "out")
+    _one_line_error(result, path, needle, message)
+
+
 # ----------------------------------------------------------------------------- 10: every case kept
 
 def test_import_keeps_cases_that_share_a_file_name(tmp_path):
@@ -383,25 +406,3 @@ def test_run_warns_about_cases_of_several_spec_versions(tmp_path):
     same = CliRunner().invoke(main, ["run", str(tmp_path / "mixed" / "more")])
     assert same.exit_code == 0 and "warning" not in same.stderr
 
-
-@pytest.mark.parametrize("old, new, needle, message", [
-    ("violate: {shape: {y: [2, 5, 6, 31]}}", "violate: {shape: {y: [2, 5, \"six\", 31]}}", "\"six\"",
-     "violate.shape.y must be a list of whole numbers"),
-    ("violate: {dtype: {y: float16}}", "violate: {dtype: {y: complex999}}", "complex999",
-     "violate.dtype.y must be one of"),
-    ("{name: map_1x1,", "{name: map_1x1, dtype: float99,", "float99", "dtype 'float99' is not one of"),
-])
-def test_values_that_become_numpy_arguments_are_checked_at_load(tmp_path, old, new, needle, message):
-    path = _spec(tmp_path, PSAMASK, old, new)
-    result = _run("gen", path, "-o", tmp_path / "out")
-    _one_line_error(result, path, needle, message)
-
-
-def test_each_keys_in_case_names_cannot_lead_out_of_o(tmp_path):
-    path = _spec(tmp_path, PSAMASK, "params: {h_mask: 1, w_mask: 1}, each: {psa_type: [0, 1]}}",
-                 'params: {h_mask: 1, w_mask: 1}, each: {psa_type: [0, 1], "/../../../../escaped/": [1]}}')
-    out = tmp_path / "a" / "b" / "c" / "out"
-    result = _run("gen", path, "--suite", "boundary", "--select", "mask_1x1", "-o", out)
-    assert result.exit_code == 0, result.output
-    written = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*.opcase"))
-    assert len(written) == 2 and all(p.parts[:4] == ("a", "b", "c", "out") for p in written), written
