@@ -3,10 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from gen.expr import ExprError, evaluate
 from gen.spec import Check, Spec
+from harness.casefile import element_count
 
 
 @dataclass(frozen=True)
@@ -22,7 +21,7 @@ class TensorInfo:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return element_count(self.shape)
 
 
 def check_env(spec: Spec, tensors: dict[str, TensorInfo | None], params: dict) -> dict:

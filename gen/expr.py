@@ -3,7 +3,10 @@
 An expression is a Python expression restricted to arithmetic, comparisons, boolean
 logic, subscripts, a few attributes of tensors (shape, dtype, layout, ndim, size) and a
 few pure functions.  It is parsed once with ``ast`` and refused if it steps outside
-that set, so a spec can never run arbitrary code.
+that set, so a spec can never run arbitrary code.  ``**`` and ``*`` are evaluated through
+guards: no power whose result would be astronomically large, no repetition of a str, list or
+tuple, so no expression can exhaust memory or time either.  Every error an evaluation raises
+becomes an ExprError.
 """
 from __future__ import annotations
 
@@ -26,8 +29,40 @@ _ALLOWED_NODES = (
 )
 
 
+# An integer power's result may have at most this many bits (shapes, sizes and counts need far fewer).
+MAX_POWER_BITS = 4096
+
+
 class ExprError(ValueError):
     pass
+
+
+def _power(base, exponent):
+    if isinstance(base, int) and isinstance(exponent, int) and exponent > 0 and abs(base) > 1 \
+            and exponent * abs(base).bit_length() > MAX_POWER_BITS + exponent:
+        raise ExprError(f"{base} ** {exponent} is too large (over {MAX_POWER_BITS} bits)")
+    return base ** exponent
+
+
+def _times(left, right):
+    if isinstance(left, (str, bytes, list, tuple)) or isinstance(right, (str, bytes, list, tuple)):
+        raise ExprError("repeating a str, list or tuple with * is not allowed")
+    return left * right
+
+
+# The guards are reached under names a spec cannot write (names starting with '_' are refused).
+_GUARDS = {"_power": _power, "_times": _times}
+
+
+class _Guarded(ast.NodeTransformer):
+    """``a ** b`` -> ``_power(a, b)``, ``a * b`` -> ``_times(a, b)``."""
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        guard = {ast.Pow: "_power", ast.Mult: "_times"}.get(type(node.op))
+        if guard is None:
+            return node
+        return ast.copy_location(ast.Call(ast.Name(guard, ast.Load()), [node.left, node.right], []), node)
 
 
 @lru_cache(maxsize=None)
@@ -40,13 +75,16 @@ def compile_expr(text: str):
     for node in ast.walk(tree):
         if not isinstance(node, _ALLOWED_NODES):
             raise ExprError(f"expression {text!r}: {type(node).__name__} is not allowed")
+        if isinstance(node, ast.Name) and node.id.startswith("_"):
+            raise ExprError(f"expression {text!r}: name {node.id} is not allowed (names may not start with _)")
         if isinstance(node, ast.Attribute) and node.attr not in ATTRIBUTES:
             raise ExprError(f"expression {text!r}: attribute .{node.attr} is not allowed "
                             f"(only {', '.join(sorted(ATTRIBUTES))})")
         if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS):
             raise ExprError(f"expression {text!r}: only these functions may be called: "
                             f"{', '.join(sorted(FUNCTIONS))}")
-    return compile(tree, "<spec expression>", "eval")
+    guarded = ast.fix_missing_locations(_Guarded().visit(tree))
+    return compile(guarded, "<spec expression>", "eval")
 
 
 def names_in(text: str) -> set[str]:
@@ -60,8 +98,10 @@ def evaluate(text, env: dict):
         return text
     code = compile_expr(str(text))
     try:
-        return eval(code, {"__builtins__": {}, **FUNCTIONS}, env)  # noqa: S307 - vetted by compile_expr
+        return eval(code, {"__builtins__": {}, **FUNCTIONS, **_GUARDS}, env)  # noqa: S307 - vetted by compile_expr
+    except ExprError as exc:
+        raise ExprError(f"expression {text!r}: {exc}") from None
     except NameError as exc:
         raise ExprError(f"expression {text!r}: {exc}") from None
-    except (ArithmeticError, TypeError, IndexError, ValueError) as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever a spec's expression raises is the spec's error
         raise ExprError(f"expression {text!r}: {type(exc).__name__}: {exc}") from None

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
+import numbers
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -14,7 +15,8 @@ from gen.checks import TensorInfo, failures, first_failure
 from gen.expr import ExprError, evaluate
 from gen.spec import SUITES, Spec, SpecError, line_of
 from gen.values import ValueContext, draw
-from harness.casefile import Case, SidecarWriter, SpillFile, Tensor, Threshold, drop_pages
+from harness.casefile import (Case, SidecarWriter, SpillFile, Tensor, Threshold, contained_path, drop_pages,
+                              element_count)
 
 GENERATOR_VERSION = "opcase-gen 1"
 # Outputs larger than this (bytes, all outputs of a case) are streamed to disk piece by piece.
@@ -77,7 +79,7 @@ def _expand(spec: Spec, entry: dict, suite: str, base_seed: int) -> list[Plan]:
         dtype = chosen.pop("dtype")
         params = {**(entry.get("params") or {}), **{k: v for k, v in chosen.items() if k in spec.params}}
         dims = {**(entry.get("dims") or {}), **{k: v for k, v in chosen.items() if k not in spec.params}}
-        label = "-".join([str(entry["name"]), *(f"{k}{_slug(v)}" for k, v in chosen.items()), dtype])
+        label = "-".join([str(entry["name"]), *(f"{_slug(k)}{_slug(v)}" for k, v in chosen.items()), dtype])
         plans.append(Plan(suite=suite, name=label, dtype=dtype, dims=dims, params=params,
                           seed=case_seed(base_seed, spec.op, suite, label), values=dict(entry.get("values") or {}),
                           omit=tuple(entry.get("omit") or ()), note=str(entry.get("note", "")),
@@ -85,7 +87,8 @@ def _expand(spec: Spec, entry: dict, suite: str, base_seed: int) -> list[Plan]:
     return plans
 
 
-def _sample(rng: np.random.Generator, sampler, env: dict):
+def _sample(spec: Spec, node, key, rng: np.random.Generator, sampler, env: dict):
+    """A value for ``node[key]`` (a dims or params entry of suites.random)."""
     if isinstance(sampler, dict):
         lo, hi = sampler["min"], sampler["max"]
         if isinstance(lo, int) and isinstance(hi, int):
@@ -96,7 +99,7 @@ def _sample(rng: np.random.Generator, sampler, env: dict):
     if isinstance(sampler, list):
         return sampler[int(rng.integers(len(sampler)))]
     if isinstance(sampler, str):
-        return evaluate(sampler, env)
+        return _spec_expr(spec, node, key, f"suites.random sampler of {key}", sampler, env)
     return sampler
 
 
@@ -105,14 +108,31 @@ def shapes_of(spec: Spec, dims: dict, params: dict) -> dict[str, tuple]:
     shapes = {}
     for t in (*spec.inputs.values(), *spec.outputs.values()):
         try:
-            shapes[t.name] = tuple(int(evaluate(d, env)) for d in t.shape)
+            shapes[t.name] = tuple(_dimension(evaluate(d, env)) for d in t.shape)
         except ExprError as exc:
             raise SpecError(spec.path, t.line, f"shape of '{t.name}': {exc}") from None
     return shapes
 
 
+def _dimension(value) -> int:
+    """A shape entry as an int (a float is truncated, as int() does); ExprError if it is no number."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ExprError(f"a dimension must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ExprError(f"a dimension must be finite, got {value!r}")
+    return int(value)
+
+
+def _spec_expr(spec: Spec, node, key, what: str, text, env: dict):
+    """evaluate() ``what``, with an error as the spec's, at the line of ``node[key]``."""
+    try:
+        return evaluate(text, env)
+    except ExprError as exc:
+        raise SpecError(spec.path, line_of(node, key), f"{what}: {exc}") from None
+
+
 def _elements(shapes: dict) -> int:
-    return sum(int(np.prod(s, dtype=np.int64)) for s in shapes.values())
+    return sum(element_count(s) for s in shapes.values())
 
 
 def _tensor_infos(spec: Spec, shapes, dtypes, layouts, omit=()) -> dict:
@@ -139,15 +159,16 @@ def plan_random(spec: Spec, count: int, base_seed: int) -> list[Plan]:
         for _ in range(RANDOM_ATTEMPTS):
             env: dict = {}
             for name, sampler in (conf.get("dims") or {}).items():
-                env[name] = _sample(rng, sampler, env)
+                env[name] = _sample(spec, conf["dims"], name, rng, sampler, env)
             dims = dict(env)
             params = {}
             for name, sampler in (conf.get("params") or {}).items():
-                params[name] = env[name] = _sample(rng, sampler, env)
+                params[name] = env[name] = _sample(spec, conf["params"], name, rng, sampler, env)
             missing = [p for p in spec.params if p not in params]
             if missing:
                 raise SpecError(spec.path, line_of(conf), f"suites.random.params must sample {missing}")
-            if not all(evaluate(cond, env) for cond in conf.get("where", []) or []):
+            where = conf.get("where", []) or []
+            if not all(_spec_expr(spec, conf, "where", "suites.random.where", cond, env) for cond in where):
                 continue
             shapes = shapes_of(spec, dims, params)
             if _elements(shapes) > max_elements:
@@ -159,7 +180,7 @@ def plan_random(spec: Spec, count: int, base_seed: int) -> list[Plan]:
             raise GenerationError(f"{spec.path}: suites.random: no valid case in {RANDOM_ATTEMPTS} draws; "
                                   f"widen the ranges or max_elements")
         omit = tuple(n for n, t in spec.inputs.items() if t.optional and rng.random() < 0.5)
-        shown = "-".join(f"{k}{_slug(v)}" for k, v in {**dims, **params}.items())
+        shown = "-".join(f"{_slug(k)}{_slug(v)}" for k, v in {**dims, **params}.items())
         label = f"r{index:03d}-{shown}{'-no_' + '_'.join(omit) if omit else ''}-{dtype}"
         plans.append(Plan(suite="random", name=label, dtype=dtype, dims=dims, params=params,
                           seed=case_seed(base_seed, spec.op, "random", f"r{index}"),
@@ -311,16 +332,13 @@ class Generator:
         (``<fn>_blocks``), are computed and written piece by piece, so that no golden is ever
         whole in memory, let alone in float64."""
         from harness.casefile import save
-        pieces = self.spec.reference_blocks_fn
-        lay = layout_of(self.spec, replace(plan, params=interface_params(self.spec, plan.params)))
-        output_bytes = sum(int(np.prod(lay.shapes[n], dtype=np.int64)) * np.dtype(lay.dtypes[n]).itemsize
-                           for n in self.spec.outputs)
-        if plan.violation is not None or pieces is None or output_bytes <= STREAM_OUTPUT_BYTES:
+        if builds_in_memory(self.spec, plan):
             return save(self.build(plan), path)
+        pieces = self.spec.reference_blocks_fn
         spills: list[SpillFile] = []
 
         def allocate(shape, dtype):
-            if int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize <= SPILL_INPUT_BYTES:
+            if element_count(shape) * np.dtype(dtype).itemsize <= SPILL_INPUT_BYTES:
                 return np.empty(shape, dtype)
             spills.append(SpillFile(Path(path), shape, dtype))
             return spills[-1].array
@@ -537,12 +555,40 @@ def flat_start(index: tuple, shape) -> int:
     return int(np.ravel_multi_index(first, shape)) if all(shape) else 0
 
 
+def builds_in_memory(spec: Spec, plan: Plan) -> bool:
+    """Whether Generator.write builds the whole case in memory; else it streams the goldens to
+    disk piece by piece (a reference with ``<fn>_blocks``, outputs over STREAM_OUTPUT_BYTES)."""
+    if plan.violation is not None or spec.reference_blocks_fn is None:
+        return True
+    lay = layout_of(spec, replace(plan, params=interface_params(spec, plan.params)))
+    output_bytes = sum(element_count(lay.shapes[n]) * np.dtype(lay.dtypes[n]).itemsize for n in spec.outputs)
+    return output_bytes <= STREAM_OUTPUT_BYTES
+
+
 def total_bytes(spec: Spec, plan: Plan) -> int:
+    """Bytes of all the case's tensors, exactly (Python ints: no product wraps around)."""
     lay = layout_of(spec, plan)
-    return sum(int(np.prod(s, dtype=np.int64)) * np.dtype(lay.dtypes[n]).itemsize for n, s in lay.shapes.items())
+    return sum(element_count(s) * np.dtype(lay.dtypes[n]).itemsize for n, s in lay.shapes.items())
 
 
 def case_path(out_dir: Path, case_or_plan, op: str) -> Path:
-    return Path(out_dir) / op / case_or_plan.suite / f"{case_or_plan.name}.opcase"
+    """OUT/OP/SUITE/NAME.opcase; GenerationError for a name that cannot be a file name or a
+    path that would lead out of OUT."""
+    try:
+        return contained_path(out_dir, op, case_or_plan.suite, f"{case_or_plan.name}.opcase")
+    except ValueError as exc:
+        raise GenerationError(f"case {op}/{case_or_plan.suite}/{case_or_plan.name}: {exc}") from None
 
 
+def foreign_case(out_dir: Path, spec: Spec) -> tuple[Path, str] | None:
+    """A case already in OUT/OP written from another version of ``spec`` or by another generator
+    (with what it was written from), or None: one directory never mixes the two."""
+    from harness.casefile import CaseFileError, find, read_envelope
+    for path in find([Path(out_dir) / spec.op]) if (Path(out_dir) / spec.op).is_dir() else []:
+        try:
+            msg = read_envelope(path)
+        except CaseFileError:
+            continue                  # not a case anyone can run; gen does not judge it
+        if (msg.spec_sha256, msg.generator_version) != (spec.sha256, GENERATOR_VERSION):
+            return path, f"spec sha256 {msg.spec_sha256[:12]}, {msg.generator_version}"
+    return None

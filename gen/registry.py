@@ -6,6 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from gen.spec import Spec, load_spec
+from harness.casefile import is_plain_name
 
 
 class UnknownOp(LookupError):
@@ -28,7 +29,8 @@ def known_ops() -> list[str]:
 
 @lru_cache(maxsize=None)
 def spec_for(op: str) -> Spec:
-    path = specs_dir() / f"{op}.yaml"
-    if not path.is_file():
+    # ``op`` may come from a case file: only a plain name, so the path stays in specs_dir().
+    path = specs_dir() / f"{op}.yaml" if is_plain_name(op) else None
+    if path is None or not path.is_file():
         raise UnknownOp(f"no spec for operator {op!r} in {specs_dir()} (known: {', '.join(known_ops())})")
     return load_spec(path)

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import inspect
+import math
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,12 +17,20 @@ from pathlib import Path
 import yaml
 
 from gen.expr import ExprError, compile_expr
+from harness.casefile import PLAIN_NAME_RULE, is_plain_name
 
 METRICS = ("diff1", "diff2", "diff3", "diff3_2", "diff4")
 FLOAT_DTYPES = ("float16", "float32", "float64")
 TENSOR_DTYPES = FLOAT_DTYPES + ("int32", "int64", "uint8", "bool")
 DISTRIBUTIONS = ("uniform", "normal", "randint", "const", "custom")
 SUITES = ("network", "random", "boundary", "invalid")
+# The package whose functions a spec may name as its reference and value generators; any other
+# module only with OPCASE_TRUST_SPEC_CODE=1 (a spec is data: loading one must not run foreign code).
+OWN_CODE_PACKAGE = "gen.ops"
+TRUST_ENV = "OPCASE_TRUST_SPEC_CODE"
+# Cases one network or boundary entry may expand to (the product of the lengths of its 'each' lists).
+MAX_CASES_PER_ENTRY = 1000
+MAX_RANDOM_COUNT = 100_000
 
 
 class SpecError(Exception):
@@ -50,6 +61,14 @@ class _LList(list):
 
 
 class _LineLoader(yaml.SafeLoader):
+    def compose_node(self, parent, index):
+        # An alias can expand exponentially (a 'billion laughs' of a few lines); specs need none.
+        if self.check_event(yaml.events.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(None, None, f"YAML aliases (*{event.anchor}) are not allowed in a spec",
+                                              event.start_mark)
+        return super().compose_node(parent, index)
+
     def construct_mapping(self, node, deep=False):
         # Duplicate keys silently override in PyYAML; in a spec they are always a mistake.
         seen = {}
@@ -153,18 +172,32 @@ class Spec:
         return getattr(sys.modules[fn.__module__], f"{fn.__name__}_blocks", None)
 
 
+def spec_code_trusted() -> bool:
+    return os.environ.get(TRUST_ENV) == "1"
+
+
 def resolve_callable(dotted: str, path, what: str, line: int = 0):
+    """The function a spec names as 'module:function'.  Only functions defined in the project's
+    own OWN_CODE_PACKAGE, unless the user trusts the spec's code (TRUST_ENV=1)."""
     module_name, _, attr = str(dotted).partition(":")
-    if not attr:
+    if not attr or not attr.isidentifier() or attr.startswith("_"):
         raise SpecError(path, line, f"{what} {dotted!r} must be 'module:function'")
+    own = module_name == OWN_CODE_PACKAGE or module_name.startswith(OWN_CODE_PACKAGE + ".")
+    if not own and not spec_code_trusted():
+        raise SpecError(path, line, f"{what} {dotted!r}: a spec may name functions of {OWN_CODE_PACKAGE} only; "
+                                    f"to let it import {module_name}, set {TRUST_ENV}=1 (README: What a spec "
+                                    f"and a case file can do)")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
+    except Exception as exc:  # noqa: BLE001 - any import-time failure is the spec's error
         raise SpecError(path, line, f"{what} {dotted!r}: cannot import {module_name} ({exc})") from None
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise SpecError(path, line, f"{what} {dotted!r}: {module_name} has no {attr}") from None
+    function = getattr(module, attr, None)
+    if function is None:
+        raise SpecError(path, line, f"{what} {dotted!r}: {module_name} has no {attr}")
+    # Something the module merely imported (numpy's as_strided, say) is not the module's code.
+    if own and not (inspect.isfunction(function) and function.__module__ == module.__name__):
+        raise SpecError(path, line, f"{what} {dotted!r}: not a function defined in {module_name}")
+    return function
 
 
 # ----------------------------------------------------------------------------- validation
@@ -192,6 +225,12 @@ class _Validator:
             if key not in keys:
                 self.fail(node, key, f"{where}: unknown key '{key}' (allowed: {', '.join(keys)})")
 
+    def plain_name(self, node, key, name, where):
+        name = str(name)          # YAML reads `name: 2020` as a number; it is used as str(...)
+        if not is_plain_name(name):
+            self.fail(node, key, f"{where}: {name!r} is not a plain name ({PLAIN_NAME_RULE}): "
+                                 f"it becomes part of file names")
+
     def expr(self, node, key, text, where):
         if isinstance(text, bool) or not isinstance(text, (str, int, float)):
             self.fail(node, key, f"{where}: expected an expression, got {type(text).__name__}")
@@ -201,8 +240,9 @@ class _Validator:
             self.fail(node, key, f"{where}: {exc}")
 
 
-def _tensor(v: _Validator, name, node, kind, dtypes) -> TensorSpec:
+def _tensor(v: _Validator, parent, name, node, kind, dtypes) -> TensorSpec:
     where = f"{kind} '{name}'"
+    v.plain_name(parent, name, name, f"{kind} name")   # it names the tensor's sidecar file
     if not isinstance(node, dict):
         v.fail(node, None, f"{where} must be a mapping")
     keys = ["dtype", "layout", "shape", "values", "optional", "doc"] if kind == "input" else \
@@ -245,6 +285,7 @@ def _check(v: _Validator, node, inputs, outputs, params) -> Check:
         v.fail(node, None, "each check must be a mapping")
     v.allow_keys(node, ["id", "doc", "message", "require", "violate", "untestable"], "check")
     v.require_keys(node, ["id", "doc", "message", "require"], "check")
+    v.plain_name(node, "id", node["id"], "check id")
     where = f"check '{node['id']}'"
     v.expr(node, "require", node["require"], where)
     violate = node.get("violate")
@@ -260,6 +301,14 @@ def _check(v: _Validator, node, inputs, outputs, params) -> Check:
             for tname in violate.get(section, {}) or {}:
                 if tname not in tensors:
                     v.fail(violate[section], tname, f"{where}: violate.{section} names unknown tensor '{tname}'")
+        for tname, dtype in (violate.get("dtype") or {}).items():
+            if dtype not in TENSOR_DTYPES:
+                v.fail(violate["dtype"], tname, f"{where}: violate.dtype.{tname} must be one of "
+                                                f"{', '.join(TENSOR_DTYPES)}")
+        for tname, shape in (violate.get("shape") or {}).items():
+            if not isinstance(shape, list) or any(isinstance(d, bool) or not isinstance(d, int) or d < 0
+                                                  for d in shape):
+                v.fail(violate["shape"], tname, f"{where}: violate.shape.{tname} must be a list of whole numbers >= 0")
         for pname in violate.get("params", {}) or {}:
             if pname not in params:
                 v.fail(violate["params"], pname, f"{where}: violate.params names unknown param '{pname}'")
@@ -294,8 +343,12 @@ def _criteria(v: _Validator, node) -> Criteria:
     for rate in rates:
         if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0:
             v.fail(body, "rates", "criteria.dynamic: rates must be positive numbers")
-    return Criteria(mode="dynamic", metrics=list(metrics), rates=[float(r) for r in rates],
-                    baseline=str(body.get("baseline", "lowp")))
+    from harness.backend import BUILTIN_NAMES
+    baseline = body.get("baseline", "lowp")
+    if baseline not in BUILTIN_NAMES:
+        v.fail(body, "baseline", f"criteria.dynamic.baseline: {baseline!r} is not a built-in backend "
+                                 f"({', '.join(BUILTIN_NAMES)}); give any other with `opcase gen --baseline`")
+    return Criteria(mode="dynamic", metrics=list(metrics), rates=[float(r) for r in rates], baseline=baseline)
 
 
 _ENTRY_KEYS = ["name", "note", "dims", "params", "each", "values", "omit", "zero_golden_ok", "dtype"]
@@ -307,6 +360,7 @@ def _entry(v: _Validator, node, where, spec_inputs, need_name=True):
     v.allow_keys(node, _ENTRY_KEYS, where)
     if need_name:
         v.require_keys(node, ["name"], where)
+        v.plain_name(node, "name", node["name"], f"{where} name")
     for section in ("dims", "params", "each", "values"):
         if section in node and not isinstance(node[section], dict):
             v.fail(node, section, f"{where}: {section} must be a mapping")
@@ -317,9 +371,30 @@ def _entry(v: _Validator, node, where, spec_inputs, need_name=True):
     for tname in node.get("omit", []) or []:
         if tname not in spec_inputs or not spec_inputs[tname].optional:
             v.fail(node, "omit", f"{where}: only optional inputs can be omitted, not '{tname}'")
+    for dtype in [node["dtype"]] if "dtype" in node else (node.get("each") or {}).get("dtype") or []:
+        if dtype not in FLOAT_DTYPES:
+            v.fail(node, "dtype" if "dtype" in node else "each", f"{where}: dtype {dtype!r} is not one of "
+                                                                 f"{', '.join(FLOAT_DTYPES)}")
+    cases = 1
     for key, choices in (node.get("each") or {}).items():
         if not isinstance(choices, list) or not choices:
             v.fail(node["each"], key, f"{where}: each.{key} must be a non-empty list")
+        cases *= len(choices)
+        if cases > MAX_CASES_PER_ENTRY:
+            v.fail(node, "each", f"{where}: its each lists make over {MAX_CASES_PER_ENTRY} cases")
+
+
+def _sampler_range(v: _Validator, sampler, where):
+    low, high = sampler["min"], sampler["max"]
+    for bound in (low, high):
+        if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not math.isfinite(bound):
+            v.fail(sampler, None, f"{where}: min and max must be finite numbers")
+    if low > high:
+        v.fail(sampler, None, f"{where}: min {low} is above max {high}")
+    if isinstance(low, int) and isinstance(high, int) and not -2**63 <= low <= high < 2**63:
+        v.fail(sampler, None, f"{where}: min and max must fit in 64 bits")
+    if sampler.get("log") and not low > 0:
+        v.fail(sampler, None, f"{where}: a log sampler needs min > 0")
 
 
 def _suites(v: _Validator, node, spec_inputs):
@@ -329,11 +404,17 @@ def _suites(v: _Validator, node, spec_inputs):
     random = node.get("random")
     if random is not None:
         v.allow_keys(random, ["count", "dims", "params", "where", "max_elements", "values"], "suites.random")
+        for key, most in (("count", MAX_RANDOM_COUNT), ("max_elements", None)):
+            number = random.get(key, 0)
+            if isinstance(number, bool) or not isinstance(number, int) or number < 0 or most and number > most:
+                v.fail(random, key, f"suites.random.{key} must be a whole number >= 0"
+                                    + (f" and <= {most}" if most else ""))
         for section in ("dims", "params"):
             for name, sampler in (random.get(section) or {}).items():
                 if isinstance(sampler, dict):
                     v.allow_keys(sampler, ["min", "max", "log"], f"suites.random.{section}.{name}")
                     v.require_keys(sampler, ["min", "max"], f"suites.random.{section}.{name}")
+                    _sampler_range(v, sampler, f"suites.random.{section}.{name}")
                 elif isinstance(sampler, str):
                     v.expr(random[section], name, sampler, f"suites.random.{section}.{name}")
         for i, cond in enumerate(random.get("where", []) or []):
@@ -385,6 +466,7 @@ def load_spec(path) -> Spec:
     v.allow_keys(raw, _TOP_KEYS, "spec")
     v.require_keys(raw, ["op", "doc", "reference", "dtypes", "params", "inputs", "outputs", "checks",
                          "criteria", "suites"], "spec")
+    v.plain_name(raw, "op", raw["op"], "op")
     dtypes = raw["dtypes"]
     if not isinstance(dtypes, list) or not dtypes or any(d not in FLOAT_DTYPES for d in dtypes):
         v.fail(raw, "dtypes", f"dtypes must be a non-empty list of {', '.join(FLOAT_DTYPES)}")
@@ -394,8 +476,10 @@ def load_spec(path) -> Spec:
         if ptype not in ("int", "float", "bool"):
             v.fail(raw["params"], name, f"param '{name}': type must be int, float or bool")
         params[name] = ParamSpec(name=name, type=ptype, doc=str(pnode.get("doc", "")))
-    inputs = {n: _tensor(v, n, t, "input", dtypes) for n, t in v.mapping(raw, "inputs", "spec").items()}
-    outputs = {n: _tensor(v, n, t, "output", dtypes) for n, t in v.mapping(raw, "outputs", "spec").items()}
+    inputs = {n: _tensor(v, raw["inputs"], n, t, "input", dtypes)
+              for n, t in v.mapping(raw, "inputs", "spec").items()}
+    outputs = {n: _tensor(v, raw["outputs"], n, t, "output", dtypes)
+               for n, t in v.mapping(raw, "outputs", "spec").items()}
     clash = set(inputs) & set(outputs) | (set(inputs) | set(outputs)) & set(params)
     if clash:
         v.fail(raw, "outputs", f"names used twice among inputs, outputs and params: {sorted(clash)}")

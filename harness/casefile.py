@@ -13,8 +13,10 @@ renamed into place, so a reader never sees half a file.
 from __future__ import annotations
 
 import hashlib
+import math
 import mmap
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +38,42 @@ _DTYPES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "
 
 class CaseFileError(Exception):
     """A case file that cannot be trusted: unreadable, truncated, tampered or inconsistent."""
+
+
+# A name read from a spec or a case file (operator, suite, case, tensor) becomes one component
+# of a file's path; it must be a plain one: never '.' or '..', no separator, nothing a shell or
+# a file system treats specially, short enough for the suffixes added to it.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=-]{0,159}")
+PLAIN_NAME_RULE = "1 to 160 letters, digits and . _ + = -, starting with a letter or digit"
+
+
+def is_plain_name(name) -> bool:
+    return isinstance(name, str) and _PLAIN_NAME.fullmatch(name) is not None
+
+
+def contained_path(out_dir: Path, *names: str) -> Path:
+    """``out_dir``/names..., each a plain file-name component; ValueError otherwise, and if the
+    result, symlinks resolved, is not inside ``out_dir``."""
+    bad = next((n for n in names if not is_plain_name(n)), None)
+    if bad is not None:
+        raise ValueError(f"{bad!r} is not a plain file name ({PLAIN_NAME_RULE})")
+    path = Path(out_dir).joinpath(*names)
+    if not path.resolve().is_relative_to(Path(out_dir).resolve()):
+        raise ValueError(f"{path} resolves to {path.resolve()}, outside {out_dir}")
+    return path
+
+
+def physical_memory() -> int | None:
+    """Bytes of the machine's memory, or None where the system does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def element_count(shape) -> int:
+    """Elements of a tensor of ``shape``, as an exact Python int (an int64 product can wrap)."""
+    return math.prod(int(d) for d in shape)
 
 
 @dataclass
@@ -179,7 +217,7 @@ class SidecarWriter:
 
     def __init__(self, case_path: Path, shape, dtype):
         self.dtype = np.dtype(dtype).newbyteorder("<")
-        self.total = int(np.prod(shape, dtype=np.int64))
+        self.total = element_count(shape)
         self.written = 0                          # elements
         self.any_nonzero = False
         self._digest = hashlib.sha256()
@@ -226,7 +264,7 @@ class SpillFile:
     def __init__(self, case_path: Path, shape, dtype):
         self.dtype = np.dtype(dtype).newbyteorder("<")
         self.shape = tuple(int(s) for s in shape)
-        self.length = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        self.length = element_count(self.shape) * self.dtype.itemsize
         if self.length == 0:
             raise ValueError("an empty tensor needs no file")
         case_path.parent.mkdir(parents=True, exist_ok=True)
@@ -334,7 +372,7 @@ def _read_sidecar(case_path: Path, t: pb.Tensor, dtype: np.dtype, shape: tuple[i
         size = side.stat().st_size
     except OSError as exc:
         raise CaseFileError(f"{where}: cannot read ({exc.strerror})") from None
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    expected = element_count(shape) * dtype.itemsize
     if size != t.sidecar.length or size != expected:
         raise CaseFileError(f"{where}: {size} bytes on disk, case records {t.sidecar.length}, "
                             f"shape needs {expected}")
@@ -363,7 +401,7 @@ def _tensor_from_pb(case_path: Path, t: pb.Tensor, verify: bool) -> Tensor:
     storage = t.WhichOneof("storage")
     data = None
     if storage == "data":
-        expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        expected = element_count(shape) * dtype.itemsize
         if len(t.data) != expected:
             raise CaseFileError(f"{where}: {len(t.data)} bytes inline, shape {list(shape)} of {dtype.name} "
                                 f"needs {expected}")
@@ -400,6 +438,12 @@ def read_envelope(path: Path) -> pb.Case:
 def from_proto(msg: pb.Case, path: Path, verify: bool = True) -> Case:
     if msg.expect not in (pb.OK, pb.REJECTED):
         raise CaseFileError(f"{path}: case states no expected outcome")
+    # These names become parts of paths (export, reports, REPRO lines): plain ones only.
+    named = [("op", msg.op), ("suite", msg.suite), ("name", msg.name)]
+    named += [("tensor", t.name) for t in (*msg.inputs, *msg.outputs)]
+    for what, name in named:
+        if not is_plain_name(name):
+            raise CaseFileError(f"{path}: {what} {name!r} is not a plain name ({PLAIN_NAME_RULE})")
     criteria: dict[str, list[Threshold]] = {}
     for crit in msg.criteria:
         criteria[crit.output] = [Threshold(metric=t.metric, value=t.value, provenance=t.provenance,
@@ -460,3 +504,17 @@ def find(paths) -> list[Path]:
         else:
             found.append(p)
     return found
+
+
+def mixed_versions(paths) -> dict[str, int]:
+    """Operators whose cases among ``paths`` were written from more than one spec version or
+    generator (by recorded spec sha256 and generator version), with how many; unreadable files
+    are left to whoever reads them."""
+    versions: dict[str, set] = {}
+    for path in paths:
+        try:
+            msg = read_envelope(Path(path))
+        except CaseFileError:
+            continue
+        versions.setdefault(msg.op, set()).add((msg.spec_sha256, msg.generator_version))
+    return {op: len(found) for op, found in versions.items() if len(found) > 1}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import shlex
@@ -12,8 +13,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-SIZE_UNITS = {"": 1, "B": 1, "K": 1e3, "KB": 1e3, "KIB": 1024, "M": 1e6, "MB": 1e6, "MIB": 1024**2,
-              "G": 1e9, "GB": 1e9, "GIB": 1024**3, "T": 1e12, "TB": 1e12, "TIB": 1024**4}
+SIZE_UNITS = {"": 1, "B": 1, "K": 10**3, "KB": 10**3, "KIB": 1024, "M": 10**6, "MB": 10**6, "MIB": 1024**2,
+              "G": 10**9, "GB": 10**9, "GIB": 1024**3, "T": 10**12, "TB": 10**12, "TIB": 1024**4}
 
 
 class InputError(click.ClickException):
@@ -66,10 +67,24 @@ def _check_distinct(named: list[tuple[str, str | None]]) -> None:
 
 
 def parse_size(text: str) -> int:
-    m = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]*)\s*", text or "")
+    """Bytes of a size like 64MB, 1.5GiB or 1000000, exactly (no float overflow for long numbers)."""
+    from decimal import Decimal
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*", text or "")
     if not m or m.group(2).upper() not in SIZE_UNITS:
         raise click.BadParameter(f"{text!r} is not a size like 64MB, 1.5GiB or 1000000")
-    return int(float(m.group(1)) * SIZE_UNITS[m.group(2).upper()])
+    return int(Decimal(m.group(1)) * SIZE_UNITS[m.group(2).upper()])
+
+
+def _size_option(ctx, param, value):
+    """Click callback: a size option's bytes, or a usage error naming the option."""
+    return None if value is None else parse_size(value)
+
+
+def _finite_seconds(ctx, param, value):
+    """Click callback: inf or nan seconds would never time anything out."""
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a finite number of seconds")
+    return value
 
 
 def _suites(text: str) -> list[str]:
@@ -104,7 +119,8 @@ def main():
 @click.option("--count", type=click.IntRange(min=0), default=None, help="Random cases per spec (default: the spec's).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed; every case is fixed by (spec, suite, seed).")
 @click.option("--select", default=None, help="Only cases whose name matches this regular expression.")
-@click.option("--max-size", "max_size", default=None, help="Skip cases whose tensors exceed this many bytes (e.g. 64MB); they are listed.")
+@click.option("--max-size", "max_size", default=None, callback=_size_option,
+              help="Skip cases whose tensors exceed this many bytes (e.g. 64MB); they are listed.")
 @click.option("--baseline", default=None, help="Backend for dynamic thresholds (default: the spec's, usually lowp).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Generate cases in N worker processes.")
@@ -112,7 +128,8 @@ def main():
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
 def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, out_dir):
     """Generate suites of cases from operator SPECS (YAML) into OUT."""
-    from gen.generate import GenerationError, case_path, plan_suite, total_bytes
+    from gen.generate import (GenerationError, builds_in_memory, case_path, foreign_case, plan_suite,
+                              total_bytes)
     from concurrent.futures.process import BrokenProcessPool
 
     from gen.parallel import Task, write_all
@@ -120,19 +137,19 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     from harness.backend import BackendLoadError, load_backend, with_device
 
     suites = _suites(suite_text)
-    limit = parse_size(max_size) if max_size else None
     _check_writable("-o", out_dir, directory=True)
     try:
         pattern = re.compile(select) if select else None
     except re.error as exc:
         raise InputError(f"--select: bad regular expression: {exc}") from None
-    tasks, skipped, counts = [], [], {}
+    tasks, skipped, counts, needed = [], [], {}, 0
     try:
         if device is not None:
             if baseline is None:
                 raise InputError("--device needs --baseline torch")
             baseline = with_device(baseline, device)
         for spec in [load_spec(p) for p in specs]:
+            _refuse_foreign_cases(foreign_case(Path(out_dir), spec), out_dir, spec)
             if spec.criteria.mode == "dynamic":
                 load_backend(baseline or spec.criteria.baseline)       # fail early on a bad --baseline
             for suite in suites:
@@ -141,13 +158,17 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
                     if pattern and not pattern.search(plan.name):
                         continue
                     size = total_bytes(spec, plan)
-                    if limit is not None and size > limit:
+                    if max_size is not None and size > max_size:
                         skipped.append(f"{spec.op}/{suite}/{plan.name} ({size / 1e6:.1f} MB)")
                         continue
+                    needed += size
+                    if builds_in_memory(spec, plan):
+                        _refuse_over_memory(size, f"{spec.op}/{suite}/{plan.name}")
                     tasks.append(Task(str(spec.path), spec.op, suite, plan.name, index, count, seed, baseline,
                                       str(case_path(Path(out_dir), plan, spec.op))))
     except (SpecError, GenerationError, BackendLoadError) as exc:
         raise InputError(str(exc)) from None
+    _refuse_over_free_space(needed, out_dir)
     written = [0]
     with _progress(len(tasks), "generating") as advance:
         def done(task, size):
@@ -168,6 +189,32 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     for line in skipped:
         click.echo(f"skipped (over --max-size): {line}")
     click.echo(f"wrote {sum(sum(c.values()) for c in counts.values())} cases ({written[0] / 1e6:.1f} MB) to {out_dir}")
+
+
+def _refuse_foreign_cases(found, out_dir, spec) -> None:
+    if found is not None:
+        path, origin = found
+        raise InputError(f"{Path(out_dir) / spec.op} holds cases of another spec version or generator ({path}: "
+                         f"{origin}); remove that directory or give another -o")
+
+
+def _refuse_over_memory(size: int, what: str) -> None:
+    """A case built whole in memory that cannot fit in it is refused, not run into the OOM killer."""
+    from harness.casefile import physical_memory
+    memory = physical_memory()
+    if memory is not None and size > memory:
+        raise InputError(f"{what}: its tensors take {size / 1e6:.1f} MB, it is built in memory and this machine "
+                         f"has {memory / 1e6:.1f} MB; give a --max-size below that to skip such cases")
+
+
+def _refuse_over_free_space(needed: int, out_dir) -> None:
+    """Tensors that cannot fit on the disk are refused before the first case is written."""
+    import shutil
+    existing = next(p for p in (Path(out_dir).absolute(), *Path(out_dir).absolute().parents) if p.exists())
+    free = shutil.disk_usage(existing).free
+    if needed > free:
+        raise InputError(f"the cases' tensors take {needed / 1e6:.1f} MB, {existing} has {free / 1e6:.1f} MB free; "
+                         f"give --max-size to skip the largest cases")
 
 
 @contextlib.contextmanager
@@ -226,6 +273,13 @@ def _run_files(paths, rerun_failed, filter_text) -> list[Path]:
     return files
 
 
+def _warn_mixed_versions(files) -> None:
+    from harness.casefile import mixed_versions
+    for op, count in mixed_versions(files).items():
+        click.echo(f"warning: the {op} cases come from {count} versions of its spec or generator "
+                   f"(an -o reused across versions?); their verdicts are not comparable", err=True)
+
+
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--backend", "backend_spec", default="reference", show_default=True,
@@ -247,7 +301,7 @@ def _run_files(paths, rerun_failed, filter_text) -> list[Path]:
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Run cases in N worker processes (a crash or hang then costs only its case).")
 @click.option("--device", default=None, help="Device for the torch backend: cpu, cuda, cuda:1, ...")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
               help="Seconds a case (all its calls) may take; over it, its worker is killed and the case "
                    "is an error.  Implies worker processes.  With an exec: backend, the seconds each run of "
                    "the command may take (it is killed; no workers needed).")
@@ -288,6 +342,7 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     _check_distinct([("--compare", baseline_path), ("--json", json_path), ("--junit", junit_path)])
     selected = _run_files(paths, rerun_failed, filter_text)
     files = [f for f in selected if in_shard(f, *shard)] if shard else selected
+    _warn_mixed_versions(files)
     pool_timeout = timeout
     if timeout is not None and backend_spec.startswith("exec:"):
         # The exec backend enforces --timeout itself, on each call: it kills just the command and
@@ -543,15 +598,19 @@ def show(case_path, n_values):
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
 @click.option("--baseline", default=None, help="Backend for dynamic thresholds (default: the spec's).")
-def import_(paths, out_dir, baseline):
-    """Import mlu-ops case files (.pb/.prototxt), adding goldens and thresholds."""
-    from harness.interop import find_mluops, import_file
+@click.option("--max-size", "max_size", default=None, callback=_size_option,
+              help="Skip cases whose tensors exceed this many bytes (e.g. 64MB); they are listed.")
+def import_(paths, out_dir, baseline, max_size):
+    """Import mlu-ops case files (.pb/.prototxt), adding goldens and thresholds.
+
+    A case is named after its file; files of one kernel that share a name (case_0.prototxt in
+    several directories) are named after their path under PATH instead."""
+    from harness.interop import import_all
 
     _check_writable("-o", out_dir, directory=True)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    outcomes = [import_file(p, out, baseline) for p in find_mluops(paths)]
-    _report_outcomes(outcomes)
+    _report_outcomes(import_all(paths, out, baseline, max_size))
 
 
 @main.command("export")

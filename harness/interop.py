@@ -1,11 +1,13 @@
 """opcase <-> mlu-ops case files: import (adding goldens and thresholds) and export."""
 from __future__ import annotations
 
+import re
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.casefile import SUFFIX, Case, find, load, save
+from harness.casefile import SUFFIX, Case, contained_path, element_count, find, load, physical_memory, save
 
 MLUOPS_SUFFIXES = (".pb", ".prototxt", ".pbtxt")
 
@@ -18,13 +20,16 @@ class Outcome:
     target: Path | None = None
 
 
-def find_mluops(paths) -> list[Path]:
-    found: list[Path] = []
+def find_mluops(paths) -> list[tuple[Path, Path]]:
+    """Every mlu-ops case file under ``paths``, each with its path relative to the PATH it was
+    found under (a file given by itself: just its name)."""
+    found: list[tuple[Path, Path]] = []
     for p in map(Path, paths):
         if p.is_dir():
-            found.extend(sorted(q for q in p.rglob("*") if q.is_file() and q.suffix in MLUOPS_SUFFIXES))
+            found.extend((q, q.relative_to(p)) for q in sorted(p.rglob("*"))
+                         if q.is_file() and q.suffix in MLUOPS_SUFFIXES)
         else:
-            found.append(p)
+            found.append((p, Path(p.name)))
     return found
 
 
@@ -51,31 +56,115 @@ def complete_imported(case: Case, baseline_name: str | None) -> Case:
     return Generator(spec, baseline).complete(case)
 
 
-def import_file(source: Path, out_dir: Path, baseline: str | None) -> Outcome:
+def import_all(paths, out_dir: Path, baseline: str | None, max_size: int | None = None) -> list[Outcome]:
+    """Import every mlu-ops case file under ``paths`` into ``out_dir``; one Outcome per file, so
+    that a bad file costs only itself."""
+    found = find_mluops(paths)
+    # source -> its MluCase read without data, or its Outcome
+    headers = {source: _one_file(source, lambda: _header(source)) for source, _ in found}
+    names = _case_names(found, headers)
+    written: dict[Path, Path] = {}       # target -> source
+    outcomes = []
+    for source, _ in found:
+        header = headers[source]
+        if isinstance(header, Outcome):
+            outcomes.append(header)
+            continue
+        outcomes.append(_one_file(source, lambda: import_file(source, names[source], header, out_dir, baseline,
+                                                              max_size, written)))
+    return outcomes
+
+
+def _one_file(source: Path, step):
+    """``step()``, or the error Outcome of whatever it raised: one file's failure, whatever it
+    is, must not stop the others."""
+    try:
+        return step()
+    except Exception as exc:  # noqa: BLE001 - see above; the file is reported as an error
+        return Outcome(source, "error", f"{type(exc).__name__}: {exc}")
+
+
+def _header(source: Path):
+    """The file's MluCase without data, or its Outcome when it cannot be imported."""
+    from harness.mluops import MluopsError, UnsupportedKernel, load_mluops
+    try:
+        return load_mluops(source, with_data=False)
+    except UnsupportedKernel as exc:
+        return Outcome(source, "skipped", f"not one of opcase's kernels ({exc.op_name})")
+    except MluopsError as exc:
+        return Outcome(source, "error", str(exc))
+
+
+def _case_names(found: list[tuple[Path, Path]], headers: dict) -> dict[Path, str]:
+    """Each file's case name: its stem, or, where files of one kernel share a stem (every
+    mlu-ops directory has its case_0.prototxt), its path relative to the PATH it was found under."""
+    stems: dict[tuple, int] = {}
+    for source, _ in found:
+        key = (getattr(headers[source], "op", None), source.stem)
+        stems[key] = stems.get(key, 0) + 1
+    names = {}
+    for source, relative in found:
+        shared = stems[(getattr(headers[source], "op", None), source.stem)] > 1
+        names[source] = _plain("__".join(relative.with_suffix("").parts) if shared else source.stem)
+    return names
+
+
+def _plain(text: str) -> str:
+    """``text`` made a plain file name: other characters become '_', leading non-alphanumerics go."""
+    return re.sub(r"^[^A-Za-z0-9]+", "", re.sub(r"[^A-Za-z0-9._+=-]", "_", text))
+
+
+def mluops_case_bytes(mlu) -> int:
+    """Bytes of an mlu-ops case's tensors as opcase stores them (exact: Python ints)."""
+    tensors = [*mlu.input_tensors.values(), *mlu.outputs.values()]
+    return sum(element_count(t.shape) * t.dtype.itemsize for t in tensors if not t.absent)
+
+
+def import_file(source: Path, name: str, header, out_dir: Path, baseline: str | None, max_size: int | None,
+                written: dict[Path, Path]) -> Outcome:
+    """Import one case (``header``: it read without data) as ``name``; ``written`` maps the
+    targets of this import so far to their sources, and gains this one's."""
     from gen.generate import GenerationError
     from gen.registry import UnknownOp
     from gen.spec import SpecError
     from harness.backend import BackendLoadError
-    from harness.mluops import MluopsError, UnsupportedKernel, case_from_mluops, load_mluops
+    from harness.mluops import MluopsError, case_from_mluops, load_mluops
+    from harness.mluops.writer import SUITE
 
+    try:
+        target = contained_path(out_dir, header.op, SUITE, f"{name}{SUFFIX}")
+    except ValueError as exc:
+        return Outcome(source, "error", f"cannot name its case: {exc}")
+    if target in written:
+        return Outcome(source, "error", f"its case {header.op}/{SUITE}/{name} is also {written[target]}'s; "
+                                        f"rename one of them")
+    size = mluops_case_bytes(header)
+    if max_size is not None and size > max_size:
+        return Outcome(source, "skipped", f"over --max-size ({size / 1e6:.1f} MB)")
+    memory = physical_memory()
+    if memory is not None and size > memory:
+        return Outcome(source, "error", f"its tensors take {size / 1e6:.1f} MB, more than this machine's "
+                                        f"{memory / 1e6:.1f} MB of memory; give --max-size to skip cases this large")
+    free = shutil.disk_usage(out_dir).free
+    if size > free:
+        return Outcome(source, "error", f"its tensors take {size / 1e6:.1f} MB, {out_dir} has {free / 1e6:.1f} MB "
+                                        f"free; give --max-size to skip cases this large")
     with tempfile.TemporaryDirectory(prefix="opcase-import-", dir=out_dir) as scratch:
         try:
             mlu = load_mluops(source, out_dir=scratch)
-        except UnsupportedKernel as exc:
-            return Outcome(source, "skipped", f"not one of opcase's kernels ({exc.op_name})")
-        except MluopsError as exc:
-            return Outcome(source, "error", str(exc))
-        case = case_from_mluops(mlu, source.stem)
-        case.note = f"imported from mlu-ops case {source.name}"
-        try:
+            case = case_from_mluops(mlu, name)
             complete_imported(case, baseline)
-        except (UnknownOp, SpecError, GenerationError, BackendLoadError) as exc:
+            save(case, target)
+        except (MluopsError, UnknownOp, SpecError, GenerationError, BackendLoadError) as exc:
             return Outcome(source, "error", str(exc))
-        target = save(case, out_dir / case.op / case.suite / f"{source.stem}{SUFFIX}")
-        return Outcome(source, "written", f"{case.op}, expect {case.expect}", target)
+        except OSError as exc:
+            return Outcome(source, "error", f"cannot write {target}: {exc.strerror or exc}")
+    written[target] = source
+    return Outcome(source, "written", f"{case.op}, expect {case.expect}", target)
 
 
-def export_file(source: Path, out_dir: Path, text: bool) -> Outcome:
+def export_file(source: Path, out_dir: Path, text: bool, written: dict[Path, Path]) -> Outcome:
+    """Export one case; ``written`` maps the targets of this export so far to their sources."""
     from harness.casefile import CaseFileError
     from harness.mluops import save_mluops
 
@@ -86,11 +175,20 @@ def export_file(source: Path, out_dir: Path, text: bool) -> Outcome:
     if case.expect != "ok":
         return Outcome(source, "skipped", "an expected rejection has no mlu-ops form")
     try:
-        target = save_mluops(case, out_dir / case.op / case.suite / case.name, text=text)
+        target = contained_path(out_dir, case.op, case.suite, case.name)
     except ValueError as exc:
         return Outcome(source, "error", str(exc))
-    return Outcome(source, "written", case.op, target)
+    if target in written:
+        return Outcome(source, "error", f"{case.op}/{case.suite}/{case.name} was exported from {written[target]} "
+                                        f"already; export the two separately")
+    try:
+        saved = save_mluops(case, target, text=text)
+    except ValueError as exc:
+        return Outcome(source, "error", str(exc))
+    written[target] = source
+    return Outcome(source, "written", case.op, saved)
 
 
 def export_all(paths, out_dir: Path, text: bool) -> list[Outcome]:
-    return [export_file(p, out_dir, text) for p in find(paths)]
+    written: dict[Path, Path] = {}
+    return [export_file(p, out_dir, text, written) for p in find(paths)]

@@ -15,7 +15,7 @@ import numpy as np
 from google.protobuf import text_format, unknown_fields
 from google.protobuf.message import DecodeError
 
-from harness.casefile import temporary_beside
+from harness.casefile import SpillFile, element_count
 from harness.mluops import mluops_case_pb2 as pb
 from harness.mluops import random_data
 from harness.mluops.schema import (DTYPES, KERNELS, METRICS, KernelFormat, MluopsFormatError,
@@ -291,7 +291,7 @@ def _contiguous_strides(shape: tuple[int, ...]) -> list[int]:
 
 
 def _element_count(shape: tuple[int, ...]) -> int:
-    return int(np.prod(shape, dtype=np.int64))
+    return element_count(shape)
 
 
 def _recipe(where: str, message: pb.RandomData) -> random_data.RandomRecipe:
@@ -525,10 +525,13 @@ _DECODERS = {
 
 def _read_data_file(case_path: Path, where: str, relative: str, dtype: np.dtype, shape: tuple[int, ...],
                     large_tensor_bytes: int) -> np.ndarray:
-    """``path``: raw little-endian elements of the tensor's dtype, relative to the case file."""
+    """``path``: raw little-endian elements of the tensor's dtype, relative to the case file and
+    inside its directory (symlinks resolved): a case file cannot make opcase read other files."""
     if not relative or os.path.isabs(relative):
         raise MluopsFormatError(f"{where}: path {relative!r} must be relative to the case file")
     data_path = case_path.parent / relative
+    if not data_path.resolve().is_relative_to(case_path.parent.resolve()):
+        raise MluopsFormatError(f"{where}: path {relative!r} leads out of the case file's directory")
     if relative.endswith(".zst") or (not data_path.exists() and Path(f"{data_path}.zst").exists()):
         raise MluopsFormatError(f"{where}: zstd-compressed data files are not supported ({relative})")
     try:
@@ -562,17 +565,15 @@ def _draw(case_path: Path, where: str, tensor: MluTensor, out_dir, large_tensor_
 
 
 def _draw_to_file(raw_path: Path, tensor: MluTensor, logf: str) -> np.memmap:
-    """Draw into a temporary file beside ``raw_path``, rename it into place, map it read-only."""
-    raw_path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = temporary_beside(raw_path)
-    os.close(fd)
+    """Draw into a temporary file beside ``raw_path``, its blocks reserved first (a full disk is
+    an OSError here, not a SIGBUS mid-draw), rename it into place, map it read-only."""
+    spill = SpillFile(raw_path, tensor.shape, tensor.dtype)
     try:
-        target = np.memmap(tmp, dtype=tensor.dtype, mode="w+", shape=tensor.shape)
-        random_data.fill(tensor.random, target, logf=logf)
-        target.flush()
-        del target
-        os.replace(tmp, raw_path)
+        random_data.fill(tensor.random, spill.array, logf=logf)
+        spill.array.flush()
+        spill.array = None
+        os.replace(spill.path, raw_path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        spill.discard()
         raise
     return np.memmap(raw_path, dtype=tensor.dtype, mode="r", shape=tensor.shape)

@@ -22,6 +22,7 @@ from harness.mluops.reader import ABSENT, MluCase
 from harness.mluops.schema import CRITERION_OF, DTYPE_ENUM_OF, KERNELS, KernelFormat, layout_enum
 
 DEFAULT_PATH_THRESHOLD_BYTES = 1 << 20
+SUITE = "mluops"                     # the suite of every imported case
 TEXT_SUFFIX = ".prototxt"
 BINARY_SUFFIX = ".pb"
 # A metric one output has and another lacks: the other's threshold (the form needs one per
@@ -177,6 +178,6 @@ def case_from_mluops(mlu: MluCase, name: str) -> casefile.Case:
     outputs = {t.name: casefile.Tensor(name=t.name, shape=t.shape, dtype=t.dtype, layout=t.layout)
                for t in mlu.outputs.values()}
     floating = [t.dtype for t in mlu.input_tensors.values() if np.issubdtype(t.dtype, np.floating)]
-    return casefile.Case(op=mlu.op, suite="mluops", name=name, params=dict(mlu.params), inputs=inputs,
+    return casefile.Case(op=mlu.op, suite=SUITE, name=name, params=dict(mlu.params), inputs=inputs,
                          outputs=outputs, dtype=floating[0].name if floating else "",
                          note=f"imported from mlu-ops case {mlu.path.name}")
