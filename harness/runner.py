@@ -270,26 +270,35 @@ def _raised(exc: BaseException, what: str) -> str:
     return f"backend raised {type(exc).__name__} during {what}: {exc}\n{_backend_traceback(exc)}"
 
 
-def _time_calls(backend: Backend, request: Request, plan: TimingPlan, check=None) -> dict:
-    """Warm-up then timed calls; each one's outputs go to ``check`` (if any), outside the timing."""
+def _time_calls(backend: Backend, request: Request, plan: TimingPlan, check=None) -> tuple[dict | None, str]:
+    """Warm-up then timed calls: (their timing, '') or (None, why the backend failed one).
+
+    Each call's outputs go to ``check`` (if any), outside the timing; it returns why they are
+    unusable, or ''.  An exception from the check itself is the harness's: it propagates.
+    """
     samples, source = [], "harness"
     for number in range(plan.warmup + plan.repeat):
-        outputs, seconds, source = call(backend, request)
+        try:
+            outputs, seconds, source = call(backend, request)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a call that fails only when repeated
+            return None, _raised(exc, "the timed calls")
         if number >= plan.warmup:
             samples.append(seconds)
-        if check is not None:
-            check(outputs)
+        problem = check(outputs) if check is not None else ""
         del outputs
-    return summarize(samples, source, plan)
+        if problem:
+            return None, problem
+    return summarize(samples, source, plan), ""
 
 
 def _validated(case: Case, check: RepeatCheck):
     """``check``, refusing first a repeated call's outputs of the wrong form (the case is then an error)."""
-    def take(outputs):
+    def take(outputs) -> str:
         problem = _validate_outputs(case, outputs)
         if problem:
-            raise BackendProtocolError(f"call {check.calls + 1}: {problem}")
+            return f"call {check.calls + 1}: {problem}"
         check(outputs)
+        return ""
     return take
 
 
@@ -331,14 +340,14 @@ def run_loaded(case: Case, backend: Backend, result: CaseResult, options: RunOpt
         from harness.error_map import error_map
         result.error_maps = {name: error_map(produced[name], t.data, t.layout, t.dtype)
                              for name, t in case.outputs.items() if output_fails(result, name)}
-    check = RepeatCheck(case, produced, result, measure, CaseResult) if options.bitwise else None
+    check = RepeatCheck(case, produced, result, measure, lambda: CaseResult(path=result.path)) \
+        if options.bitwise else None
     del produced   # a bitwise check holds the judged outputs; nothing else needs them
     if options.timing.repeat:
-        try:
-            result.timing = _time_calls(backend, request, options.timing,
-                                         _validated(case, check) if check else None)
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a call that fails only when repeated
-            result.status, result.message = ERROR, _raised(exc, "the timed calls")
+        result.timing, problem = _time_calls(backend, request, options.timing,
+                                             _validated(case, check) if check else None)
+        if problem:
+            result.status, result.message = ERROR, problem
             return result
         result.seconds = result.timing["median_us"] * 1e-6
         problem = _wrote_inputs(case, before)

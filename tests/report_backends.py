@@ -7,10 +7,37 @@ import itertools
 import numpy as np
 
 from harness.backends.builtin import reference
+from harness.casefile import load
 from harness.error_map import axes_of
+from harness.runner import request_for
 
 _reference = reference()
 _calls = itertools.count(1)
+
+
+def restart(first: int = 1) -> None:
+    """Count calls from ``first`` again (in this process): odd-numbered calls are the clean ones."""
+    global _calls
+    _calls = itertools.count(first)
+
+
+def reference_outputs(path) -> dict:
+    """What the reference returns for the case at ``path`` (what the clean calls return)."""
+    return _reference.run(request_for(load(path)))
+
+
+def deterministic(request):
+    """The reference, counting its calls like the others (the same bits every time)."""
+    next(_calls)
+    return _reference.run(request)
+
+
+def wrong_shape_on_call_3(request):
+    """The reference, but its third call returns outputs of one element."""
+    out = dict(_reference.run(request))
+    if next(_calls) == 3:
+        out = {name: np.zeros(1, array.dtype) for name, array in out.items()}
+    return out
 
 
 def _noisy(request, scale: float):
