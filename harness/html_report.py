@@ -213,8 +213,8 @@ def _summary_table(results: list[CaseResult]) -> str:
     rows = ["<table><tr><th class=l>kernel/suite</th>" + "".join(f"<th>{_e(s)}</th>" for s in shown)
             + "<th>worst headroom (metric / threshold)</th><th class=l>where</th></tr>"]
     for group, counts in groups.items():
-        cells = "".join(f'<td class="{"bad" if counts.get(s) and s not in ("passed", "skipped") else ""}">'
-                        f'{counts.get(s, 0)}</td>' for s in shown)
+        cells = "".join(f'<td class="bad">{counts[s]}</td>' if counts.get(s) and s not in ("passed", "skipped")
+                        else f"<td>{counts.get(s, 0)}</td>" for s in shown)
         ratio, metric, key = worst.get(group, (None, "", ""))
         mark = "" if ratio is None else ("bad" if ratio > 1 else "ok")
         rows.append(f'<tr><td class=l>{_e(group)}</td>{cells}<td class="{mark}">{_num(ratio)}</td>'
