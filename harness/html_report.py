@@ -29,12 +29,12 @@ TIMED_SHOWN = 200
 _PALETTE = [(255, 255, 204), (254, 217, 118), (253, 141, 60), (227, 26, 28), (128, 0, 38)]
 
 _STYLE = """
-body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
+body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}
 table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
 th{background:#f3f3f3}td.l,th.l{text-align:left}.bad{color:#b00020;font-weight:600}.ok{color:#1b5e20}
 pre,code{background:#f6f6f6;padding:2px 4px;white-space:pre-wrap;word-break:break-all}
 section.case{border-top:2px solid #b00020;margin-top:24px}.plots{display:flex;flex-wrap:wrap;gap:24px;align-items:flex-start}
-figure{margin:0}figcaption{font-size:12px;color:#555;max-width:560px}svg text{font:11px sans-serif}
+figure{margin:0}figcaption{font-size:12px;color:#555;max-width:360px}svg text{font:11px sans-serif}
 """
 
 _SCRIPT = """
@@ -93,7 +93,7 @@ def heat_map_svg(m: dict, output: str) -> str:
     """|error| summed over the other axes, per (row, column) cell; NaN/Inf mismatches outlined."""
     heat = m["heat"]
     n_rows, n_cols = len(heat), len(heat[0])
-    cell = max(3, min(28, 448 // max(n_rows, n_cols)))
+    cell = max(3, min(28, 384 // max(n_rows, n_cols)))
     left, top = 44, 14
     width, height = left + n_cols * cell + 70, top + n_rows * cell + 34
     peak = max(max(row) for row in heat)
@@ -131,8 +131,8 @@ def heat_map_svg(m: dict, output: str) -> str:
 
 
 def _bars_svg(kind: str, values: list, labels: list[str], title: str, color: str, log: bool = False) -> str:
-    """A bar chart: one bar per value, a label under the first, middle and last (or every) bar."""
-    width, height, left, top, bottom = 480, 150, 44, 12, 30
+    """A bar chart: one bar per value, a label under every few bars and the last."""
+    width, height, left, top, bottom = 360, 150, 44, 12, 30
     step = (width - left - 8) / max(len(values), 1)
     scaled = [math.log10(1 + v) if log else v for v in values]
     peak = max(scaled) if scaled and max(scaled) > 0 else 1.0
@@ -143,7 +143,11 @@ def _bars_svg(kind: str, values: list, labels: list[str], title: str, color: str
         h = plot_h * s / peak
         parts.append(f'<rect x="{left + i * step:.1f}" y="{top + plot_h - h:.1f}" width="{max(step - 1, 1):.1f}" '
                      f'height="{h:.1f}" fill="{color}"><title>{_e(labels[i])}: {_num(value)}</title></rect>')
-    shown = range(len(values)) if len(values) <= 16 else (0, len(values) // 2, len(values) - 1)
+    every = math.ceil(len(values) / 7) if values else 1
+    shown = list(range(0, len(values), every))
+    if shown and shown[-1] != len(values) - 1:
+        # The last bar is labelled; when that would crowd the label before it, in its place.
+        shown[-1 if len(values) - 1 - shown[-1] <= every / 2 else len(shown):] = [len(values) - 1]
     for i in shown:
         parts.append(f'<text x="{left + (i + 0.5) * step:.1f}" y="{height - 16}" text-anchor="middle">'
                      f'{_e(labels[i])}</text>')
