@@ -48,71 +48,108 @@ def axes_of(layout: str, ndim: int) -> tuple[int | None, int | None, int | None]
     return None, (0 if ndim == 1 else None), channel
 
 
-def _bins(size: int, most: int) -> tuple[int, int]:
-    """(elements per bin, number of bins) to cover ``size`` with at most ``most`` bins."""
-    per = max(1, math.ceil(size / most))
-    return per, max(1, math.ceil(size / per))
-
-
-def _axis_index(flat: np.ndarray, shape: tuple, axis: int | None) -> np.ndarray | int:
-    if axis is None:
-        return 0
-    stride = int(np.prod(shape[axis + 1:], dtype=np.int64))
-    return (flat // stride) % shape[axis]
+def _bin_size(size: int, most: int) -> int:
+    """Elements per bin, to cover ``size`` with at most ``most`` bins."""
+    return max(1, math.ceil(size / most))
 
 
 def _round(values) -> list:
     return [float(f"{v:.{_SIGNIFICANT}g}") for v in values]
 
 
+def _blocks(shape: tuple):
+    """(prefix, axis, start, stop, flat_start): the tensor as contiguous pieces of about
+    _BLOCK_ELEMS elements, each ``array[prefix + (slice(start, stop),)]`` with every later axis whole."""
+    inner = [int(np.prod(shape[a + 1:], dtype=np.int64)) for a in range(len(shape))]
+    axis = next(a for a in range(len(shape)) if inner[a] <= _BLOCK_ELEMS)
+    step = max(1, _BLOCK_ELEMS // inner[axis])
+    for prefix in np.ndindex(*shape[:axis]):
+        base = sum(i * inner[a] for a, i in enumerate(prefix))
+        for start in range(0, shape[axis], step):
+            yield prefix, axis, start, min(start + step, shape[axis]), base + start * inner[axis]
+
+
+class _Binned:
+    """A sum over every axis of a tensor but ``keep`` (one or two), binned along those: filled a block at a time."""
+
+    def __init__(self, shape: tuple, keep: tuple, bins: tuple, dtype=np.float64):
+        self.shape, self.keep, self.bins = shape, keep, bins
+        self.total = np.zeros(tuple(max(1, math.ceil(shape[a] / b)) for a, b in zip(keep, bins)), dtype)
+
+    def add(self, values: np.ndarray, prefix: tuple, axis: int, start: int) -> None:
+        """Add a block's per-element ``values`` (shape: the block's, axes ``axis`` onwards)."""
+        inside = [a for a in sorted(self.keep) if a >= axis]
+        values = values.sum(axis=tuple(a - axis for a in range(axis, len(self.shape)) if a not in self.keep))
+        where = {}
+        for position, a in enumerate(inside):
+            bin_size = self.bins[self.keep.index(a)]
+            offset = start if a == axis else 0
+            coords = np.arange(offset, offset + values.shape[position]) // bin_size
+            firsts = np.flatnonzero(np.diff(coords, prepend=-1))
+            values = np.add.reduceat(values, firsts, axis=position)
+            where[a] = coords[firsts]
+        for a in self.keep:
+            if a < axis:   # an axis before the block's: one coordinate for all of it
+                where[a] = np.array([prefix[a] // self.bins[self.keep.index(a)]])
+        # The block's kept axes in keep's order (rows before columns, whatever the layout's order).
+        values = np.transpose(values, [inside.index(a) for a in self.keep if a >= axis])
+        values = values.reshape([len(where[a]) for a in self.keep])
+        self.total[np.ix_(*(where[a] for a in self.keep))] += values
+
+
 def error_map(actual: np.ndarray, golden: np.ndarray, layout: str, dtype) -> dict:
     """The heat-map, channel profile and relative-error histogram of one output (see module doc)."""
+    if golden.ndim == 0:
+        actual, golden = actual.reshape(1), golden.reshape(1)
     shape = tuple(golden.shape)
     rows, cols, channel = axes_of(layout, len(shape))
-    row_bin, n_rows = _bins(shape[rows], MAX_CELLS) if rows is not None else (1, 1)
-    col_bin, n_cols = _bins(shape[cols], MAX_CELLS) if cols is not None else (1, 1)
-    ch_bin, n_ch = _bins(shape[channel], MAX_PROFILE) if channel is not None else (1, 1)
-    heat = np.zeros(n_rows * n_cols)
-    nan_inf = np.zeros(n_rows * n_cols, dtype=np.int64)
-    profile = np.zeros(n_ch)
+    keep = tuple(a for a in (rows, cols) if a is not None)
+    bins = tuple(_bin_size(shape[a], MAX_CELLS) for a in keep)
+    heat = _Binned(shape, keep, bins)
+    nan_inf = _Binned(shape, keep, bins, np.int64)
+    profile = _Binned(shape, (channel,), (_bin_size(shape[channel], MAX_PROFILE),)) if channel is not None else None
     n_decades = HIGHEST_DECADE - LOWEST_DECADE + 1
     histogram = np.zeros(n_decades, dtype=np.int64)
     exact = 0
     eps = small_golden_eps(dtype)
-    flat_actual, flat_golden = actual.reshape(-1), golden.reshape(-1)
-    for start in range(0, golden.size, _BLOCK_ELEMS):
-        stop = min(start + _BLOCK_ELEMS, golden.size)
-        a = flat_actual[start:stop].astype(np.float64)
-        b = flat_golden[start:stop].astype(np.float64)
-        flat = np.arange(start, stop, dtype=np.int64)
-        cell = (_axis_index(flat, shape, rows) // row_bin) * n_cols + _axis_index(flat, shape, cols) // col_bin
-        finite = np.isfinite(a) & np.isfinite(b)
-        # A NaN/Inf where the golden has another (or a finite value), or the other way round.
-        mismatch = ~finite & ~((np.isnan(a) & np.isnan(b)) | (a == b))
-        err = np.where(finite, np.abs(a - b), 0.0)
-        heat += np.bincount(cell, weights=err, minlength=heat.size)
-        nan_inf += np.bincount(cell[mismatch], minlength=nan_inf.size)
-        if channel is not None:
-            profile += np.bincount(_axis_index(flat, shape, channel) // ch_bin, weights=err, minlength=n_ch)
-        abs_b = np.abs(b[finite])
-        rel = np.where(abs_b < eps, err[finite], err[finite] / (abs_b + _DENOM_OFFSET))
-        exact += int(np.count_nonzero(rel == 0))
-        decade = np.floor(np.log10(rel[rel > 0])).astype(np.int64)
+    for prefix, axis, start, stop, flat_start in _blocks(shape):
+        index = prefix + (slice(start, stop),)
+        a, b = actual[index].astype(np.float64), golden[index].astype(np.float64)
+        err = np.abs(a - b)
+        finite = np.isfinite(err)          # both finite (inf - inf and anything with NaN is NaN)
+        n_finite = err.size
+        if not finite.all():
+            n_finite = int(np.count_nonzero(finite))
+            # A NaN/Inf where the golden has another (or a finite value), or the other way round.
+            mismatch = ~finite & ~((np.isnan(a) & np.isnan(b)) | (a == b))
+            nan_inf.add(mismatch.astype(np.int64), prefix, axis, start)
+            err[~finite] = 0.0
+        heat.add(err, prefix, axis, start)
+        if profile is not None:
+            profile.add(err, prefix, axis, start)
+        wrong = np.flatnonzero(err)
+        exact += n_finite - wrong.size
+        wrong_err, golden_size = err.reshape(-1)[wrong], np.abs(b.reshape(-1)[wrong])
+        rel = np.where(golden_size < eps, wrong_err, wrong_err / (golden_size + _DENOM_OFFSET))
+        decade = np.floor(np.log10(rel)).astype(np.int64)
         histogram += np.bincount(np.clip(decade, LOWEST_DECADE, HIGHEST_DECADE) - LOWEST_DECADE, minlength=n_decades)
-        drop_pages(actual, stop, start)
-        drop_pages(golden, stop, start)
-    axis = _axis_namer(layout, len(shape))
-    summed = [axis(i) for i in range(len(shape)) if i not in (rows, cols)]
+        flat_stop = flat_start + a.size
+        drop_pages(actual, flat_stop, flat_start)
+        drop_pages(golden, flat_stop, flat_start)
+    cells = heat.total.reshape(-1, heat.total.shape[-1])          # a 1-D tensor's map: one row
+    bad = nan_inf.total.reshape(cells.shape)
+    axis_name = _axis_namer(layout, len(shape))
     return {
-        "rows": {"axis": axis(rows), "size": shape[rows] if rows is not None else 1, "bin": row_bin},
-        "cols": {"axis": axis(cols), "size": shape[cols] if cols is not None else 1, "bin": col_bin},
-        "summed": summed,
-        "heat": [_round(heat[r * n_cols:(r + 1) * n_cols]) for r in range(n_rows)],
-        "nan_inf_cells": [[int(c // n_cols), int(c % n_cols), int(nan_inf[c])] for c in np.flatnonzero(nan_inf)],
-        "profile": None if channel is None else {"axis": axis(channel), "size": shape[channel], "bin": ch_bin,
-                                                 "values": _round(profile)},
+        "rows": {"axis": axis_name(rows), "size": shape[rows] if rows is not None else 1,
+                 "bin": bins[0] if rows is not None else 1},
+        "cols": {"axis": axis_name(cols), "size": shape[cols], "bin": bins[-1]},
+        "summed": [axis_name(i) for i in range(len(shape)) if i not in keep],
+        "heat": [_round(row) for row in cells],
+        "nan_inf_cells": [[int(r), int(c), int(bad[r, c])] for r, c in np.argwhere(bad)],
+        "profile": None if profile is None else {"axis": axis_name(channel), "size": shape[channel],
+                                                 "bin": profile.bins[0], "values": _round(profile.total)},
         "histogram": {"lowest_decade": LOWEST_DECADE, "counts": histogram.tolist(), "exact": exact,
-                      "nan_inf": int(nan_inf.sum())},
+                      "nan_inf": int(bad.sum())},
     }
 
 

@@ -183,3 +183,26 @@ def test_report_renders_in_a_headless_browser(tmp_path):
     subprocess.run([*browser, f"--screenshot={shot}", "--window-size=1280,2000", html.as_uri()],
                    capture_output=True, timeout=120, check=True)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+
+
+@pytest.mark.parametrize("block", [7, 64, 1 << 20])
+@pytest.mark.parametrize("shape, layout", [((3, 7, 5, 11), "NWHC"), ((50,), "X"), ((6, 130, 3), "ARRAY"),
+                                           ((2, 3, 4, 5), "NCHW"), ((), "")])
+def test_error_map_sums_every_element_into_its_cell(monkeypatch, shape, layout, block):
+    """Whatever the layout's axis order, rank and block size: each cell holds the sum of |error|
+    over the elements whose row and column fall in it (1-D and 0-d tensors: one row)."""
+    import harness.error_map as em
+    monkeypatch.setattr(em, "_BLOCK_ELEMS", block)
+    rng = np.random.default_rng(1)
+    golden = rng.standard_normal(shape)
+    actual = golden + rng.standard_normal(shape) * (rng.random(shape) < 0.2)
+    m = em.error_map(actual, golden, layout, "float64")
+    rows, cols, _ = em.axes_of(layout, max(len(shape), 1))
+    err = np.abs(actual - golden).reshape(shape or (1,))
+    kept = err.sum(axis=tuple(i for i in range(err.ndim) if i not in (rows, cols)))
+    kept = (kept.T if rows is not None and rows > cols else kept).reshape(-1, err.shape[cols])
+    expected = np.zeros((len(m["heat"]), len(m["heat"][0])))
+    for (r, c), value in np.ndenumerate(kept):
+        expected[r // m["rows"]["bin"], c // m["cols"]["bin"]] += value
+    assert np.allclose(m["heat"], expected, rtol=1e-3)
+    assert m["histogram"]["exact"] + sum(m["histogram"]["counts"]) == max(golden.size, 1)
