@@ -52,7 +52,8 @@ class RepeatCheck:
     def __init__(self, case: Case, first: dict, judged, measure, new_scratch):
         self.case = case
         self.only_verdict = case.nondeterministic_sums
-        self.first = None if self.only_verdict else first
+        # A copy: a backend may hand back one buffer that each call overwrites.
+        self.first = None if self.only_verdict else {name: np.array(array, copy=True) for name, array in first.items()}
         self.first_verdict = verdict(judged.thresholds, judged.metrics)
         self.measure, self.new_scratch = measure, new_scratch
         self.calls = 1

@@ -59,6 +59,13 @@ def test_bitwise_reports_noise_on_every_other_call_with_the_first_differing_elem
     assert "--repeat 3 --warmup 1 --bitwise" in doc["repro"]
 
 
+def test_a_backend_that_overwrites_one_output_buffer_is_still_caught(tmp_path):
+    """The judged call's outputs are kept as a copy: comparing a buffer with itself proves nothing."""
+    result, doc = _run(tmp_path, CASE, "noise_in_a_reused_buffer", "--repeat", "2", "--bitwise")
+    assert result.exit_code == 1, result.output
+    assert doc["status"] == "nondeterministic" and doc["determinism"]["call"] == 2
+
+
 def test_the_same_backend_passes_without_bitwise(tmp_path):
     """Without --bitwise the repeated calls' outputs are only timed: the noise goes unseen."""
     result, doc = _run(tmp_path, CASE, "noise_every_other_call", "--repeat", "3")
