@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 
 import numpy as np
 
@@ -12,12 +13,17 @@ from harness.error_map import axes_of
 from harness.runner import request_for
 
 _reference = reference()
-_calls = itertools.count(1)
+# Where the call count starts: set by restart(), and read by a worker process that imports this
+# module afresh (a backend may run in one), so that both count alike.
+_FIRST_CALL = "OPCASE_TEST_FIRST_CALL"
+_calls = itertools.count(int(os.environ.get(_FIRST_CALL, "1")))
 
 
 def restart(first: int = 1) -> None:
-    """Count calls from ``first`` again (in this process): odd-numbered calls are the clean ones."""
+    """Count calls from ``first`` again, here and in worker processes started from now on:
+    odd-numbered calls are the clean ones."""
     global _calls
+    os.environ[_FIRST_CALL] = str(first)
     _calls = itertools.count(first)
 
 

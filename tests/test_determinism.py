@@ -115,6 +115,9 @@ def test_the_verdict_crosses_from_worker_processes(tmp_path):
     result, doc = _run(tmp_path, CASE, "noise_every_other_call", "--repeat", "2", "--bitwise", "--jobs", "2")
     assert result.exit_code == 1, result.output
     assert doc["status"] == "nondeterministic" and doc["determinism"]["call"] == 2
+    report_backends.restart(first=2)     # the worker's judged call is the wrong one
+    result, doc = _run(tmp_path, CASE, "wrong_every_other_call", "--repeat", "2", "--bitwise", "--jobs", "1")
+    assert doc["status"] == "failed" and "also not deterministic" in doc["message"]
 
 
 def test_bitwise_needs_repeat(tmp_path):
