@@ -438,7 +438,8 @@ class Generator:
                     outputs={n: Tensor(n, lay.shapes[n], np.dtype(lay.dtypes[n]), lay.layouts[n])
                              for n in spec.outputs},
                     seed=plan.seed, generator_version=GENERATOR_VERSION, spec_sha256=spec.sha256,
-                    spec_path=spec.path.name, note=plan.note, zero_golden_ok=plan.zero_golden_ok, dtype=plan.dtype)
+                    spec_path=spec.path.name, note=plan.note, zero_golden_ok=plan.zero_golden_ok, dtype=plan.dtype,
+                    nondeterministic_sums=spec.nondeterministic_sums)
         if plan.violation is not None:
             case.expect = "rejected"
             case.expect_check = plan.violation.id

@@ -156,6 +156,9 @@ class Spec:
     criteria: Criteria
     suites: dict
     theory_ops: str = ""
+    # The kernel may add floats in any order (atomics): repeated calls may differ in their last
+    # bits, so `opcase run --bitwise` asks only that their verdicts agree.
+    nondeterministic_sums: bool = False
     raw: dict = field(default_factory=dict, repr=False)
 
     def resolve(self, dotted: str, what: str):
@@ -444,7 +447,7 @@ def _suites(v: _Validator, node, spec_inputs):
 
 
 _TOP_KEYS = ["op", "doc", "summary", "reference", "dtypes", "params", "inputs", "outputs", "checks",
-             "criteria", "suites", "theory_ops"]
+             "criteria", "suites", "theory_ops", "nondeterministic_sums"]
 
 
 def load_spec(path) -> Spec:
@@ -493,7 +496,11 @@ def load_spec(path) -> Spec:
     criteria = _criteria(v, raw["criteria"])
     suites = _suites(v, raw["suites"], inputs)
     resolve_callable(raw["reference"], path, "reference", line_of(raw, "reference"))
+    nondeterministic_sums = raw.get("nondeterministic_sums", False)
+    if not isinstance(nondeterministic_sums, bool):
+        v.fail(raw, "nondeterministic_sums", "nondeterministic_sums must be true or false")
     return Spec(op=str(raw["op"]), path=path, sha256=hashlib.sha256(text).hexdigest(), doc=str(raw["doc"]),
                 summary=str(raw.get("summary", "")), reference=str(raw["reference"]), dtypes=list(dtypes),
                 params=params, inputs=inputs, outputs=outputs, checks=checks, criteria=criteria,
-                suites=suites, theory_ops=str(raw.get("theory_ops", "")), raw=raw)
+                suites=suites, theory_ops=str(raw.get("theory_ops", "")),
+                nondeterministic_sums=nondeterministic_sums, raw=raw)

@@ -120,6 +120,7 @@ class Case:
     note: str = ""
     zero_golden_ok: bool = False
     dtype: str = ""
+    nondeterministic_sums: bool = False   # repeated calls need agree only in their verdict (--bitwise)
 
 
 # --------------------------------------------------------------------------- writing
@@ -325,7 +326,7 @@ def to_proto(case: Case, case_path: Path, sidecar_bytes: int = DEFAULT_SIDECAR_B
                   expect_check=case.expect_check, expect_message=case.expect_message, seed=case.seed,
                   generator_version=case.generator_version, spec_sha256=case.spec_sha256,
                   spec_path=case.spec_path, note=case.note, zero_golden_ok=case.zero_golden_ok,
-                  dtype=case.dtype)
+                  dtype=case.dtype, nondeterministic_sums=case.nondeterministic_sums)
     for key, value in case.params.items():
         msg.params[key].CopyFrom(_value_to_pb(value))
     for t in case.inputs.values():
@@ -459,6 +460,7 @@ def from_proto(msg: pb.Case, path: Path, verify: bool = True) -> Case:
         expect_check=msg.expect_check, expect_message=msg.expect_message, seed=msg.seed,
         generator_version=msg.generator_version, spec_sha256=msg.spec_sha256, spec_path=msg.spec_path,
         note=msg.note, zero_golden_ok=msg.zero_golden_ok, dtype=msg.dtype,
+        nondeterministic_sums=msg.nondeterministic_sums,
     )
 
 

@@ -296,6 +296,12 @@ def _warn_mixed_versions(files) -> None:
               help="Time N further calls of each valid case (after --warmup ones); record median and spread.")
 @click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True,
               help="Untimed calls before the --repeat ones.")
+@click.option("--bitwise", is_flag=True,
+              help="With --repeat: every further call must return the judged call's outputs bit for bit "
+                   "(only the same verdict, for kernels whose spec declares nondeterministic_sums); "
+                   "otherwise the case is nondeterministic.")
+@click.option("--html", "html_path", default=None, type=click.Path(dir_okay=False),
+              help="Write a self-contained HTML report: counts, headroom, where each failing case's error sits.")
 @click.option("--device-profile", "profile_path", default=None, type=click.Path(dir_okay=False),
               help="YAML with memory_bandwidth and peak_ops per dtype: report io and compute efficiency.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
@@ -313,12 +319,13 @@ def _warn_mixed_versions(files) -> None:
               help="Exit 0, not 5, when no case is judged (none selected, e.g. an empty --shard, or every "
                    "one skipped or mistrusted).")
 @click.option("-v", "--verbose", is_flag=True, help="Show details for passing cases too.")
-def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmup, profile_path, jobs, device, timeout,
-        shard_text, filter_text, rerun_failed, allow_empty, verbose):
+def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmup, bitwise, html_path, profile_path, jobs,
+        device, timeout, shard_text, filter_text, rerun_failed, allow_empty, verbose):
     """Run a backend on every case under PATHS and judge its outputs.
 
     \b
-    Statuses: passed, failed, wrongly-accepted, wrongly-rejected, error, skipped, mistrusted.
+    Statuses: passed, failed, wrongly-accepted, wrongly-rejected, error, skipped, mistrusted,
+    nondeterministic (--bitwise).
     Exit status: 0 at least one case judged and none fails; 1 any case fails or errors, or the
     --compare gate fails; 2 usage or input error; 5 no case judged (none selected, or every one
     skipped or mistrusted; --allow-empty makes that 0).
@@ -336,10 +343,13 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     shard = _shard(shard_text)
     if not paths and not rerun_failed:
         raise InputError("give case files or directories (PATHS), or --rerun-failed RESULTS.json")
-    for option, path in (("--json", json_path), ("--junit", junit_path)):
+    if bitwise and repeat is None:
+        raise InputError("--bitwise compares repeated calls: give --repeat N too")
+    for option, path in (("--json", json_path), ("--junit", junit_path), ("--html", html_path)):
         if path is not None:
             _check_writable(option, path)
-    _check_distinct([("--compare", baseline_path), ("--json", json_path), ("--junit", junit_path)])
+    _check_distinct([("--compare", baseline_path), ("--json", json_path), ("--junit", junit_path),
+                     ("--html", html_path)])
     selected = _run_files(paths, rerun_failed, filter_text)
     files = [f for f in selected if in_shard(f, *shard)] if shard else selected
     _warn_mixed_versions(files)
@@ -377,9 +387,9 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     elif jobs is not None:
         repro += ["--jobs", "1"]   # keep a crash isolated when rerun
     if repeat is not None:
-        repro += ["--repeat", str(repeat), "--warmup", str(warmup)]
+        repro += ["--repeat", str(repeat), "--warmup", str(warmup)] + (["--bitwise"] if bitwise else [])
     options = RunOptions(timing=TimingPlan(repeat or 0, warmup if repeat else 0), profile=profile,
-                         repro_options=tuple(repro))
+                         repro_options=tuple(repro), bitwise=bitwise, error_maps=html_path is not None)
 
     progress = Progress(len(files), sys.stdout.isatty(), verbose)
 
@@ -397,12 +407,15 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     gate = gate_summary(results, baseline_path, baseline) if baseline is not None else None
     click.echo(summary_text(results, gate))
     run_info = {"backend_origin": backend.origin, "jobs": jobs, "timeout": timeout, "repeat": repeat,
-                "warmup": warmup if repeat else None, "shard": shard_text, "filter": filter_text,
+                "warmup": warmup if repeat else None, "bitwise": bitwise, "shard": shard_text, "filter": filter_text,
                 "device_profile": profile_path, "compare": baseline_path}
     if json_path:
         write_atomic(json_path, to_json(results, backend_spec, gate, run_info))
     if junit_path:
         write_atomic(junit_path, junit_xml(results, backend_spec))
+    if html_path:
+        from harness.html_report import html_report
+        write_atomic(html_path, html_report(results, backend_spec, gate, run_info))
     if any(fails(r) for r in results):
         sys.exit(EXIT_FAILED)
     if not judged(results):

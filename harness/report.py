@@ -10,12 +10,13 @@ from pathlib import Path
 import click
 
 from harness.casefile import atomic_write
+from harness.error_map import axis_letters
 from harness.gate import GATE_FAILING
 from harness.metrics import json_float
-from harness.runner import FAILED, FAILING, MISTRUSTED, PASSED, SKIPPED, STATUSES, CaseResult
+from harness.runner import FAILED, FAILING, MISTRUSTED, PASSED, SKIPPED, STATUSES, CaseResult, output_fails
 
 _LABEL = {"passed": "PASS", "failed": "FAIL", "wrongly-accepted": "FAIL", "wrongly-rejected": "FAIL",
-          "error": "ERROR", "skipped": "SKIP", "mistrusted": "WARN"}
+          "error": "ERROR", "skipped": "SKIP", "mistrusted": "WARN", "nondeterministic": "FAIL"}
 # How many of the worst elements a mismatch report lists, by each measure.
 WORST_SHOWN = 10
 
@@ -64,21 +65,17 @@ def case_line(r: CaseResult) -> str:
 def coordinates(output: str, index, layout: str) -> str:
     """``y[n=0, h=3, w=2, c=17]`` when the layout names each axis, else ``y[0, 3, 2, 17]``."""
     index = list(index)
-    if layout and layout.isalpha() and len(layout) == len(index) and len(set(layout.upper())) == len(layout):
-        return f"{output}[{', '.join(f'{axis.lower()}={i}' for axis, i in zip(layout, index))}]"
+    letters = axis_letters(layout, len(index))
+    if letters:
+        return f"{output}[{', '.join(f'{axis.lower()}={i}' for axis, i in zip(letters, index))}]"
     return f"{output}[{', '.join(map(str, index))}]"
 
 
-def _threshold_source(v: dict) -> str:
+def threshold_source(v: dict) -> str:
     text = v.get("provenance") or "no provenance recorded"
     if v.get("baseline"):
         text += f"; {v['baseline']} scored {_fmt(float(v.get('baseline_value', 0.0)))}"
     return text
-
-
-def _output_fails(r: CaseResult, output: str) -> bool:
-    verdicts = r.thresholds.get(output, [])
-    return not verdicts or not all(v["passed"] for v in verdicts) or bool(r.metrics.get(output, {}).get("nan_inf_mismatch"))
 
 
 def _elements(output: str, items: list, layout: str, with_errors: bool = True) -> list[str]:
@@ -98,7 +95,7 @@ def mismatch_report(r: CaseResult, output: str) -> list[str]:
     lines = [f"  output {output} ({layout or 'no layout'}):"]
     for v in r.thresholds.get(output, []):
         lines.append(f"    {v['metric']} = {_fmt(v['actual'])} {'<=' if v['passed'] else '>'} {_fmt(v['value'])}  "
-                     f"{'ok  ' if v['passed'] else 'FAIL'}  threshold: {_threshold_source(v)}")
+                     f"{'ok  ' if v['passed'] else 'FAIL'}  threshold: {threshold_source(v)}")
     if not r.thresholds.get(output):
         lines.append("    no threshold stated for this output")
     if m:
@@ -127,7 +124,7 @@ def failure_details(r: CaseResult) -> str:
     lines = [f"  {line}" for line in r.message.splitlines()[1:]]
     if r.status == FAILED:
         for output in r.thresholds:
-            if _output_fails(r, output):
+            if output_fails(r, output):
                 lines += mismatch_report(r, output)
     if r.gate:
         lines.append(f"  baseline: {r.gate}: {r.gate_message}")

@@ -19,6 +19,8 @@ How a case ends (``status``):
   skipped           the backend declares the kernel or dtype unsupported
   mistrusted        passed, but the case proves nothing: its golden is constant or empty, or an
                     all-zero output would pass too (flagged, not failed)
+  nondeterministic  with --bitwise: a further call returned other bits than the judged one (or,
+                    for a kernel whose spec declares nondeterministic_sums, another verdict)
 """
 from __future__ import annotations
 
@@ -32,14 +34,15 @@ import numpy as np
 
 from harness.backend import Backend, InvalidArgument, OutputSpec, Request
 from harness.casefile import Case, CaseFileError, drop_pages, load
+from harness.determinism import RepeatCheck
 from harness.metrics import compare, passes, small_golden_eps
 from harness.timing import BackendProtocolError, TimingPlan, call, summarize
 
 # Every status a case can end in.  FAILING ones make `opcase run` exit 1.
-PASSED, FAILED, WRONGLY_ACCEPTED, WRONGLY_REJECTED, ERROR, SKIPPED, MISTRUSTED = (
-    "passed", "failed", "wrongly-accepted", "wrongly-rejected", "error", "skipped", "mistrusted")
-STATUSES = (PASSED, FAILED, WRONGLY_ACCEPTED, WRONGLY_REJECTED, ERROR, SKIPPED, MISTRUSTED)
-FAILING = frozenset({FAILED, WRONGLY_ACCEPTED, WRONGLY_REJECTED, ERROR})
+PASSED, FAILED, WRONGLY_ACCEPTED, WRONGLY_REJECTED, ERROR, SKIPPED, MISTRUSTED, NONDETERMINISTIC = (
+    "passed", "failed", "wrongly-accepted", "wrongly-rejected", "error", "skipped", "mistrusted", "nondeterministic")
+STATUSES = (PASSED, FAILED, WRONGLY_ACCEPTED, WRONGLY_REJECTED, ERROR, SKIPPED, MISTRUSTED, NONDETERMINISTIC)
+FAILING = frozenset({FAILED, WRONGLY_ACCEPTED, WRONGLY_REJECTED, ERROR, NONDETERMINISTIC})
 
 # Golden scans (constant? largest magnitude?) read this many elements at a time, so that a
 # memory-mapped golden of many GB is never materialised as a temporary.
@@ -67,6 +70,8 @@ class CaseResult:
     gate: str = ""                                   # with --compare: harness.gate verdict
     gate_message: str = ""
     repro: str = ""
+    determinism: dict | None = None                  # with --bitwise: mode, calls compared, first disagreement
+    error_maps: dict = field(default_factory=dict)   # failing output -> harness.error_map.error_map() (--html)
 
     @property
     def key(self) -> str:
@@ -88,6 +93,8 @@ class RunOptions:
     timing: TimingPlan = TimingPlan()
     profile: object = None                 # harness.efficiency.DeviceProfile
     repro_options: tuple = ()              # extra `opcase run` arguments that change a case's verdict
+    bitwise: bool = False                  # compare every further call's outputs with the judged call's
+    error_maps: bool = False               # summarize where each failing output's error sits (--html)
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -206,7 +213,20 @@ def mistrust(case: Case) -> str:
 
 
 def judge(case: Case, produced: dict, result: CaseResult) -> None:
-    """Compare each output with its golden and apply the case's thresholds."""
+    """Compare each output with its golden, apply the case's thresholds, and set the verdict."""
+    failures = measure(case, produced, result)
+    if failures:
+        result.status, result.message = FAILED, "; ".join(failures)
+        return
+    doubt = mistrust(case)
+    if doubt:
+        result.status, result.message = MISTRUSTED, doubt
+    else:
+        result.status = PASSED
+
+
+def measure(case: Case, produced: dict, result: CaseResult) -> list[str]:
+    """Fill ``result``'s metrics, thresholds and worst elements; return why the outputs fail ([] if not)."""
     failures = []
     for name, t in case.outputs.items():
         stats = compare(produced[name], t.data, t.dtype)
@@ -226,14 +246,7 @@ def judge(case: Case, produced: dict, result: CaseResult) -> None:
             failures.append(f"{name}: {stats['nan_inf_mismatch']} NaN/Inf positions differ")
         if not case.criteria.get(name):
             failures.append(f"{name}: the case states no threshold")
-    if failures:
-        result.status, result.message = FAILED, "; ".join(failures)
-        return
-    doubt = mistrust(case)
-    if doubt:
-        result.status, result.message = MISTRUSTED, doubt
-    else:
-        result.status = PASSED
+    return failures
 
 
 # --------------------------------------------------------------------------- running
@@ -257,14 +270,36 @@ def _raised(exc: BaseException, what: str) -> str:
     return f"backend raised {type(exc).__name__} during {what}: {exc}\n{_backend_traceback(exc)}"
 
 
-def _time_calls(backend: Backend, request: Request, plan: TimingPlan) -> dict:
-    for _ in range(plan.warmup):
-        call(backend, request)
+def _time_calls(backend: Backend, request: Request, plan: TimingPlan, check=None) -> tuple[dict | None, str]:
+    """Warm-up then timed calls: (their timing, '') or (None, why the backend failed one).
+
+    Each call's outputs go to ``check`` (if any), outside the timing; it returns why they are
+    unusable, or ''.  An exception from the check itself is the harness's: it propagates.
+    """
     samples, source = [], "harness"
-    for _ in range(plan.repeat):
-        _, seconds, source = call(backend, request)
-        samples.append(seconds)
-    return summarize(samples, source, plan)
+    for number in range(plan.warmup + plan.repeat):
+        try:
+            outputs, seconds, source = call(backend, request)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a call that fails only when repeated
+            return None, _raised(exc, "the timed calls")
+        if number >= plan.warmup:
+            samples.append(seconds)
+        problem = check(outputs) if check is not None else ""
+        del outputs
+        if problem:
+            return None, problem
+    return summarize(samples, source, plan), ""
+
+
+def _validated(case: Case, check: RepeatCheck):
+    """``check``, refusing first a repeated call's outputs of the wrong form (the case is then an error)."""
+    def take(outputs) -> str:
+        problem = _validate_outputs(case, outputs)
+        if problem:
+            return f"call {check.calls + 1}: {problem}"
+        check(outputs)
+        return ""
+    return take
 
 
 def run_loaded(case: Case, backend: Backend, result: CaseResult, options: RunOptions | None = None) -> CaseResult:
@@ -301,22 +336,49 @@ def run_loaded(case: Case, backend: Backend, result: CaseResult, options: RunOpt
         result.status, result.message = ERROR, problem
         return result
     judge(case, produced, result)
-    del produced
+    if options.error_maps and result.status == FAILED:
+        from harness.error_map import error_map
+        result.error_maps = {name: error_map(produced[name], t.data, t.layout, t.dtype)
+                             for name, t in case.outputs.items() if output_fails(result, name)}
+    check = RepeatCheck(case, produced, result, measure, lambda: CaseResult(path=result.path)) \
+        if options.bitwise else None
+    del produced   # a bitwise check holds the judged outputs; nothing else needs them
     if options.timing.repeat:
-        try:
-            result.timing = _time_calls(backend, request, options.timing)
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a call that fails only when repeated
-            result.status, result.message = ERROR, _raised(exc, "the timed calls")
+        result.timing, problem = _time_calls(backend, request, options.timing,
+                                             _validated(case, check) if check else None)
+        if problem:
+            result.status, result.message = ERROR, problem
             return result
         result.seconds = result.timing["median_us"] * 1e-6
         problem = _wrote_inputs(case, before)
         if problem:
             result.status, result.message = ERROR, problem
             return result
+    if check is not None:
+        _record_determinism(check, result)
     if options.profile is not None:
         from harness.efficiency import efficiency
         result.efficiency = efficiency(case, result.seconds, options.profile)
     return result
+
+
+def output_fails(result: CaseResult, output: str) -> bool:
+    """Whether one judged output fails: a threshold not met, none stated, or NaN/Inf mismatches."""
+    verdicts = result.thresholds.get(output, [])
+    return (not verdicts or not all(v["passed"] for v in verdicts)
+            or bool(result.metrics.get(output, {}).get("nan_inf_mismatch")))
+
+
+def _record_determinism(check: RepeatCheck, result: CaseResult) -> None:
+    """The check's outcome on the result: a disagreement makes a passing case nondeterministic,
+    and is added to a failing one's message (it fails either way)."""
+    result.determinism = {"mode": check.mode, "calls": check.calls, "agree": not check.problem, **check.details}
+    if not check.problem:
+        return
+    if result.status in (PASSED, MISTRUSTED):
+        result.status, result.message = NONDETERMINISTIC, check.problem
+    else:
+        result.message += f"\nalso not deterministic: {check.problem}"
 
 
 def _wrote_inputs(case: Case, before: dict) -> str:
