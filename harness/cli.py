@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -504,11 +505,12 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text):
     options = RunOptions(repro_options=("--jobs", "1") if jobs is not None else ())
     runs = []
     for spec, backend in zip(specs, backends):
+        started = time.monotonic()
         with _progress(len(files), f"calibrating {spec}") as advance:
             results = run_cases(files, backend, spec, options, lambda r: advance(r.key), jobs=jobs)
         runs.append(BackendRun(spec, backend.origin, results))
         counts = ", ".join(f"{n} {s}" for s, n in sorted(Counter(r.status for r in results).items()))
-        click.echo(f"{spec}: {len(results)} cases: {counts}")
+        click.echo(f"{spec}: {len(results)} cases in {time.monotonic() - started:.1f} s: {counts}")
     doc = calibration(runs)
     for line in table_lines(doc):
         click.echo(line)
