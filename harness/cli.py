@@ -98,7 +98,7 @@ def main():
 
 
 @main.command()
-@click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("specs", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--suite", "suite_text", default="all", show_default=True,
               help="Comma list of network, random, boundary, invalid; or all.")
 @click.option("--count", type=click.IntRange(min=0), default=None, help="Random cases per spec (default: the spec's).")
@@ -109,9 +109,17 @@ def main():
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Generate cases in N worker processes.")
 @click.option("--device", default=None, help="Device for a torch --baseline: cpu, cuda, ...")
+@click.option("--case", "descriptor", default=None,
+              help="Write just the case of this one-line descriptor (as REPRO's CASE line and `opcase shrink` "
+                   "print it), byte for byte; SPECS optional (default: the installed spec of its op).")
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
-def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, out_dir):
+def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, out_dir, descriptor):
     """Generate suites of cases from operator SPECS (YAML) into OUT."""
+    if descriptor is not None:
+        _gen_described(descriptor, specs, baseline, device, out_dir)
+        return
+    if not specs:
+        raise InputError("give operator SPECS (YAML), or --case DESCRIPTOR")
     from gen.generate import GenerationError, case_path, plan_suite, total_bytes
     from concurrent.futures.process import BrokenProcessPool
 
@@ -168,6 +176,27 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     for line in skipped:
         click.echo(f"skipped (over --max-size): {line}")
     click.echo(f"wrote {sum(sum(c.values()) for c in counts.values())} cases ({written[0] / 1e6:.1f} MB) to {out_dir}")
+
+
+def _gen_described(descriptor: str, specs, baseline, device, out_dir) -> None:
+    """`opcase gen --case`: write the one case of ``descriptor``."""
+    from gen.descriptor import DescriptorError, write_described
+    from gen.generate import GenerationError
+    from gen.spec import SpecError
+    from harness.backend import BackendLoadError, with_device
+
+    _check_writable("-o", out_dir, directory=True)
+    try:
+        if device is not None:
+            if baseline is None:
+                raise InputError("--device needs --baseline torch")
+            baseline = with_device(baseline, device)
+        path = write_described(descriptor, Path(out_dir), baseline, specs)
+    except (DescriptorError, SpecError, GenerationError, BackendLoadError) as exc:
+        raise InputError(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot write the case to {out_dir}: {exc}") from None
+    click.echo(f"wrote {path}")
 
 
 @contextlib.contextmanager
