@@ -55,6 +55,8 @@ def _properties(r: CaseResult, backend: str) -> list[tuple[str, str]]:
         props += [("gate", r.gate), ("gate.message", r.gate_message)]
     if r.repro:
         props.append(("repro", r.repro))
+    if r.descriptor:
+        props.append(("descriptor", r.descriptor))
     return props
 
 
