@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import sys
 from pathlib import Path
 
@@ -566,6 +567,61 @@ def show(case_path, n_values):
     click.echo(f"  seed {case.seed}, {case.generator_version}, spec {case.spec_path} sha256 {case.spec_sha256[:12]}")
     click.echo(f"  rerun: {repro_command(case_path, 'reference')}")
 
+
+
+@main.command()
+@click.argument("case_file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--backend", "backend_spec", required=True, help="The backend the case fails on (as `opcase run` takes it).")
+@click.option("-o", "--out", "out_dir", default="shrunk", show_default=True, type=click.Path(file_okay=False),
+              help="Where the smallest case is written (as `opcase gen` lays cases out).")
+@click.option("--max-tries", type=click.IntRange(min=1), default=200, show_default=True,
+              help="Candidate cases to generate and run at most.")
+@click.option("--time", "seconds", type=click.FloatRange(min=0, min_open=True), default=600, show_default=True,
+              help="Seconds to spend at most (the case being run when they run out finishes).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds each run of the backend may take (as `opcase run --timeout`).")
+@click.option("--baseline", default=None, help="Backend for the candidates' dynamic thresholds (default: the spec's).")
+def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout, baseline):
+    """Find the smallest case that fails like CASE_FILE on --backend: same status, same failing
+    metrics or NaN/Inf mismatches.  Prints its one-line descriptor and the sizes before and after."""
+    from gen.descriptor import DescriptorError
+    from gen.spec import SpecError
+    from harness.backend import BackendLoadError, load_backend
+    from harness.casefile import CaseFileError
+    from harness.shrink import ShrinkError, shrink_case
+
+    _check_writable("-o", out_dir, directory=True)
+    try:
+        backend = load_backend(backend_spec)
+    except BackendLoadError as exc:
+        raise InputError(str(exc)) from None
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    with _status_line() as show:
+        try:
+            found = shrink_case(Path(case_file), backend, backend_spec, Path(out_dir), baseline, max_tries, seconds,
+                                timeout, show)
+        except (ShrinkError, CaseFileError, DescriptorError, SpecError, BackendLoadError) as exc:
+            raise InputError(str(exc)) from None
+    click.echo(f"original: {found.original}  ({found.bytes_before / 1e6:.4g} MB of tensors)")
+    click.echo(f"fails as: {found.failure.text()}")
+    click.echo(f"smallest: {found.descriptor}  ({found.bytes_after / 1e6:.4g} MB, "
+               f"{found.bytes_before / max(found.bytes_after, 1):.3g}x smaller)")
+    click.echo(f"wrote {found.path}")
+    click.echo(f"{found.tries} candidate(s) in {found.seconds:.1f} s"
+               + (f"; stopped: out of {found.exhausted} (--max-tries / --time)" if found.exhausted else ""))
+
+
+@contextlib.contextmanager
+def _status_line():
+    """show(text) rewrites one status line on a terminal; nothing otherwise."""
+    if not sys.stdout.isatty():
+        yield lambda text: None
+        return
+    width = max(shutil.get_terminal_size().columns - 1, 20)
+    try:
+        yield lambda text: click.echo("\r\x1b[K" + text[:width], nl=False)
+    finally:
+        click.echo("\r\x1b[K", nl=False)
 
 
 @main.command("import")
