@@ -1,0 +1,116 @@
+"""`opcase shrink`: planted bugs that fire only past a threshold, found in a network case and
+shrunk to the threshold itself, in a case at least 100x smaller that still fails."""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import REPO
+from gen.checks import failures
+from gen.descriptor import Explicit, parse, plan_of, write_described
+from gen.generate import _tensor_infos, interface_params, layout_of, plan_suite, total_bytes
+from gen.registry import spec_for
+from harness.backend import load_backend
+from harness.casefile import load
+from harness.cli import main
+from harness.runner import FAILED, PASSED, WRONGLY_ACCEPTED, run_case
+from harness.shrink import candidates, shrink_case
+
+OP = "carafe_forward"
+# Each planted bug (tests/shrink_backends.py) and the dim or param it needs past its threshold.
+BUGS = {"channel_tail": ("dims", "C", 97), "last_row": ("dims", "H", 9), "half_accumulation": ("params", "kernel_size", 5)}
+
+
+def _on_disk(case_file: Path) -> int:
+    return sum(p.stat().st_size for p in case_file.parent.glob(case_file.name + "*"))
+
+
+@pytest.fixture(scope="module")
+def network_case(tmp_path_factory) -> Path:
+    """The largest float32 network case of carafe_forward under 64 MB (fpn_h64_c512, 44 MB): the
+    half-accumulation bug is one only where the case asks for more than half precision."""
+    spec = spec_for(OP)
+    plans = [p for p in plan_suite(spec, "network") if p.dtype == "float32" and total_bytes(spec, p) <= 64 << 20]
+    largest = max(plans, key=lambda p: total_bytes(spec, p))
+    return write_described(f"{OP}:network:{largest.name}", tmp_path_factory.mktemp("network"))
+
+
+def _checks_broken(spec, descriptor: str) -> list[str]:
+    plan = plan_of(spec, descriptor)
+    lay = layout_of(spec, replace(plan, params=interface_params(spec, plan.params)))
+    return [c.id for c in failures(spec, _tensor_infos(spec, lay.shapes, lay.dtypes, lay.layouts, plan.omit),
+                                   plan.params)]
+
+
+@pytest.mark.parametrize("bug", sorted(BUGS))
+def test_planted_bug_is_shrunk_to_its_threshold(tmp_path, network_case, bug):
+    backend_spec = f"shrink_backends:{bug}"
+    result = CliRunner().invoke(main, ["shrink", str(network_case), "--backend", backend_spec,
+                                       "-o", str(tmp_path / "shrunk")])
+    assert result.exit_code == 0, result.output
+    descriptor = re.search(r"^smallest: (\S+)", result.output, re.M).group(1)
+    shrunk = Path(re.search(r"^wrote (.+)$", result.output, re.M).group(1))
+    parts = parse(descriptor)
+    section, name, threshold = BUGS[bug]
+    assert isinstance(parts, Explicit) and getattr(parts, section)[name] == threshold, descriptor
+    # At least 100x smaller, on disk and in tensor bytes, and it still fails, as the original does.
+    assert _on_disk(shrunk) * 100 <= _on_disk(network_case), (_on_disk(shrunk), _on_disk(network_case))
+    spec = spec_for(OP)
+    assert total_bytes(spec, plan_of(spec, descriptor)) * 100 <= total_bytes(spec, plan_of(spec, f"{OP}:network:"
+                                                                                                   f"{load(network_case).name}"))
+    backend = load_backend(backend_spec)
+    assert run_case(shrunk, backend, backend_spec).status == FAILED
+    assert run_case(shrunk, load_backend("reference"), "reference").status == PASSED
+    # Its descriptor makes it again, byte for byte.
+    again = CliRunner().invoke(main, ["gen", "--case", descriptor, "-o", str(tmp_path / "again")])
+    assert again.exit_code == 0, again.output
+    remade = tmp_path / "again" / shrunk.relative_to(tmp_path / "shrunk")
+    assert remade.read_bytes() == shrunk.read_bytes()
+    assert "x smaller" in result.output and f"original: {OP}:network:{load(network_case).name}" in result.output
+
+
+def test_every_candidate_stays_inside_the_spec(tmp_path, network_case):
+    found = shrink_case(network_case, load_backend("shrink_backends:last_row"), "shrink_backends:last_row", tmp_path)
+    spec = spec_for(OP)
+    assert len(found.tried) > 5
+    broken = {d: _checks_broken(spec, d) for d in found.tried}
+    assert not any(broken.values()), {d: b for d, b in broken.items() if b}
+
+
+def test_an_invalid_case_shrinks_while_breaking_exactly_its_check(tmp_path):
+    case = REPO / "cases" / OP / "invalid" / "dtype_match-float32.opcase"
+    found = shrink_case(case, load_backend("run_backends:no_checks"), "run_backends:no_checks", tmp_path)
+    spec = spec_for(OP)
+    assert found.failure.status == WRONGLY_ACCEPTED and found.tried
+    assert {tuple(_checks_broken(spec, d)) for d in found.tried} == {("dtype_match",)}
+    assert parse(found.descriptor).violate == "dtype_match" and found.bytes_after < found.bytes_before
+    assert run_case(found.path, load_backend("run_backends:no_checks"), "x").status == WRONGLY_ACCEPTED
+
+
+def test_budget_stops_the_search_and_still_writes_a_failing_case(tmp_path, network_case):
+    result = CliRunner().invoke(main, ["shrink", str(network_case), "--backend", "shrink_backends:last_row",
+                                       "--max-tries", "3", "-o", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "3 candidate(s)" in result.output and "out of tries" in result.output
+    shrunk = Path(re.search(r"^wrote (.+)$", result.output, re.M).group(1))
+    assert run_case(shrunk, load_backend("shrink_backends:last_row"), "x").status == FAILED
+
+
+def test_a_case_that_passes_has_nothing_to_shrink(tmp_path):
+    case = REPO / "cases" / OP / "boundary" / "map_1x1-float32.opcase"
+    result = CliRunner().invoke(main, ["shrink", str(case), "--backend", "reference", "-o", str(tmp_path)])
+    assert result.exit_code == 2 and "passed on backend reference: nothing to shrink" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert not list(tmp_path.rglob("*.opcase"))
+
+
+def test_integer_candidates_reach_a_threshold_in_halves():
+    """From 2048, the halfway-plus-one candidates keep a bug that needs C % 96 != 0 alive."""
+    assert candidates(2048, 1) == [1, 2, 1024, 1025, 1537, 2047]
+    assert candidates(5, 1, (1, 3, 5, 7)) == [1, 2, 3, 4]
+    assert candidates(1, 1) == [] and candidates(True, False) == [False]
+    assert candidates(0.0625, 0.0) == [0.0, 0.06]
