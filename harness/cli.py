@@ -602,13 +602,20 @@ def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout, baseli
                                 timeout, show)
         except (ShrinkError, CaseFileError, DescriptorError, SpecError, BackendLoadError) as exc:
             raise InputError(str(exc)) from None
-    click.echo(f"original: {found.original}  ({found.bytes_before / 1e6:.4g} MB of tensors)")
+    click.echo(f"original: {found.original}  ({_size_text(found.bytes_before)} of tensors)")
     click.echo(f"fails as: {found.failure.text()}")
-    click.echo(f"smallest: {found.descriptor}  ({found.bytes_after / 1e6:.4g} MB, "
-               f"{found.bytes_before / max(found.bytes_after, 1):.3g}x smaller)")
+    click.echo(f"smallest: {found.descriptor}  ({_size_text(found.bytes_after)} of tensors, "
+               f"{found.bytes_before / max(found.bytes_after, 1):,.0f}x smaller)")
     click.echo(f"wrote {found.path}")
     click.echo(f"{found.tries} candidate(s) in {found.seconds:.1f} s"
                + (f"; stopped: out of {found.exhausted} (--max-tries / --time)" if found.exhausted else ""))
+
+
+def _size_text(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"
 
 
 @contextlib.contextmanager
