@@ -117,6 +117,12 @@ def main():
 def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, out_dir, descriptor):
     """Generate suites of cases from operator SPECS (YAML) into OUT."""
     if descriptor is not None:
+        source = click.get_current_context().get_parameter_source
+        given = [option for option, name in (("--suite", "suite_text"), ("--count", "count"), ("--seed", "seed"),
+                                             ("--select", "select"), ("--max-size", "max_size"), ("--jobs", "jobs"))
+                 if source(name) != click.core.ParameterSource.DEFAULT]
+        if given:
+            raise InputError(f"--case makes the one case its descriptor names: it takes no {', '.join(given)}")
         _gen_described(descriptor, specs, baseline, device, out_dir)
         return
     if not specs:

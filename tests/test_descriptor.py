@@ -146,3 +146,10 @@ def test_parse_refuses_what_is_no_descriptor():
     for text in ("", "carafe_forward", "carafe_forward:network:", "a:b:c:d"):
         with pytest.raises(DescriptorError):
             parse(text)
+
+
+def test_case_refuses_the_options_of_a_whole_suite(tmp_path):
+    result = CliRunner().invoke(main, ["gen", "--case", "carafe_forward:boundary:map_1x1-float32", "--seed", "3",
+                                       "--max-size", "1MB", "-o", str(tmp_path)])
+    assert result.exit_code == 2 and "it takes no --seed, --max-size" in result.output, result.output
+    assert not list(tmp_path.rglob("*.opcase"))

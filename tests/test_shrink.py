@@ -114,3 +114,32 @@ def test_integer_candidates_reach_a_threshold_in_halves():
     assert candidates(5, 1, (1, 3, 5, 7)) == [1, 2, 3, 4]
     assert candidates(1, 1) == [] and candidates(True, False) == [False]
     assert candidates(0.0625, 0.0) == [0.0, 0.06]
+
+
+def test_progress_shows_on_a_terminal(tmp_path):
+    """On a terminal a status line is rewritten in place with the try in progress (and cleared)."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    case = REPO / "cases" / OP / "boundary" / "wide_channels-float16.opcase"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
+    leader, follower = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-c", "from harness.cli import main; main()", "shrink", str(case),
+                                "--backend", "shrink_backends:channel_tail", "-o", str(tmp_path)],
+                               stdout=follower, stderr=follower, env=env, cwd=tmp_path)
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    assert process.wait(timeout=120) == 0, seen.decode(errors="replace")
+    text = seen.decode(errors="replace")
+    assert "\r\x1b[Ktry 1: dims H=1  (best 0.19 MB)" in text, text
+    assert "\r\x1b[Krunning the original case" in text
+    assert "smallest: carafe_forward:float16:N=1,H=1,W=1,C=97:" in text
