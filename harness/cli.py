@@ -586,8 +586,7 @@ def show(case_path, n_values):
               help="Seconds to spend at most (the case being run when they run out finishes).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Seconds each run of the backend may take (as `opcase run --timeout`).")
-@click.option("--baseline", default=None, help="Backend for the candidates' dynamic thresholds (default: the spec's).")
-def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout, baseline):
+def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout):
     """Find the smallest case that fails like CASE_FILE on --backend: same status, same failing
     metrics or NaN/Inf mismatches.  Prints its one-line descriptor and the sizes before and after."""
     from gen.descriptor import DescriptorError
@@ -604,8 +603,8 @@ def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout, baseli
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     with _status_line() as show:
         try:
-            found = shrink_case(Path(case_file), backend, backend_spec, Path(out_dir), baseline, max_tries, seconds,
-                                timeout, show)
+            found = shrink_case(Path(case_file), backend, backend_spec, Path(out_dir), max_tries=max_tries,
+                                seconds=seconds, timeout=timeout, on_step=show)
         except (ShrinkError, CaseFileError, DescriptorError, SpecError, BackendLoadError) as exc:
             raise InputError(str(exc)) from None
     click.echo(f"original: {found.original}  ({_size_text(found.bytes_before)} of tensors)")

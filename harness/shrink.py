@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from gen.checks import failures
-from gen.descriptor import DescriptorError, describe, explicit_of, plan_of, values_ref
+from gen.descriptor import describe, explicit_of, plan_of, values_ref, write_described
 from gen.generate import (GenerationError, _tensor_infos, case_path, interface_params, layout_of,
                           total_bytes)
 from gen.spec import Spec, SpecError
@@ -255,7 +255,6 @@ def shrink_case(case_file: Path, backend, backend_spec: str, out_dir: Path, base
     finally:
         shutil.rmtree(work, ignore_errors=True)
     descriptor = explicit_of(spec, best, values_ref(start)).text()
-    from gen.descriptor import write_described
     path = write_described(descriptor, out_dir, baseline, (spec.path,))
     return Shrunk(original=original, descriptor=descriptor, path=path, failure=wanted,
                   bytes_before=total_bytes(spec, start), bytes_after=total_bytes(spec, best),

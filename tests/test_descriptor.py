@@ -11,7 +11,6 @@ from click.testing import CliRunner
 
 from conftest import REPO
 from gen.descriptor import DESCRIBED, DescriptorError, describe, explicit_of, parse, plan_of, values_ref, write_described
-from gen.parallel import generator_of
 from gen.registry import spec_for
 from harness.casefile import find, load
 from harness.cli import main
