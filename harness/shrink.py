@@ -242,6 +242,7 @@ def shrink_case(case_file: Path, backend, backend_spec: str, out_dir: Path, base
                           f"({case.spec_sha256[:12]} vs {spec.sha256[:12]}); regenerate it first")
     start = plan_of(spec, original)
     del case
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".opcase-shrink-", dir=out_dir))
     try:
         shrinker = Shrinker(spec, generator_of(spec, baseline), backend, backend_spec, work, max_tries, seconds,
