@@ -5,7 +5,8 @@ shrunk one dim or param at a time toward the spec's lower limits, hypothesis-sty
 candidate is a plan with one value made smaller or simpler; it is kept when its case fails the
 same way (same status, same failing metrics, NaN/Inf mismatches in the same outputs), and
 passes over every dim and param repeat until none shrinks or the budget (tries, seconds) is
-spent.  A candidate that breaks a spec check is never generated, let alone run (an invalid case's
+spent.  A dim or param the spec's random suite derives from others (C = G * Cg) follows them.
+A candidate that breaks a spec check is never generated, let alone run (an invalid case's
 candidates break exactly its check), so every case the backend sees is one the spec allows; nor
 is one run that `opcase run` would mistrust (a one-element golden, say: a fixed kernel could not
 show it is fixed on it).
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from gen.checks import failures
+from gen.expr import ExprError, evaluate, names_in
 from gen.descriptor import describe, explicit_of, plan_of, values_ref, write_described
 from gen.generate import (GenerationError, _tensor_infos, case_path, interface_params, layout_of,
                           total_bytes)
@@ -133,6 +135,40 @@ def limits(spec: Spec, section: str, name: str, value) -> tuple:
     return (0.0 if isinstance(value, float) else 1), ()
 
 
+def relations(spec: Spec, plan) -> dict:
+    """{(section, name): expression} for the dims and params of ``plan`` that the spec's random suite
+    derives from others (C: "G * Cg"), where the plan has those others and agrees with the expression:
+    such a value follows the ones it is made of instead of shrinking on its own."""
+    env = {**plan.dims, **plan.params}
+    found = {}
+    for section in ("dims", "params"):
+        for name, sampler in ((spec.suites.get("random") or {}).get(section) or {}).items():
+            if not isinstance(sampler, str) or name not in getattr(plan, section):
+                continue
+            if names_in(sampler) <= set(env) - {name} and _evaluates_to(sampler, env, env[name]):
+                found[(section, name)] = sampler
+    return found
+
+
+def _evaluates_to(expression: str, env: dict, value) -> bool:
+    try:
+        return evaluate(expression, env) == value
+    except ExprError:
+        return False
+
+
+def with_value(plan, section: str, name: str, value, derived: dict):
+    """``plan`` with one dim or param changed, and the values derived from it made again."""
+    values = {"dims": dict(plan.dims), "params": dict(plan.params)}
+    values[section][name] = value
+    for (dsection, dname), expression in derived.items():
+        try:
+            values[dsection][dname] = evaluate(expression, {**values["dims"], **values["params"]})
+        except ExprError:
+            pass   # left as it was: the spec's checks judge the result
+    return replace(plan, **values)
+
+
 def allowed(spec: Spec, plan) -> bool:
     """Whether a plan stays inside every spec check (an invalid plan: breaks exactly its check)."""
     try:
@@ -192,26 +228,26 @@ class Shrinker:
 
     def shrink(self, start, wanted: Failure):
         """The smallest plan reached from ``start`` whose case fails as ``wanted``; and why it stopped."""
-        best, ref = start, values_ref(start)
+        best, ref, derived = start, values_ref(start), relations(self.spec, start)
         progress = True
         while progress:
             progress = False
             for section in ("dims", "params"):
-                for name in list(getattr(best, section)):
+                for name in [n for n in getattr(best, section) if (section, n) not in derived]:
                     while True:
                         if self.budget_left():
                             return best, self.budget_left()
-                        smaller = self._first_failing(best, section, name, wanted, ref)
+                        smaller = self._first_failing(best, section, name, wanted, ref, derived)
                         if smaller is None:
                             break
                         best, progress = smaller, True
         return best, ""
 
-    def _first_failing(self, best, section: str, name: str, wanted: Failure, ref: str):
+    def _first_failing(self, best, section: str, name: str, wanted: Failure, ref: str, derived: dict):
         value = getattr(best, section)[name]
         lowest, choices = limits(self.spec, section, name, value)
         for candidate in candidates(value, lowest, choices):
-            plan = replace(best, **{section: {**getattr(best, section), name: candidate}})
+            plan = with_value(best, section, name, candidate, derived)
             if not allowed(self.spec, plan):
                 continue
             if self.budget_left():

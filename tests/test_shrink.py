@@ -143,3 +143,17 @@ def test_progress_shows_on_a_terminal(tmp_path):
     assert smallest and smallest.group(1).startswith("carafe_forward:float16:N=1,H=1,W=1,C=97:"), text
     wrote = Path(tmp_path, re.search(r"wrote (\S+)", text).group(1))
     assert load(wrote).note == "descriptor " + smallest.group(1)
+
+
+def test_values_the_spec_derives_follow_the_ones_they_are_made_of(tmp_path):
+    """A random case's C is G * Cg and its group_size is G: shrinking G or Cg moves them along,
+    and neither is shrunk on its own."""
+    case = next((REPO / "cases" / OP / "random").glob("r002-*-float16.opcase"))
+    found = shrink_case(case, load_backend("run_backends:one_wrong_element"), "run_backends:one_wrong_element",
+                        tmp_path)
+    assert found.original.startswith(f"{OP}:random:r002-") and len(found.tried) > 5
+    for descriptor in [*found.tried, found.descriptor]:
+        parts = parse(descriptor)
+        assert parts.dims["C"] == parts.dims["G"] * parts.dims["Cg"], descriptor
+        assert parts.params["group_size"] == parts.dims["G"], descriptor
+    assert found.bytes_after < found.bytes_before
