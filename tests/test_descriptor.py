@@ -2,6 +2,7 @@
 alone, and REPRO lines and JUnit properties carry it."""
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -152,3 +153,15 @@ def test_case_refuses_the_options_of_a_whole_suite(tmp_path):
                                        "--max-size", "1MB", "-o", str(tmp_path)])
     assert result.exit_code == 2 and "it takes no --seed, --max-size" in result.output, result.output
     assert not list(tmp_path.rglob("*.opcase"))
+
+
+def test_a_case_whose_worker_died_still_carries_its_descriptor(tmp_path):
+    """The crash that most needs a bug report: its result is made from the case file's header."""
+    path = next((CASES / "psamask_forward" / "boundary").glob("*psa_type0*float32.opcase"))
+    json_path = tmp_path / "results.json"
+    result = CliRunner().invoke(main, ["run", str(path), "--backend", "run_backends:crashes_on_collect",
+                                       "--jobs", "1", "--json", str(json_path)])
+    assert result.exit_code == 1, result.output
+    (case,) = json.loads(json_path.read_text())["cases"]
+    assert case["status"] == "error" and case["descriptor"] == f"psamask_forward:boundary:{path.stem}"
+    assert f"CASE:  psamask_forward:boundary:{path.stem}" in result.output
