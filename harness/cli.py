@@ -577,7 +577,8 @@ def show(case_path, n_values):
 
 @main.command()
 @click.argument("case_file", type=click.Path(exists=True, dir_okay=False))
-@click.option("--backend", "backend_spec", required=True, help="The backend the case fails on (as `opcase run` takes it).")
+@click.option("--backend", "backend_spec", required=True,
+              help="The backend the case fails on (as `opcase run` takes it).")
 @click.option("-o", "--out", "out_dir", default="shrunk", show_default=True, type=click.Path(file_okay=False),
               help="Where the smallest case is written (as `opcase gen` lays cases out).")
 @click.option("--max-tries", type=click.IntRange(min=1), default=200, show_default=True,
@@ -607,6 +608,8 @@ def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout):
                                 seconds=seconds, timeout=timeout, on_step=show)
         except (ShrinkError, CaseFileError, DescriptorError, SpecError, BackendLoadError) as exc:
             raise InputError(str(exc)) from None
+        except OSError as exc:
+            raise click.ClickException(f"cannot write cases to {out_dir}: {exc}") from None
     click.echo(f"original: {found.original}  ({_size_text(found.bytes_before)} of tensors)")
     click.echo(f"fails as: {found.failure.text()}")
     click.echo(f"smallest: {found.descriptor}  ({_size_text(found.bytes_after)} of tensors, "

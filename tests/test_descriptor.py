@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import REPO
-from gen.descriptor import DESCRIBED, DescriptorError, describe, explicit_of, parse, plan_of, values_ref, write_described
+from gen.descriptor import (DESCRIBED, DescriptorError, describe, explicit_of, parse, plan_of, values_ref,
+                            write_described)
 from gen.registry import spec_for
 from harness.casefile import find, load
 from harness.cli import main

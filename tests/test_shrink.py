@@ -157,3 +157,20 @@ def test_values_the_spec_derives_follow_the_ones_they_are_made_of(tmp_path):
         assert parts.dims["C"] == parts.dims["G"] * parts.dims["Cg"], descriptor
         assert parts.params["group_size"] == parts.dims["G"], descriptor
     assert found.bytes_after < found.bytes_before
+
+
+@pytest.mark.parametrize("problem, says", [("no descriptor", "no descriptor regenerates this case"),
+                                           ("damaged", "CASE_FILE"), ("bad backend", "nosuchmodule")])
+def test_what_cannot_be_shrunk_is_one_line_and_exit_2(tmp_path, problem, says):
+    case = tmp_path / "in" / OP / "boundary" / "map_1x1-float32.opcase"
+    args = ["gen", str(REPO / "specs" / f"{OP}.yaml"), "--suite", "boundary", "--select", "^map_1x1-float32$",
+            "-o", str(tmp_path / "in")]
+    assert CliRunner().invoke(main, args + (["--seed", "5"] if problem == "no descriptor" else [])).exit_code == 0
+    if problem == "damaged":
+        case.write_bytes(case.read_bytes()[:-10])
+        says = str(case)
+    backend = "nosuchmodule:run" if problem == "bad backend" else "run_backends:one_wrong_element"
+    result = CliRunner().invoke(main, ["shrink", str(case), "--backend", backend, "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2 and says in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert not list((tmp_path / "out").rglob("*.opcase"))
