@@ -23,10 +23,14 @@ class Task:
 
 @lru_cache(maxsize=None)
 def _generator(spec_path: str, baseline: str | None):
-    from gen.generate import Generator
     from gen.spec import load_spec
+    return generator_of(load_spec(spec_path), baseline)
+
+
+def generator_of(spec, baseline: str | None):
+    """A Generator of ``spec`` with the baseline backend its dynamic thresholds need (default: the spec's)."""
+    from gen.generate import Generator
     from harness.backend import load_backend
-    spec = load_spec(spec_path)
     backend = load_backend(baseline or spec.criteria.baseline) if spec.criteria.mode == "dynamic" else None
     return Generator(spec, backend)
 

@@ -7,6 +7,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import sys
 import time
 from collections import Counter
@@ -115,7 +116,7 @@ def main():
 
 
 @main.command()
-@click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("specs", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--suite", "suite_text", default="all", show_default=True,
               help="Comma list of network, random, boundary, invalid; or all.")
 @click.option("--count", type=click.IntRange(min=0), default=None, help="Random cases per spec (default: the spec's).")
@@ -127,9 +128,23 @@ def main():
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Generate cases in N worker processes.")
 @click.option("--device", default=None, help="Device for a torch --baseline: cpu, cuda, ...")
+@click.option("--case", "descriptor", default=None,
+              help="Write just the case of this one-line descriptor (as REPRO's CASE line and `opcase shrink` "
+                   "print it), byte for byte; SPECS optional (default: the installed spec of its op).")
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
-def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, out_dir):
+def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, out_dir, descriptor):
     """Generate suites of cases from operator SPECS (YAML) into OUT."""
+    if descriptor is not None:
+        source = click.get_current_context().get_parameter_source
+        given = [option for option, name in (("--suite", "suite_text"), ("--count", "count"), ("--seed", "seed"),
+                                             ("--select", "select"), ("--max-size", "max_size"), ("--jobs", "jobs"))
+                 if source(name) != click.core.ParameterSource.DEFAULT]
+        if given:
+            raise InputError(f"--case makes the one case its descriptor names: it takes no {', '.join(given)}")
+        _gen_described(descriptor, specs, baseline, device, out_dir)
+        return
+    if not specs:
+        raise InputError("give operator SPECS (YAML), or --case DESCRIPTOR")
     from gen.generate import (GenerationError, builds_in_memory, case_path, foreign_case, plan_suite,
                               total_bytes)
     from concurrent.futures.process import BrokenProcessPool
@@ -217,6 +232,27 @@ def _refuse_over_free_space(needed: int, out_dir) -> None:
     if needed > free:
         raise InputError(f"the cases' tensors take {needed / 1e6:.1f} MB, {existing} has {free / 1e6:.1f} MB free; "
                          f"give --max-size to skip the largest cases")
+
+
+def _gen_described(descriptor: str, specs, baseline, device, out_dir) -> None:
+    """`opcase gen --case`: write the one case of ``descriptor``."""
+    from gen.descriptor import DescriptorError, write_described
+    from gen.generate import GenerationError
+    from gen.spec import SpecError
+    from harness.backend import BackendLoadError, with_device
+
+    _check_writable("-o", out_dir, directory=True)
+    try:
+        if device is not None:
+            if baseline is None:
+                raise InputError("--device needs --baseline torch")
+            baseline = with_device(baseline, device)
+        path = write_described(descriptor, Path(out_dir), baseline, specs)
+    except (DescriptorError, SpecError, GenerationError, BackendLoadError) as exc:
+        raise InputError(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot write the case to {out_dir}: {exc}") from None
+    click.echo(f"wrote {path}")
 
 
 @contextlib.contextmanager
@@ -664,6 +700,70 @@ def show(case_path, n_values):
     click.echo(f"  seed {case.seed}, {case.generator_version}, spec {case.spec_path} sha256 {case.spec_sha256[:12]}")
     click.echo(f"  rerun: {repro_command(case_path, 'reference')}")
 
+
+
+@main.command()
+@click.argument("case_file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--backend", "backend_spec", required=True,
+              help="The backend the case fails on (as `opcase run` takes it).")
+@click.option("-o", "--out", "out_dir", default="shrunk", show_default=True, type=click.Path(file_okay=False),
+              help="Where the smallest case is written (as `opcase gen` lays cases out).")
+@click.option("--max-tries", type=click.IntRange(min=1), default=200, show_default=True,
+              help="Candidate cases to generate and run at most.")
+@click.option("--time", "seconds", type=click.FloatRange(min=0, min_open=True), default=600, show_default=True,
+              help="Seconds to spend at most (the case being run when they run out finishes).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds each run of the backend may take (as `opcase run --timeout`).")
+def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout):
+    """Find the smallest case that fails like CASE_FILE on --backend: same status, same failing
+    metrics or NaN/Inf mismatches.  Prints its one-line descriptor and the sizes before and after."""
+    from gen.descriptor import DescriptorError
+    from gen.spec import SpecError
+    from harness.backend import BackendLoadError, load_backend
+    from harness.casefile import CaseFileError
+    from harness.shrink import ShrinkError, shrink_case
+
+    _check_writable("-o", out_dir, directory=True)
+    try:
+        backend = load_backend(backend_spec)
+    except BackendLoadError as exc:
+        raise InputError(str(exc)) from None
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    with _status_line() as show:
+        try:
+            found = shrink_case(Path(case_file), backend, backend_spec, Path(out_dir), max_tries=max_tries,
+                                seconds=seconds, timeout=timeout, on_step=show)
+        except (ShrinkError, CaseFileError, DescriptorError, SpecError, BackendLoadError) as exc:
+            raise InputError(str(exc)) from None
+        except OSError as exc:
+            raise click.ClickException(f"cannot write cases to {out_dir}: {exc}") from None
+    click.echo(f"original: {found.original}  ({_size_text(found.bytes_before)} of tensors)")
+    click.echo(f"fails as: {found.failure.text()}")
+    click.echo(f"smallest: {found.descriptor}  ({_size_text(found.bytes_after)} of tensors, "
+               f"{found.bytes_before / max(found.bytes_after, 1):,.0f}x smaller)")
+    click.echo(f"wrote {found.path}")
+    click.echo(f"{found.tries} candidate(s) in {found.seconds:.1f} s"
+               + (f"; stopped: out of {found.exhausted} (--max-tries / --time)" if found.exhausted else ""))
+
+
+def _size_text(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"
+
+
+@contextlib.contextmanager
+def _status_line():
+    """show(text) rewrites one status line on a terminal; nothing otherwise."""
+    if not sys.stdout.isatty():
+        yield lambda text: None
+        return
+    width = max(shutil.get_terminal_size().columns - 1, 20)
+    try:
+        yield lambda text: click.echo("\r\x1b[K" + text[:width], nl=False)
+    finally:
+        click.echo("\r\x1b[K", nl=False)
 
 
 @main.command("import")

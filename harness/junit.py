@@ -10,7 +10,8 @@ views group by kernel, then suite) and name the case's name.  How a status maps:
   a gate regression or slowdown               <failure type=regression|slowdown>
 
 Each testcase carries <properties>: its status, every metric with its threshold and the
-threshold's provenance, timing and efficiency when measured, the gate verdict, and REPRO.
+threshold's provenance, timing and efficiency when measured, the gate verdict, REPRO, and the
+case's one-line descriptor (`opcase gen --case` makes the case from it).
 """
 from __future__ import annotations
 
@@ -55,6 +56,8 @@ def _properties(r: CaseResult, backend: str) -> list[tuple[str, str]]:
         props += [("gate", r.gate), ("gate.message", r.gate_message)]
     if r.repro:
         props.append(("repro", r.repro))
+    if r.descriptor:
+        props.append(("descriptor", r.descriptor))
     return props
 
 

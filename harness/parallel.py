@@ -276,9 +276,11 @@ class _Pool:
 
 def _identify(result: CaseResult) -> None:
     """Fill in op/suite/name/dtype from the case file's header, for a case whose worker died."""
+    from gen.descriptor import describe
     from harness.casefile import CaseFileError, read_envelope
     try:
         msg = read_envelope(Path(result.path))
         result.op, result.suite, result.name, result.dtype = msg.op, msg.suite, msg.name, msg.dtype
+        result.descriptor = describe(msg.op, msg.suite, msg.name, msg.seed, msg.note)
     except CaseFileError:
         result.name = Path(result.path).name

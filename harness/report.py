@@ -130,6 +130,9 @@ def failure_details(r: CaseResult) -> str:
         lines.append(f"  baseline: {r.gate}: {r.gate_message}")
     if r.repro:
         lines.append(f"  REPRO: {r.repro}")
+    if r.descriptor:
+        # The case itself in one line: `opcase gen --case` makes the same file anywhere.
+        lines.append(f"  CASE:  {r.descriptor}")
     return "\n".join(lines)
 
 

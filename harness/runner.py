@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gen.descriptor import describe
 from harness.backend import Backend, InvalidArgument, OutputSpec, Request
 from harness.casefile import Case, CaseFileError, drop_pages, load
 from harness.determinism import RepeatCheck
@@ -72,6 +73,7 @@ class CaseResult:
     repro: str = ""
     determinism: dict | None = None                  # with --bitwise: mode, calls compared, first disagreement
     error_maps: dict = field(default_factory=dict)   # failing output -> harness.error_map.error_map() (--html)
+    descriptor: str = ""                             # the case's one-line descriptor (gen.descriptor), if any
 
     @property
     def key(self) -> str:
@@ -306,6 +308,7 @@ def run_loaded(case: Case, backend: Backend, result: CaseResult, options: RunOpt
     """Call the backend on a loaded case and fill in ``result``."""
     options = options or RunOptions()
     result.op, result.suite, result.name, result.dtype = case.op, case.suite, case.name, case.dtype
+    result.descriptor = describe(case.op, case.suite, case.name, case.seed, case.note)
     try:
         supported = backend.supports(case.op, case.dtype)
     except Exception as exc:  # noqa: BLE001 - a broken supports() is the backend's error
