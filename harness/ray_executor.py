@@ -216,9 +216,11 @@ def write_all(tasks: list, on_done: Callable, address: str | None, resources: di
         with _cancelled_on_sigterm():
             try:
                 while pending:
-                    ready, _ = ray.wait(list(pending), num_returns=1)
-                    task = pending.pop(ready[0])
-                    on_done(task, _value(ray, ready[0], task))
+                    # With a timeout, so that a signal's handler gets to run while all tasks are busy.
+                    ready, _ = ray.wait(list(pending), num_returns=1, timeout=_POLL_S)
+                    for ref in ready:
+                        task = pending.pop(ref)
+                        on_done(task, _value(ray, ref, task))
             except BaseException:
                 _cancel(ray, pending)
                 raise
