@@ -146,7 +146,13 @@ def _cancel(ray, refs) -> None:
 # --------------------------------------------------------------------------- task side
 
 def _enter(environment: dict) -> None:
-    os.chdir(environment["cwd"])
+    try:
+        os.chdir(environment["cwd"])
+    except OSError as exc:
+        import socket
+        raise OSError(f"the driver's working directory {environment['cwd']} is not on Ray node "
+                      f"{socket.gethostname()} ({exc.strerror}): run opcase from a directory on storage "
+                      f"every node sees") from None
     os.environ.update(environment["env"])
 
 
