@@ -34,8 +34,8 @@ EXTRA = "opcase[ray]"
 _AMOUNTS = ("num_cpus", "num_gpus", "memory")
 # How often the driver looks for newly started tasks (the resolution of --timeout).
 _POLL_S = 0.5
-# Environment a task needs from the driver: opcase's own settings (OPCASE_SPECS, the exec
-# backend's timeout...), whatever the nodes were started with.
+# The driver's environment variables a task takes over, whatever its node was started with:
+# opcase's own settings (OPCASE_SPECS, the exec backend's timeout...).
 _ENV_PREFIX = "OPCASE_"
 
 
@@ -64,6 +64,9 @@ def parse_resources(text: str | None) -> dict:
         if key in _AMOUNTS:
             options[key] = _amount(key, value)
         elif key == "resources" and isinstance(value, dict):
+            builtin = sorted(set(value) & {"CPU", "GPU", "memory"})
+            if builtin:
+                raise ExecutorError(f"--resources: give {builtin} as num_cpus, num_gpus or memory, not in resources")
             options["resources"] = {str(name): _amount(f"resources.{name}", v) for name, v in value.items()}
         else:
             raise ExecutorError(f"--resources: unknown key {key!r}; use {', '.join(_AMOUNTS)} or "

@@ -189,6 +189,8 @@ def test_without_ray_it_is_a_usage_error_naming_the_extra(monkeypatch, tmp_path,
     ('{"num_gpu": 1}', "unknown key 'num_gpu'"),
     ('{"num_gpus": -1}', "num_gpus must be a number >= 0"),
     ('[1]', "give a JSON object"),
+    ('{"resources": {"GPU": 1}}', "give ['GPU'] as num_cpus, num_gpus or memory"),
+    ('{"num_cpus": NaN}', "num_cpus must be a number >= 0"),
 ])
 def test_bad_resources_are_usage_errors(cases, resources, why):
     result = CliRunner().invoke(main, ["run", str(cases), "--executor", "ray", "--resources", resources])
