@@ -218,6 +218,19 @@ def test_gen_writes_the_cases_local_gen_writes_byte_for_byte(cluster, tmp_path):
     assert on_ray.stdout.splitlines()[-1].startswith(f"wrote {len([f for f in files if f.endswith('.opcase')])} cases")
 
 
+def test_a_generation_error_in_a_task_ends_gen_as_it_does_locally(cluster, tmp_path):
+    """A dynamic-threshold baseline that raises: the task's GenerationError is gen's one line, exit 2."""
+    args = [REPO / "specs" / "carafe_forward.yaml", "--suite", "random", "--count", "1",
+            "--baseline", "bad_backends:raises"]
+    local = cluster.opcase("gen", *args, "-o", "local", "--jobs", "2", cwd=tmp_path)
+    on_ray = cluster.opcase("gen", *args, "-o", "via-ray", "--executor", "ray", "--address", cluster.address,
+                            cwd=tmp_path)
+    error_line = lambda done: [l for l in done.stderr.splitlines() if l.startswith("Error:")]  # noqa: E731
+    assert (local.returncode, on_ray.returncode) == (2, 2), on_ray.stderr
+    assert error_line(on_ray) == error_line(local) and "raised RuntimeError: device lost" in on_ray.stderr
+    assert "Traceback" not in on_ray.stderr
+
+
 def test_run_gives_the_verdicts_and_reports_of_a_local_run(cluster, cases, tmp_path):
     """A backend with passes, failures, errors and skips: the same results, in the same order."""
     shutil.copytree(cases, tmp_path / "cases")
