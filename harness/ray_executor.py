@@ -23,6 +23,7 @@ import logging
 import math
 import os
 import signal
+import socket
 import threading
 import time
 from functools import lru_cache
@@ -32,6 +33,8 @@ from typing import Callable
 EXTRA = "opcase[ray]"
 # The keys of --resources, as Ray's task options name them.
 _AMOUNTS = ("num_cpus", "num_gpus", "memory")
+# How long the driver tries to reach the cluster's address before it gives up.
+_CONNECT_TIMEOUT_S = 10.0
 # How often the driver looks for newly started tasks (the resolution of --timeout).
 _POLL_S = 0.5
 # The driver's environment variables a task takes over, whatever its node was started with:
@@ -94,16 +97,29 @@ def _connected(address: str | None):
     """A connection to the cluster at ``address`` (default: RAY_ADDRESS, or the one started on
     this machine with `ray start`); never a private cluster started on the side."""
     ray = import_ray()
+    where = f"at {address}" if address else "(no --address: RAY_ADDRESS, or one started here with `ray start`)"
+    _probe(address or os.environ.get("RAY_ADDRESS", ""), where)
     try:
         ray.init(address=address or "auto", log_to_driver=False, logging_level=logging.WARNING)
     except Exception as exc:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError...
-        where = f"at {address}" if address else "(no --address: RAY_ADDRESS, or one started here with `ray start`)"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ExecutorError(f"--executor ray: cannot connect to a Ray cluster {where}: {first}") from None
     try:
         yield ray
     finally:
         ray.shutdown()
+
+
+def _probe(address: str, where: str) -> None:
+    """Refuse an address nothing listens on: ray.init would retry it for minutes."""
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    if not host or not port.isdigit():
+        return   # "auto", "local" or no address: Ray finds the cluster itself, or says it cannot
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=_CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise ExecutorError(f"--executor ray: cannot connect to a Ray cluster {where}: "
+                            f"{exc.strerror or exc or 'timed out'}") from None
 
 
 def _check_feasible(ray, options: dict) -> None:

@@ -278,6 +278,13 @@ def test_a_backend_resource_no_node_has_is_refused_before_any_case(cluster, case
     assert done.returncode == 2 and "no node of the Ray cluster has {'CPU': 1, 'GPU': 1}" in done.stderr, done.stderr
 
 
+def test_an_address_with_no_cluster_is_refused_at_once(cluster, cases, tmp_path):
+    began = time.monotonic()
+    done = cluster.opcase("run", cases, "--executor", "ray", "--address", "127.0.0.1:1", cwd=tmp_path)
+    assert done.returncode == 2 and "cannot connect to a Ray cluster at 127.0.0.1:1" in done.stderr, done.stderr
+    assert time.monotonic() - began < 60
+
+
 def test_ctrl_c_or_sigterm_on_the_driver_cancels_its_tasks(cluster, cases, tmp_path):
     marks = set(os.listdir(cluster.marks))
     driver = subprocess.Popen(cluster.command([sys.executable, "-m", "harness.cli", "run", cases / "psamask_forward",
