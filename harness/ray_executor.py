@@ -37,6 +37,8 @@ _AMOUNTS = ("num_cpus", "num_gpus", "memory")
 _CONNECT_TIMEOUT_S = 10.0
 # How often the driver looks for newly started tasks (the resolution of --timeout).
 _POLL_S = 0.5
+# How often the driver checks that a live node can still run the cases (else they would wait forever).
+_FEASIBLE_EVERY_S = 10.0
 # The driver's environment variables a task takes over, whatever its node was started with:
 # opcase's own settings (OPCASE_SPECS, the exec backend's timeout...).
 _ENV_PREFIX = "OPCASE_"
@@ -124,15 +126,22 @@ def _probe(address: str, where: str) -> None:
 
 def _check_feasible(ray, options: dict) -> None:
     """Refuse, before any task, what no live node has: Ray would queue such tasks forever."""
+    lack = _unmet(ray, options)
+    if lack:
+        raise ExecutorError(f"--resources: {lack}")
+
+
+def _unmet(ray, options: dict) -> str:
+    """What no live node of the cluster has of ``options``, or ''."""
     wanted = {"CPU": options.get("num_cpus", 0), "GPU": options.get("num_gpus", 0),
               "memory": options.get("memory", 0), **options.get("resources", {})}
     wanted = {name: amount for name, amount in wanted.items() if amount}
     nodes = [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive")]
-    if not any(all(have.get(name, 0) >= amount for name, amount in wanted.items()) for have in nodes):
-        raise ExecutorError(f"--resources: no node of the Ray cluster has {wanted} "
-                            f"(its {len(nodes)} live node(s) have: "
-                            + "; ".join(json.dumps({k: v for k, v in have.items() if not k.startswith('node:')})
-                                        for have in nodes) + ")")
+    if any(all(have.get(name, 0) >= amount for name, amount in wanted.items()) for have in nodes):
+        return ""
+    return (f"no node of the Ray cluster has {wanted} (its {len(nodes)} live node(s) have: "
+            + "; ".join(json.dumps({k: v for k, v in have.items() if not k.startswith("node:")}) for have in nodes)
+            + ")")
 
 
 def _task_environment() -> dict:
@@ -280,6 +289,8 @@ class _Run:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
         self.ray, self.files, self.backend_spec, self.options = ray, list(files), backend_spec, options
         self.on_result, self.timeout, self.notify = on_result, timeout, notify
+        self.resources = resources
+        self.next_feasible_check = time.monotonic() + _FEASIBLE_EVERY_S
         self.remote = ray.remote(_run_task).options(max_retries=0, **resources)
         self.start_log = None
         if timeout is not None:
@@ -306,6 +317,7 @@ class _Run:
                     for ref in ready:
                         self._collect(ref)
                     self._enforce_timeout()
+                    self._check_still_feasible()
             except BaseException:
                 _cancel(self.ray, self.out)
                 raise
@@ -329,8 +341,7 @@ class _Run:
         if index in self.retried and attempt == 1:
             note = "its first Ray node was lost; retried once on another node"
             result.message = f"{result.message}\n{note}" if result.message else note
-        self.results[index] = result
-        self.on_result(result)
+        self._finish(index, result)
 
     def _failed(self, index: int, attempt: int, exc: Exception):
         """The error result of a task that returned none, or None when it is submitted again."""
@@ -339,6 +350,7 @@ class _Run:
             # Force-cancelling kills its worker: whatever Ray reports then, the cause is the timeout.
             return self._error(index, f"timed out after {self.timeout:g} s (--timeout); its Ray task was cancelled")
         if isinstance(exc, exceptions.NodeDiedError):
+            self.next_feasible_check = 0.0   # was it the last node that could run these cases?
             if attempt == 0:
                 self.retried.add(index)
                 self.notify(f"ray: the node running {self.files[index]} was lost; retrying it once on another node")
@@ -368,6 +380,24 @@ class _Run:
                 self.started.pop(key)
                 self.timed_out.add(key)
                 self.ray.cancel(ref, force=True)
+
+    def _check_still_feasible(self) -> None:
+        """When no live node can run the cases any more (the last one with the --resources is lost),
+        end those outstanding as errors rather than wait for a node that may never come."""
+        if time.monotonic() < self.next_feasible_check:
+            return
+        self.next_feasible_check = time.monotonic() + _FEASIBLE_EVERY_S
+        lack = _unmet(self.ray, self.resources)
+        if not lack:
+            return
+        for ref, (index, _attempt) in list(self.out.items()):
+            del self.out[ref]
+            self.ray.cancel(ref, force=True)
+            self._finish(index, self._error(index, f"no live Ray node can run it any more: {lack}"))
+
+    def _finish(self, index: int, result) -> None:
+        self.results[index] = result
+        self.on_result(result)
 
     def _error(self, index: int, message: str):
         return _error(self.files[index], self.backend_spec, self.options, message)

@@ -31,6 +31,8 @@ pytestmark = pytest.mark.ray
 HEAD_PORT = 6379
 # The node manager port of the node that test_node_lost kills: it finds the node's raylet by it.
 DOOMED_NODE_PORT = 6411
+# ... and of the only node with an "accelerator", which test_losing_the_last_node... kills.
+ONLY_NODE_PORT = 6412
 # Small suites of two kernels, by the gen options that make them.
 GEN_ARGS = [str(REPO / "specs" / "psamask_forward.yaml"), str(REPO / "specs" / "masked_im2col_forward.yaml"),
             "--suite", "random,boundary,invalid", "--count", "3"]
@@ -87,9 +89,21 @@ class Cluster:
         self.ray_start("--head", f"--port={HEAD_PORT}", "--include-dashboard=false")
         self.add_node()
 
-    def add_node(self, node_manager_port: int | None = None) -> None:
+    def add_node(self, node_manager_port: int | None = None, *args) -> None:
         self.ray_start(f"--address={self.address}",
-                       *([f"--node-manager-port={node_manager_port}"] if node_manager_port else []))
+                       *([f"--node-manager-port={node_manager_port}"] if node_manager_port else []), *args)
+
+    def kill_node_when_running_a_case(self, node_manager_port: int, marks_before: set) -> set[int]:
+        """SIGKILL the node (its raylet and all under it) once a case runs there; return the pids
+        of the backends it was running."""
+        def running_there():
+            started = {int(p) for p in set(os.listdir(self.marks)) - marks_before}
+            return started & self.raylet_tree(node_manager_port)
+        in_flight = _wait_for(running_there, 120)
+        assert in_flight, "no case ran on the node to be killed"
+        for pid in self.raylet_tree(node_manager_port):
+            os.kill(pid, signal.SIGKILL)
+        return in_flight
 
     def opcase(self, *args, cwd, check=False) -> subprocess.CompletedProcess:
         """The opcase driver, in the namespace, against the cluster."""
@@ -308,14 +322,7 @@ def test_a_lost_node_costs_only_its_cases_which_are_retried_once(cluster, cases,
                                                "--executor", "ray", "--address", cluster.address,
                                                "--json", "results.json"]),
                               env=cluster.env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-    def running_on_doomed_node():
-        started = {int(p) for p in set(os.listdir(cluster.marks)) - marks}
-        return started & cluster.raylet_tree(DOOMED_NODE_PORT)
-    in_flight = _wait_for(running_on_doomed_node, 120)
-    assert in_flight, "no case ran on the node to be killed"
-    for pid in cluster.raylet_tree(DOOMED_NODE_PORT):
-        os.kill(pid, signal.SIGKILL)
+    in_flight = cluster.kill_node_when_running_a_case(DOOMED_NODE_PORT, marks)
     out, err = driver.communicate(timeout=240)
     results = _results(tmp_path / "results.json")
     retried = [r for r in results if "retried once on another node" in r["message"]]
@@ -323,6 +330,27 @@ def test_a_lost_node_costs_only_its_cases_which_are_retried_once(cluster, cases,
     assert {r["status"] for r in results} <= {"passed", "mistrusted"}, out + err
     assert 1 <= len(retried) <= len(in_flight), (in_flight, out, err)
     assert "was lost; retrying it once on another node" in err
+
+
+def test_losing_the_last_node_with_the_resources_ends_the_run(cluster, cases, tmp_path):
+    """The only node with the backend's resource is lost: its cases are errors, the run does not wait forever."""
+    cluster.add_node(ONLY_NODE_PORT, '--resources={"accelerator": 1}')
+    shutil.copytree(cases, tmp_path / "cases")
+    marks = set(os.listdir(cluster.marks))
+    driver = subprocess.Popen(cluster.command([sys.executable, "-m", "harness.cli", "run", "cases",
+                                               "--backend", "ray_backends:slow", "--filter", "psamask_forward/boundary/ma",
+                                               "--executor", "ray", "--address", cluster.address,
+                                               "--resources", '{"resources": {"accelerator": 1}}',
+                                               "--json", "results.json"]),
+                              env=cluster.env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cluster.kill_node_when_running_a_case(ONLY_NODE_PORT, marks)
+    out, err = driver.communicate(timeout=120)
+    results = _results(tmp_path / "results.json")
+    errors = [r for r in results if r["status"] == "error"]
+    assert driver.returncode == 1 and len(results) == 18 and errors, out + err
+    assert all("no live Ray node can run it any more: no node of the Ray cluster has {'CPU': 1, 'accelerator': 1}"
+               in r["message"] for r in errors), errors[0]["message"]
+    assert {r["status"] for r in results} <= {"passed", "mistrusted", "error"}
 
 
 # Many small cases, and a few large ones (the network suites' shapes up to 100 MB).
