@@ -121,7 +121,7 @@ def _probe(address: str, where: str) -> None:
         socket.create_connection((host.strip("[]"), int(port)), timeout=_CONNECT_TIMEOUT_S).close()
     except OSError as exc:
         raise ExecutorError(f"--executor ray: cannot connect to a Ray cluster {where}: "
-                            f"{exc.strerror or exc or 'timed out'}") from None
+                            f"{exc.strerror or exc}") from None
 
 
 def _check_feasible(ray, options: dict) -> None:
@@ -177,7 +177,6 @@ def _enter(environment: dict) -> None:
     try:
         os.chdir(environment["cwd"])
     except OSError as exc:
-        import socket
         raise OSError(f"the driver's working directory {environment['cwd']} is not on Ray node "
                       f"{socket.gethostname()} ({exc.strerror}): run opcase from a directory on storage "
                       f"every node sees") from None
@@ -247,6 +246,7 @@ def write_all(tasks: list, on_done: Callable, address: str | None, resources: di
         remote = ray.remote(_write_task).options(max_retries=1, retry_exceptions=False, **resources)
         environment = _task_environment()
         pending = {remote.remote(environment, task): task for task in tasks}
+        next_feasible_check = time.monotonic() + _FEASIBLE_EVERY_S
         with _cancelled_on_sigterm():
             try:
                 while pending:
@@ -255,6 +255,11 @@ def write_all(tasks: list, on_done: Callable, address: str | None, resources: di
                     for ref in ready:
                         task = pending.pop(ref)
                         on_done(task, _value(ray, ref, task))
+                    if time.monotonic() >= next_feasible_check:
+                        next_feasible_check = time.monotonic() + _FEASIBLE_EVERY_S
+                        lack = _unmet(ray, resources)
+                        if lack:
+                            raise TaskLost(f"no live Ray node can write the cases any more: {lack}")
             except BaseException:
                 _cancel(ray, pending)
                 raise
