@@ -115,6 +115,40 @@ def main():
     """
 
 
+def _executor_options(command):
+    """--executor, --address, --resources (README: More than one machine)."""
+    command = click.option("--resources", "resources_text", default=None,
+                           help="With --executor ray: what each case's task needs, as JSON: "
+                                "'{\"num_gpus\": 1}' for a CUDA backend (keys num_cpus, num_gpus, memory, "
+                                "resources); default one CPU.")(command)
+    command = click.option("--address", default=None,
+                           help="With --executor ray: the cluster's address (default: RAY_ADDRESS, or "
+                                "the cluster `ray start` started on this machine).")(command)
+    return click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+                        help="Where cases run: here, or one Ray task per case on a Ray cluster "
+                             "(`pip install 'opcase[ray]'`; case files on storage every node sees).")(command)
+
+
+def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
+    """The Ray task options of --executor ray (None for local), or a usage error."""
+    from harness.ray_executor import ExecutorError, import_ray, parse_resources
+
+    if executor != "ray":
+        for option, value in (("--address", address), ("--resources", resources_text)):
+            if value is not None:
+                raise InputError(f"{option} is for --executor ray")
+        return None
+    if jobs is not None:
+        raise InputError("--jobs is for the local executor: on Ray, the cluster's resources decide how many "
+                         "cases run at once")
+    try:
+        resources = parse_resources(resources_text)
+        import_ray()
+        return resources
+    except ExecutorError as exc:
+        raise InputError(str(exc)) from None
+
+
 @main.command()
 @click.argument("specs", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--suite", "suite_text", default="all", show_default=True,
@@ -125,14 +159,16 @@ def main():
 @click.option("--max-size", "max_size", default=None, callback=_size_option,
               help="Skip cases whose tensors exceed this many bytes (e.g. 64MB); they are listed.")
 @click.option("--baseline", default=None, help="Backend for dynamic thresholds (default: the spec's, usually lowp).")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Generate cases in N worker processes.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+              help="Generate cases in N worker processes (default 1).")
 @click.option("--device", default=None, help="Device for a torch --baseline: cpu, cuda, ...")
 @click.option("--case", "descriptor", default=None,
               help="Write just the case of this one-line descriptor (as REPRO's CASE line and `opcase shrink` "
                    "print it), byte for byte; SPECS optional (default: the installed spec of its op).")
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
-def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, out_dir, descriptor):
+@_executor_options
+def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, out_dir, descriptor, executor,
+        address, resources_text):
     """Generate suites of cases from operator SPECS (YAML) into OUT."""
     if descriptor is not None:
         source = click.get_current_context().get_parameter_source
@@ -154,6 +190,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     from harness.backend import BackendLoadError, load_backend, with_device
 
     suites = _suites(suite_text)
+    resources = _ray_resources(executor, address, resources_text, jobs)
     _check_writable("-o", out_dir, directory=True)
     try:
         pattern = re.compile(select) if select else None
@@ -193,7 +230,10 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
             written[0] += size
             advance(f"{task.op}/{task.suite}/{task.name}")
         try:
-            write_all(tasks, jobs, done)
+            if resources is None:
+                write_all(tasks, jobs or 1, done)
+            else:
+                _write_on_ray(tasks, done, address, resources)
         except (SpecError, GenerationError, BackendLoadError) as exc:
             raise InputError(str(exc)) from None
         except OSError as exc:
@@ -253,6 +293,17 @@ def _gen_described(descriptor: str, specs, baseline, device, out_dir) -> None:
     except OSError as exc:
         raise click.ClickException(f"cannot write the case to {out_dir}: {exc}") from None
     click.echo(f"wrote {path}")
+
+
+def _write_on_ray(tasks, done, address, resources) -> None:
+    from harness.ray_executor import ExecutorError, TaskLost, write_all
+
+    try:
+        write_all(tasks, done, address, resources)
+    except ExecutorError as exc:
+        raise InputError(str(exc)) from None
+    except TaskLost as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @contextlib.contextmanager
@@ -357,8 +408,9 @@ def _warn_mixed_versions(files) -> None:
               help="Exit 0, not 5, when no case is judged (none selected, e.g. an empty --shard, or every "
                    "one skipped or mistrusted).")
 @click.option("-v", "--verbose", is_flag=True, help="Show details for passing cases too.")
+@_executor_options
 def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmup, bitwise, html_path, profile_path, jobs,
-        device, timeout, shard_text, filter_text, rerun_failed, allow_empty, verbose):
+        device, timeout, shard_text, filter_text, rerun_failed, allow_empty, verbose, executor, address, resources_text):
     """Run a backend on every case under PATHS and judge its outputs.
 
     \b
@@ -379,6 +431,7 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     from harness.timing import TimingPlan
 
     shard = _shard(shard_text)
+    resources = _ray_resources(executor, address, resources_text, jobs)
     if not paths and not rerun_failed:
         raise InputError("give case files or directories (PATHS), or --rerun-failed RESULTS.json")
     if bitwise and repeat is None:
@@ -422,7 +475,7 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     repro = []
     if timeout is not None:
         repro += ["--timeout", f"{timeout:g}"]
-    elif jobs is not None:
+    elif jobs is not None or resources is not None:
         repro += ["--jobs", "1"]   # keep a crash isolated when rerun
     if repeat is not None:
         repro += ["--repeat", str(repeat), "--warmup", str(warmup)] + (["--bitwise"] if bitwise else [])
@@ -439,7 +492,10 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         progress.case(result)
 
     try:
-        results = run_cases(files, backend, backend_spec, options, on_result, jobs=jobs, timeout=pool_timeout)
+        if resources is None:
+            results = run_cases(files, backend, backend_spec, options, on_result, jobs=jobs, timeout=pool_timeout)
+        else:
+            results = _run_on_ray(files, backend_spec, options, on_result, address, resources, pool_timeout)
     finally:
         progress.close()
     gate = gate_summary(results, baseline_path, baseline) if baseline is not None else None
@@ -447,6 +503,8 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     run_info = {"backend_origin": backend.origin, "jobs": jobs, "timeout": timeout, "repeat": repeat,
                 "warmup": warmup if repeat else None, "bitwise": bitwise, "shard": shard_text, "filter": filter_text,
                 "device_profile": profile_path, "compare": baseline_path}
+    if resources is not None:
+        run_info["executor"] = {"name": "ray", "address": address, "resources": resources}
     if json_path:
         write_atomic(json_path, to_json(results, backend_spec, gate, run_info))
     if junit_path:
@@ -464,6 +522,16 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
                        f"(--allow-empty accepts it)", err=True)
             sys.exit(EXIT_NOTHING_JUDGED)
     sys.exit(0)
+
+
+def _run_on_ray(files, backend_spec, options, on_result, address, resources, timeout):
+    from harness.ray_executor import ExecutorError, run_cases
+
+    try:
+        return run_cases(files, backend_spec, options, on_result, address, resources, timeout,
+                         notify=lambda line: click.echo(line, err=True))
+    except ExecutorError as exc:
+        raise InputError(str(exc)) from None
 
 
 def _implementation(backend):
