@@ -17,7 +17,8 @@ import datetime
 import html
 import math
 
-from harness.report import WORST_SHOWN, coordinates, fails, summary, summary_text, threshold_source
+from harness.report import (WORST_SHOWN, coordinates, fails, format_number, summary, summary_text,
+                            threshold_source)
 from harness.runner import FAILED, STATUSES, CaseResult, output_fails
 
 # Failing cases shown in full (their plots); the rest are listed with their REPRO lines, so that a
@@ -53,11 +54,7 @@ def _e(value) -> str:
 
 
 def _num(value) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    return _e(value)
+    return _e(format_number(value))
 
 
 def _color(fraction: float) -> str:

@@ -21,7 +21,8 @@ _LABEL = {"passed": "PASS", "failed": "FAIL", "wrongly-accepted": "FAIL", "wrong
 WORST_SHOWN = 10
 
 
-def _fmt(value) -> str:
+def format_number(value) -> str:
+    """A metric, threshold or value as reports show it: 3 significant digits, "-" for none."""
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -43,7 +44,7 @@ def case_line(r: CaseResult) -> str:
     shown = []
     for output, verdicts in r.thresholds.items():
         for v in verdicts:
-            shown.append(f"{output}.{v['metric']}={_fmt(v['actual'])}{'<=' if v['passed'] else '>'}{_fmt(v['value'])}")
+            shown.append(f"{output}.{v['metric']}={format_number(v['actual'])}{'<=' if v['passed'] else '>'}{format_number(v['value'])}")
     if shown:
         parts.append(" ".join(shown))
     if r.timing:
@@ -74,16 +75,16 @@ def coordinates(output: str, index, layout: str) -> str:
 def threshold_source(v: dict) -> str:
     text = v.get("provenance") or "no provenance recorded"
     if v.get("baseline"):
-        text += f"; {v['baseline']} scored {_fmt(float(v.get('baseline_value', 0.0)))}"
+        text += f"; {v['baseline']} scored {format_number(float(v.get('baseline_value', 0.0)))}"
     return text
 
 
 def _elements(output: str, items: list, layout: str, with_errors: bool = True) -> list[str]:
     lines = []
     for w in items[:WORST_SHOWN]:
-        line = f"      {coordinates(output, w['index'], layout)}  golden {_fmt(w['golden'])}  actual {_fmt(w['actual'])}"
+        line = f"      {coordinates(output, w['index'], layout)}  golden {format_number(w['golden'])}  actual {format_number(w['actual'])}"
         if with_errors:
-            line += f"  abs {_fmt(w['abs_err'])}  rel {_fmt(w['rel_err'])}"
+            line += f"  abs {format_number(w['abs_err'])}  rel {format_number(w['rel_err'])}"
         lines.append(line)
     return lines
 
@@ -94,7 +95,7 @@ def mismatch_report(r: CaseResult, output: str) -> list[str]:
     m, layout = r.metrics.get(output, {}), r.layouts.get(output, "")
     lines = [f"  output {output} ({layout or 'no layout'}):"]
     for v in r.thresholds.get(output, []):
-        lines.append(f"    {v['metric']} = {_fmt(v['actual'])} {'<=' if v['passed'] else '>'} {_fmt(v['value'])}  "
+        lines.append(f"    {v['metric']} = {format_number(v['actual'])} {'<=' if v['passed'] else '>'} {format_number(v['value'])}  "
                      f"{'ok  ' if v['passed'] else 'FAIL'}  threshold: {threshold_source(v)}")
     if not r.thresholds.get(output):
         lines.append("    no threshold stated for this output")

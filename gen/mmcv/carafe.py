@@ -44,6 +44,17 @@ def _inside(lo: int, hi: int, size: int, shift: int) -> tuple[int, int]:
     return max(lo, -shift), min(hi, size - shift)
 
 
+def _taps_inside(a0: int, a1: int, b0: int, b1: int, H: int, W: int, k: int, r: int):
+    """Yield (kh, kw, i0, i1, j0, j1) for each tap, in mmcv's order (kh, then kw), with the rows
+    [i0, i1) and columns [j0, j1) of the block [a0, a1) x [b0, b1) whose tap lies inside the map."""
+    for kh in range(k):
+        i0, i1 = _inside(a0, a1, H, kh - r)
+        for kw in range(k):
+            j0, j1 = _inside(b0, b1, W, kw - r)
+            if i0 < i1 and j0 < j1:
+                yield kh, kw, i0, i1, j0, j1
+
+
 def _blocks(N: int, H: int, W: int, elements_per_pixel: int):
     """Yield (n, i0, i1, j0, j1): blocks of about _BLOCK_ELEMENTS elements covering [N, H, W] pixels."""
     pixels = max(1, _BLOCK_ELEMENTS // max(1, elements_per_pixel))
@@ -68,16 +79,11 @@ def carafe_forward(inputs: dict, params: dict, out_shapes: dict | None = None) -
         return {"output": T.result(output.reshape(N, H * s, W * s, C))}
     for n, a0, a1, b0, b1 in _blocks(N, H, W, s * s * C):
         acc = output[n, a0:a1, :, b0:b1]                        # a view: the block's output pixels
-        for kh in range(k):
-            i0, i1 = _inside(a0, a1, H, kh - r)
-            for kw in range(k):
-                j0, j1 = _inside(b0, b1, W, kw - r)
-                if i0 >= i1 or j0 >= j1:
-                    continue
-                window = x[n, i0 + kh - r:i1 + kh - r, None, j0 + kw - r:j1 + kw - r, None]
-                weight = taps[n, i0:i1, :, j0:j1, :, :, kh, kw, None]
-                part = acc[i0 - a0:i1 - a0, :, j0 - b0:j1 - b0]
-                part[...] = T.mac(part, window, weight)
+        for kh, kw, i0, i1, j0, j1 in _taps_inside(a0, a1, b0, b1, H, W, k, r):
+            window = x[n, i0 + kh - r:i1 + kh - r, None, j0 + kw - r:j1 + kw - r, None]
+            weight = taps[n, i0:i1, :, j0:j1, :, :, kh, kw, None]
+            part = acc[i0 - a0:i1 - a0, :, j0 - b0:j1 - b0]
+            part[...] = T.mac(part, window, weight)
     return {"output": T.result(output.reshape(N, H * s, W * s, C))}
 
 
@@ -138,18 +144,13 @@ def _grad_mask(T: ScalarT, image, grad_output, k, G, s) -> np.ndarray:
     x = _lane_major(image.astype(np.float32).reshape(N, H, W, G, Cg), steps, lanes)
     grads = _lane_major(grad_output.astype(np.float32).reshape(N, H, s, W, s, G, Cg), steps, lanes)
     for n, a0, a1, b0, b1 in _blocks(N, H, W, s * s * G * max(lanes, k * k)):
-        for kh in range(k):
-            i0, i1 = _inside(a0, a1, H, kh - r)
-            for kw in range(k):
-                j0, j1 = _inside(b0, b1, W, kw - r)
-                if i0 >= i1 or j0 >= j1:
-                    continue
-                window = x[n, i0 + kh - r:i1 + kh - r, None, j0 + kw - r:j1 + kw - r, None]
-                grad = grads[n, i0:i1, :, j0:j1]
-                lane = np.zeros(grad.shape[:-2] + (lanes,), np.float32)
-                for step in range(steps):
-                    lane = T.mac(lane, grad[..., step, :], window[..., step, :])
-                grad_mask[n, i0:i1, :, j0:j1, :, :, kh, kw] = _warp_reduce(T, lane)
+        for kh, kw, i0, i1, j0, j1 in _taps_inside(a0, a1, b0, b1, H, W, k, r):
+            window = x[n, i0 + kh - r:i1 + kh - r, None, j0 + kw - r:j1 + kw - r, None]
+            grad = grads[n, i0:i1, :, j0:j1]
+            lane = np.zeros(grad.shape[:-2] + (lanes,), np.float32)
+            for step in range(steps):
+                lane = T.mac(lane, grad[..., step, :], window[..., step, :])
+            grad_mask[n, i0:i1, :, j0:j1, :, :, kh, kw] = _warp_reduce(T, lane)
     return grad_mask.reshape(N, H * s, W * s, G * k * k)
 
 
