@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 import shlex
@@ -36,6 +37,21 @@ def _suites(text: str) -> list[str]:
     return names
 
 
+def _exits_on_signals(command):
+    """``command`` with SIGTERM and SIGHUP unwinding it as Ctrl-C does (workers and commands killed,
+    temporary files removed), then exiting 128 + the signal's number."""
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        from harness.parallel import Stopped, stop_on_signals
+        try:
+            with stop_on_signals():
+                return command(*args, **kwargs)
+        except Stopped as exc:
+            click.echo(f"opcase: stopped by {exc.name}; the run did not finish", err=True)
+            sys.exit(128 + exc.signum)
+    return wrapper
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="opcase")
 def main():
@@ -65,6 +81,7 @@ def main():
               help="Generate cases in N worker processes.")
 @click.option("--device", default=None, help="Device for a torch --baseline: cpu, cuda, ...")
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@_exits_on_signals
 def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, out_dir):
     """Generate suites of cases from operator SPECS (YAML) into OUT."""
     from gen.generate import GenerationError, case_path, plan_suite, total_bytes
@@ -133,6 +150,20 @@ def _progress(total: int, label: str):
     with click.progressbar(length=total, label=label, item_show_func=lambda item: item or "",
                            show_pos=True) as bar:
         yield lambda item: bar.update(1, item)
+
+
+def _start_results_files(json_path, junit_path, backend_spec: str) -> None:
+    """Replace the results files with ones saying that the run did not finish, so that a run cut
+    short (killed, crashed, stopped by a signal) can never leave an older, complete-looking report."""
+    from harness.junit import incomplete_junit_xml
+    from harness.report import incomplete_json, write_atomic
+
+    for option, path, text in (("--json", json_path, incomplete_json), ("--junit", junit_path, incomplete_junit_xml)):
+        if path:
+            try:
+                write_atomic(path, text(backend_spec))
+            except OSError as exc:
+                raise InputError(f"{option}: cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _shard(text: str | None) -> tuple[int, int] | None:
@@ -211,21 +242,26 @@ def _run_files(paths, rerun_failed, filter_text, shard) -> list[Path]:
 @click.option("--filter", "filter_text", default=None, help="Only cases whose OP/SUITE/NAME matches this regular expression.")
 @click.option("--rerun-failed", "rerun_failed", default=None, type=click.Path(dir_okay=False),
               help="Only the cases that failed in this results file (of --json); PATHS optional.")
+@click.option("--in-process", "in_process", is_flag=True,
+              help="Run a Python backend in this process rather than in a worker (faster start; but a backend "
+                   "that ends the process, e.g. by exit(0), then ends the run with its exit status).")
 @click.option("-v", "--verbose", is_flag=True, help="Show details for passing cases too.")
+@_exits_on_signals
 def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmup, profile_path, jobs, device, timeout,
-        shard_text, filter_text, rerun_failed, verbose):
+        shard_text, filter_text, rerun_failed, in_process, verbose):
     """Run a backend on every case under PATHS and judge its outputs.
 
     \b
     Statuses: passed, failed, wrongly-accepted, wrongly-rejected, error, skipped, mistrusted.
     Exit status: 0 all cases pass (skipped and mistrusted do not fail), 1 any case fails or errors
-    or the --compare gate fails, 2 usage or input error.
+    or the --compare gate fails, 2 usage or input error, 128+N stopped by signal N (SIGTERM, SIGHUP).
+    Python backends other than reference and lowp run in a worker process unless --in-process.
     """
     from harness.backend import BackendLoadError, load_backend, with_device
     from harness.efficiency import ProfileError, load_profile
     from harness.gate import GATE_FAILING, BaselineError, gate_summary, judge_against, load_baseline
     from harness.junit import junit_xml
-    from harness.parallel import run_cases
+    from harness.parallel import run_cases, runs_isolated
     from harness.report import Progress, fails, summary_text, to_json, write_atomic
     from harness.runner import RunOptions
     from harness.timing import TimingPlan
@@ -246,11 +282,8 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         click.get_current_context().call_on_close(
             lambda: os.environ.pop(TIMEOUT_ENV, None) if previous is None else os.environ.update({TIMEOUT_ENV: previous}))
         pool_timeout = None
-    try:
-        backend_spec = with_device(backend_spec, device)
-        backend = load_backend(backend_spec)
-    except BackendLoadError as exc:
-        raise InputError(str(exc)) from None
+    if in_process and (jobs is not None or pool_timeout is not None):
+        raise InputError("--in-process cannot be combined with --jobs or --timeout, which run the backend in workers")
     try:
         profile = load_profile(profile_path) if profile_path else None
     except ProfileError as exc:
@@ -259,6 +292,16 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         baseline = load_baseline(baseline_path) if baseline_path else None
     except BaselineError as exc:
         raise InputError(f"--compare: {exc}") from None
+    # Every input is read: from here on the run either finishes or leaves its results files
+    # saying that it did not.
+    _start_results_files(json_path, junit_path, backend_spec)
+    try:
+        backend_spec = with_device(backend_spec, device)
+        # Loaded here only to run here: a backend that runs in workers is never imported by this process.
+        runs_here = pool_timeout is None and jobs is None and (in_process or not runs_isolated(backend_spec))
+        backend = load_backend(backend_spec) if runs_here else None
+    except BackendLoadError as exc:
+        raise InputError(str(exc)) from None
 
     # The options that change a case's verdict, so that its REPRO line gives the same one.
     repro = []
@@ -281,12 +324,14 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         progress.case(result)
 
     try:
-        results = run_cases(files, backend, backend_spec, options, on_result, jobs=jobs, timeout=pool_timeout)
+        results, origin = run_cases(files, backend, backend_spec, options, on_result, jobs=jobs, timeout=pool_timeout)
+    except BackendLoadError as exc:
+        raise InputError(str(exc)) from None
     finally:
         progress.close()
     gate = gate_summary(results, baseline_path, baseline) if baseline is not None else None
     click.echo(summary_text(results, gate))
-    run_info = {"backend_origin": backend.origin, "jobs": jobs, "timeout": timeout, "repeat": repeat,
+    run_info = {"backend_origin": origin, "in_process": runs_here, "jobs": jobs, "timeout": timeout, "repeat": repeat,
                 "warmup": warmup if repeat else None, "shard": shard_text, "filter": filter_text,
                 "device_profile": profile_path, "compare": baseline_path}
     if json_path:
