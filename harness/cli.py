@@ -47,7 +47,7 @@ def _exits_on_signals(command):
             with stop_on_signals():
                 return command(*args, **kwargs)
         except Stopped as exc:
-            click.echo(f"opcase: stopped by {exc.name}; the run did not finish", err=True)
+            click.echo(f"opcase {command.__name__}: stopped by {exc.name} before it finished", err=True)
             sys.exit(128 + exc.signum)
     return wrapper
 

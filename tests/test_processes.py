@@ -186,7 +186,7 @@ def test_timeout_command_stopping_an_exec_run_leaves_no_process(tmp_path, marker
                   marker, tmp_path, prefix=["timeout", "-s", signal_name, "5"])
     assert leftovers(marker) == []
     assert done.returncode == 124, done.stdout + done.stderr   # timeout(1): the command timed out
-    assert done.stderr.splitlines()[-1:] == [f"opcase: stopped by SIG{signal_name}; the run did not finish"]
+    assert done.stderr.splitlines()[-1:] == [f"opcase run: stopped by SIG{signal_name} before it finished"]
     assert list(tmp_path.glob("opcase-*")) == []
     assert_marked_incomplete(report, junit)
 
@@ -201,7 +201,7 @@ def test_sigterm_to_a_jobs_run_leaves_no_process(tmp_path, marker, backend):
         stdout, stderr = proc.communicate(timeout=30)
     assert leftovers(marker) == []
     assert proc.returncode == 128 + signal.SIGTERM, stdout + stderr
-    assert stderr.splitlines()[-1:] == ["opcase: stopped by SIGTERM; the run did not finish"]
+    assert stderr.splitlines()[-1:] == ["opcase run: stopped by SIGTERM before it finished"]
     assert list(tmp_path.glob("opcase-*")) == []
     assert_marked_incomplete(report, junit)
 
@@ -213,3 +213,20 @@ def test_workers_and_what_they_started_die_with_a_killed_opcase(tmp_path, marker
         proc.kill()
         proc.communicate(timeout=30)
     assert leftovers(marker, within=10) == []
+
+
+def test_sigterm_to_gen_jobs_stops_it_without_leftovers(tmp_path, marker):
+    out = tmp_path / "out"
+    with start(["gen", REPO / "specs" / "carafe_forward.yaml", "--suite", "random", "--count", "1000",
+                "--jobs", "2", "-o", out], marker, tmp_path) as proc:
+        give_up = time.monotonic() + 60
+        while len(list(out.rglob("*.opcase"))) < 4:   # both workers at work
+            assert proc.poll() is None and time.monotonic() < give_up, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=60)
+    assert leftovers(marker) == []
+    assert proc.returncode == 128 + signal.SIGTERM, stdout + stderr
+    assert stderr.splitlines()[-1:] == ["opcase gen: stopped by SIGTERM before it finished"]
+    written = [p.name for p in out.rglob("*") if p.is_file()]
+    assert written and not [name for name in written if name.endswith(".tmp")]   # no partial file
