@@ -56,6 +56,7 @@ from google.protobuf.message import DecodeError
 
 from harness.backend import BackendLoadError, InvalidArgument, Request
 from harness.casefile import DEFAULT_SIDECAR_BYTES, _le_bytes_view, _value_to_pb, write_sidecar
+from harness.parallel import kill_process_group
 from harness.proto import opcase_pb2 as pb
 from harness.timing import BackendProtocolError
 
@@ -128,10 +129,7 @@ def _execute(argv: list[str], directory: Path, stdout_path: Path, stderr_path: P
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    kill_process_group(proc.pid)
     proc.wait()
 
 
