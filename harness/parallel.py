@@ -155,7 +155,8 @@ def _watch_parent(lifeline) -> None:
         lifeline.recv()
     except (EOFError, OSError):
         pass
-    os.kill(os.getpid(), signal.SIGTERM)
+    # To the main thread itself, so that a wait there (on an exec command) is interrupted.
+    signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
     time.sleep(_STOP_GRACE_S)
     kill_process_group(0)
 

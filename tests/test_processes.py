@@ -206,9 +206,9 @@ def test_sigterm_to_a_jobs_run_leaves_no_process(tmp_path, marker, backend):
     assert_marked_incomplete(report, junit)
 
 
-def test_workers_and_what_they_started_die_with_a_killed_opcase(tmp_path, marker):
-    with start(["run", *TWO_CASES, "--backend", "ending_backends:starts_helper_and_hangs", "--jobs", "2"],
-               marker, tmp_path) as proc:
+@pytest.mark.parametrize("backend", ["ending_backends:starts_helper_and_hangs", SLEEP_600])
+def test_workers_and_what_they_started_die_with_a_killed_opcase(tmp_path, marker, backend):
+    with start(["run", *TWO_CASES, "--backend", backend, "--jobs", "2"], marker, tmp_path) as proc:
         wait_for_sleepers(marker, 2, proc)
         proc.kill()
         proc.communicate(timeout=30)
