@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
-from harness.backends.exec_backend import ExecBackend
+from conftest import REPO, run_cli
 from harness.backend import _wrap
+from harness.backends.exec_backend import ExecBackend
 from harness.runner import run_case
 
 TESTS = REPO / "tests"
@@ -230,3 +230,11 @@ def test_sigterm_to_gen_jobs_stops_it_without_leftovers(tmp_path, marker):
     assert stderr.splitlines()[-1:] == ["opcase gen: stopped by SIGTERM before it finished"]
     written = [p.name for p in out.rglob("*") if p.is_file()]
     assert written and not [name for name in written if name.endswith(".tmp")]   # no partial file
+
+
+def test_in_process_with_workers_is_a_usage_error():
+    for workers in (["--jobs", "2"], ["--timeout", "5"]):
+        result = run_cli(ONE_CASE, "--backend", "ending_backends:c_exit_0", "--in-process", *workers)
+        assert result.exit_code == 2
+        assert result.output.splitlines() == ["Error: --in-process cannot be combined with --jobs or --timeout, "
+                                              "which run the backend in workers"]
