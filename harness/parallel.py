@@ -78,20 +78,22 @@ class Stopped(BaseException):
 @contextlib.contextmanager
 def stop_on_signals():
     """Within: SIGTERM and SIGHUP raise Stopped in the main thread (once: a second one while the
-    first unwinds is ignored, so that the cleanup finishes)."""
+    first unwinds is ignored, so that the cleanup finishes).  One that is ignored already stays
+    ignored: `nohup opcase ...` outlives its terminal."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    watched = [number for number in STOP_SIGNALS if signal.getsignal(number) is not signal.SIG_IGN]
 
     def ignore(signum, frame):
         pass
 
     def stop(signum, frame):
-        for number in STOP_SIGNALS:
+        for number in watched:
             signal.signal(number, ignore)
         raise Stopped(signum)
 
-    previous = {number: signal.signal(number, stop) for number in STOP_SIGNALS}
+    previous = {number: signal.signal(number, stop) for number in watched}
     try:
         yield
     finally:

@@ -206,6 +206,18 @@ def test_sigterm_to_a_jobs_run_leaves_no_process(tmp_path, marker, backend):
     assert_marked_incomplete(report, junit)
 
 
+def test_nohup_keeps_a_run_going_when_its_terminal_hangs_up(tmp_path, marker):
+    with start(["run", ONE_CASE, "--backend", SLEEP_600], marker, tmp_path, prefix=["nohup"]) as proc:
+        wait_for_sleepers(marker, 1, proc)
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(1)
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert leftovers(marker) == []
+    assert proc.returncode == 128 + signal.SIGTERM
+
+
 @pytest.mark.parametrize("backend", ["ending_backends:starts_helper_and_hangs", SLEEP_600])
 def test_workers_and_what_they_started_die_with_a_killed_opcase(tmp_path, marker, backend):
     with start(["run", *TWO_CASES, "--backend", backend, "--jobs", "2"], marker, tmp_path) as proc:
