@@ -344,9 +344,9 @@ class _Pool:
             if first.process.exitcode is not None or time.monotonic() >= give_up:
                 why = (f"its worker process {first.exit_description()}" if first.process.exitcode is not None
                        else f"its worker process did not load it in {give_up - first.born:g} s")
-                tail = first.output_tail()
+                # One line, as every load error; what the backend printed shows in process.
                 raise BackendLoadError(f"backend {self.backend_spec!r} cannot be loaded: {why} while loading it"
-                                       + (f"\noutput of the worker:\n{tail}" if tail else ""))
+                                       + ("; --in-process shows its output" if first.output_tail() else ""))
 
     def _busy(self) -> int:
         return sum(w.case is not None for w in self.workers)

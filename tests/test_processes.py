@@ -132,7 +132,7 @@ def test_a_backend_that_exits_while_loading_cannot_be_loaded(tmp_path, marker):
                   marker, tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.splitlines() == ["Error: backend 'exits_while_loading:run' cannot be loaded: its worker "
-                                        "process exited with status 0 while loading it"]
+                                        "process exited with status 0 while loading it; --in-process shows its output"]
     assert_marked_incomplete(report, junit)
 
 
