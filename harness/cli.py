@@ -297,11 +297,11 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     _start_results_files(json_path, junit_path, backend_spec)
     try:
         backend_spec = with_device(backend_spec, device)
-        # Loaded here only to run here: a backend that runs in workers is never imported by this process.
-        runs_here = pool_timeout is None and jobs is None and (in_process or not runs_isolated(backend_spec))
-        backend = load_backend(backend_spec) if runs_here else None
+        # Any other backend's code runs only in workers: this process never imports it.
+        backend = load_backend(backend_spec) if in_process or not runs_isolated(backend_spec) else None
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
+    runs_here = backend is not None and jobs is None and pool_timeout is None   # else in workers (run_cases)
 
     # The options that change a case's verdict, so that its REPRO line gives the same one.
     repro = []

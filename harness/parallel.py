@@ -116,7 +116,7 @@ def run_cases(files: list[Path], backend, backend_spec: str, options: RunOptions
     order and the backend's origin.
 
     In this process when ``backend`` is the loaded backend and neither ``jobs`` nor ``timeout`` is
-    set; otherwise (``backend`` None: not loaded here) in worker processes, which raise
+    set; otherwise in worker processes (``backend`` may be None: not loaded here), which raise
     BackendLoadError here when the backend cannot be loaded.
     """
     if backend is not None and jobs is None and timeout is None:
