@@ -8,6 +8,7 @@ refuse.  Every process a run starts carries a marker in its environment; /proc i
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -32,6 +33,8 @@ ONE_CASE = BOUNDARY / "map_1x1-psa_type0-float32.opcase"
 TWO_CASES = [ONE_CASE, BOUNDARY / "map_1x1-psa_type1-float32.opcase"]
 MARKER = "OPCASE_TEST_MARKER"
 SLEEP_600 = "exec:sh -c 'sleep 600'"
+# Sleeps in the calls only: its `--list-supported` fails at once (every kernel is tried).
+CALLS_SLEEP_600 = """exec:sh -c '[ "$0" = --list-supported ] && exit 1; sleep 600'"""
 STALE_JSON = json.dumps({"complete": True, "backend": "ending_backends:x", "summary": {"ok": True}, "cases": []})
 STALE_JUNIT = '<testsuites name="stale" tests="0" failures="0" errors="0" skipped="0" />\n'
 
@@ -47,9 +50,17 @@ def environment(marker: str, tmpdir: Path) -> dict:
             MARKER: marker, "TMPDIR": str(tmpdir)}
 
 
-def start(args, marker: str, tmpdir: Path, prefix=()) -> subprocess.Popen:
-    return subprocess.Popen([*prefix, *OPCASE, *map(str, args)], cwd=REPO, env=environment(marker, tmpdir),
+@contextlib.contextmanager
+def start(args, marker: str, tmpdir: Path, prefix=()):
+    """opcase running; killed on the way out if a failing test left it running."""
+    proc = subprocess.Popen([*prefix, *OPCASE, *map(str, args)], cwd=REPO, env=environment(marker, tmpdir),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
 
 
 def opcase(args, marker: str, tmpdir: Path, prefix=(), timeout=120) -> subprocess.CompletedProcess:
@@ -193,9 +204,9 @@ def test_timeout_command_stopping_an_exec_run_leaves_no_process(tmp_path, marker
 
 @pytest.mark.parametrize("backend, options, sleepers, signum", [
     ("ending_backends:starts_helper_and_hangs", ["--jobs", "2"], 2, signal.SIGTERM),
-    (SLEEP_600, ["--jobs", "2"], 2, signal.SIGTERM),
+    (CALLS_SLEEP_600, ["--jobs", "2"], 2, signal.SIGTERM),
     ("ending_backends:starts_helper_and_hangs", [], 1, signal.SIGHUP),
-    (SLEEP_600, [], 1, signal.SIGHUP),
+    (CALLS_SLEEP_600, [], 1, signal.SIGHUP),
 ], ids=["python-jobs-TERM", "exec-jobs-TERM", "python-HUP", "exec-HUP"])
 def test_a_signal_to_a_run_leaves_no_process(tmp_path, marker, backend, options, sleepers, signum):
     report, junit = stale_results(tmp_path)
@@ -223,7 +234,7 @@ def test_nohup_keeps_a_run_going_when_its_terminal_hangs_up(tmp_path, marker):
     assert proc.returncode == 128 + signal.SIGTERM
 
 
-@pytest.mark.parametrize("backend", ["ending_backends:starts_helper_and_hangs", SLEEP_600])
+@pytest.mark.parametrize("backend", ["ending_backends:starts_helper_and_hangs", CALLS_SLEEP_600])
 def test_workers_and_what_they_started_die_with_a_killed_opcase(tmp_path, marker, backend):
     with start(["run", *TWO_CASES, "--backend", backend, "--jobs", "2"], marker, tmp_path) as proc:
         wait_for_sleepers(marker, 2, proc)
