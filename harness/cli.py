@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -99,6 +100,21 @@ def _suites(text: str) -> list[str]:
     return names
 
 
+def _exits_on_signals(command):
+    """``command`` with SIGTERM and SIGHUP unwinding it as Ctrl-C does (workers and commands killed,
+    temporary files removed), then exiting 128 + the signal's number."""
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        from harness.parallel import Stopped, stop_on_signals
+        try:
+            with stop_on_signals():
+                return command(*args, **kwargs)
+        except Stopped as exc:
+            click.echo(f"opcase {command.__name__}: stopped by {exc.name} before it finished", err=True)
+            sys.exit(128 + exc.signum)
+    return wrapper
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="opcase")
 def main():
@@ -167,6 +183,7 @@ def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
                    "print it), byte for byte; SPECS optional (default: the installed spec of its op).")
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
 @_executor_options
+@_exits_on_signals
 def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, out_dir, descriptor, executor,
         address, resources_text):
     """Generate suites of cases from operator SPECS (YAML) into OUT."""
@@ -317,6 +334,20 @@ def _progress(total: int, label: str):
         yield lambda item: bar.update(1, item)
 
 
+def _start_results_files(json_path, junit_path, backend_spec: str) -> None:
+    """Replace the results files with ones saying that the run did not finish, so that a run cut
+    short (killed, crashed, stopped by a signal) can never leave an older, complete-looking report."""
+    from harness.junit import incomplete_junit_xml
+    from harness.report import incomplete_json, write_atomic
+
+    for option, path, text in (("--json", json_path, incomplete_json), ("--junit", junit_path, incomplete_junit_xml)):
+        if path:
+            try:
+                write_atomic(path, text(backend_spec))
+            except OSError as exc:
+                raise InputError(f"{option}: cannot write {path}: {exc.strerror or exc}") from None
+
+
 def _shard(text: str | None) -> tuple[int, int] | None:
     if text is None:
         return None
@@ -407,10 +438,15 @@ def _warn_mixed_versions(files) -> None:
 @click.option("--allow-empty", is_flag=True,
               help="Exit 0, not 5, when no case is judged (none selected, e.g. an empty --shard, or every "
                    "one skipped or mistrusted).")
+@click.option("--in-process", "in_process", is_flag=True,
+              help="Run a Python backend in this process rather than in a worker (faster start; but a backend "
+                   "that ends the process, e.g. by exit(0), then ends the run with its exit status).")
 @click.option("-v", "--verbose", is_flag=True, help="Show details for passing cases too.")
 @_executor_options
+@_exits_on_signals
 def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmup, bitwise, html_path, profile_path, jobs,
-        device, timeout, shard_text, filter_text, rerun_failed, allow_empty, verbose, executor, address, resources_text):
+        device, timeout, shard_text, filter_text, rerun_failed, allow_empty, in_process, verbose, executor, address,
+        resources_text):
     """Run a backend on every case under PATHS and judge its outputs.
 
     \b
@@ -418,13 +454,14 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     nondeterministic (--bitwise).
     Exit status: 0 at least one case judged and none fails; 1 any case fails or errors, or the
     --compare gate fails; 2 usage or input error; 5 no case judged (none selected, or every one
-    skipped or mistrusted; --allow-empty makes that 0).
+    skipped or mistrusted; --allow-empty makes that 0); 128+N stopped by signal N (SIGTERM, SIGHUP).
+    Python backends other than reference and lowp run in a worker process unless --in-process.
     """
     from harness.backend import BackendLoadError, load_backend, with_device
     from harness.efficiency import ProfileError, load_profile
     from harness.gate import GATE_FAILING, BaselineError, gate_summary, judge_against, load_baseline
     from harness.junit import junit_xml
-    from harness.parallel import run_cases
+    from harness.parallel import run_cases, runs_isolated
     from harness.report import Progress, fails, judged, summary_text, to_json, write_atomic
     from harness.runner import RunOptions
     from harness.selection import in_shard
@@ -456,12 +493,8 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         click.get_current_context().call_on_close(
             lambda: os.environ.pop(TIMEOUT_ENV, None) if previous is None else os.environ.update({TIMEOUT_ENV: previous}))
         pool_timeout = None
-    try:
-        backend_spec = with_device(backend_spec, device)
-        backend = load_backend(backend_spec)
-    except BackendLoadError as exc:
-        raise InputError(str(exc)) from None
-    _warn_declarations(backend, files)
+    if in_process and (jobs is not None or pool_timeout is not None):
+        raise InputError("--in-process cannot be combined with --jobs or --timeout, which run the backend in workers")
     try:
         profile = load_profile(profile_path) if profile_path else None
     except ProfileError as exc:
@@ -470,6 +503,18 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         baseline = load_baseline(baseline_path) if baseline_path else None
     except BaselineError as exc:
         raise InputError(f"--compare: {exc}") from None
+    # Every input is read: from here on the run either finishes or leaves its results files
+    # saying that it did not.
+    _start_results_files(json_path, junit_path, backend_spec)
+    try:
+        backend_spec = with_device(backend_spec, device)
+        # Any other backend's code runs only in workers: this process never imports it.
+        backend = load_backend(backend_spec) if in_process or not runs_isolated(backend_spec) else None
+    except BackendLoadError as exc:
+        raise InputError(str(exc)) from None
+    runs_here = backend is not None and jobs is None and pool_timeout is None   # else in workers (run_cases)
+    if backend is not None:
+        _warn_declarations(backend, files)
 
     # The options that change a case's verdict, so that its REPRO line gives the same one.
     repro = []
@@ -493,14 +538,18 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
 
     try:
         if resources is None:
-            results = run_cases(files, backend, backend_spec, options, on_result, jobs=jobs, timeout=pool_timeout)
+            results, origin = run_cases(files, backend, backend_spec, options, on_result, jobs=jobs,
+                                        timeout=pool_timeout)
         else:
             results = _run_on_ray(files, backend_spec, options, on_result, address, resources, pool_timeout)
+            origin = backend.origin if backend is not None else f"{backend_spec}, loaded in Ray tasks"
+    except BackendLoadError as exc:
+        raise InputError(str(exc)) from None
     finally:
         progress.close()
     gate = gate_summary(results, baseline_path, baseline) if baseline is not None else None
     click.echo(summary_text(results, gate))
-    run_info = {"backend_origin": backend.origin, "jobs": jobs, "timeout": timeout, "repeat": repeat,
+    run_info = {"backend_origin": origin, "in_process": runs_here, "jobs": jobs, "timeout": timeout, "repeat": repeat,
                 "warmup": warmup if repeat else None, "bitwise": bitwise, "shard": shard_text, "filter": filter_text,
                 "device_profile": profile_path, "compare": baseline_path}
     if resources is not None:
@@ -571,9 +620,12 @@ def _why_nothing_judged(results, backend, backend_spec: str, shard_text, n_selec
             of_kernel.setdefault(r.op or r.path, set()).add(r.dtype)
         lines.append("  skipped as unsupported: " + "; ".join(f"{op} {' '.join(sorted(d for d in dtypes if d))}".rstrip()
                                                           for op, dtypes in sorted(of_kernel.items())))
-        note = getattr(_implementation(backend), "probe_note", "")
-        lines.append(f"  backend {backend_spec} declares" + (f" ({note})" if note else "") + ":")
-        lines += [f"    {line}" for line in _supported_lines(backend)]
+        if backend is None:   # it ran only in workers: this process never loaded it
+            lines.append(f"  `opcase backends {shlex.quote(backend_spec)}` lists what backend {backend_spec} declares")
+        else:
+            note = getattr(_implementation(backend), "probe_note", "")
+            lines.append(f"  backend {backend_spec} declares" + (f" ({note})" if note else "") + ":")
+            lines += [f"    {line}" for line in _supported_lines(backend)]
     if n_mistrusted:
         lines.append("  mistrusted: passed, but on cases that cannot tell a right kernel from a wrong one "
                      "(their WARN lines say why)")
@@ -661,7 +713,7 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text):
     """
     from harness.backend import BackendLoadError, load_backend
     from harness.calibrate import BackendRun, calibration, table_lines
-    from harness.parallel import run_cases
+    from harness.parallel import run_cases, runs_isolated
     from harness.report import write_atomic
     from harness.runner import RunOptions
 
@@ -670,7 +722,8 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text):
     files = _run_files(paths, None, filter_text)
     specs = list(dict.fromkeys(backend_specs))   # each once, in the order given
     try:
-        backends = [load_backend(spec) for spec in specs]
+        # As `opcase run` does: a backend other than opcase's own is loaded only in workers.
+        backends = [None if runs_isolated(spec) else load_backend(spec) for spec in specs]
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
     # As `opcase run` does: a case that crashed its worker reruns alone.
@@ -679,8 +732,11 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text):
     for spec, backend in zip(specs, backends):
         started = time.monotonic()
         with _progress(len(files), f"calibrating {spec}") as advance:
-            results = run_cases(files, backend, spec, options, lambda r: advance(r.key), jobs=jobs)
-        runs.append(BackendRun(spec, backend.origin, results))
+            try:
+                results, origin = run_cases(files, backend, spec, options, lambda r: advance(r.key), jobs=jobs)
+            except BackendLoadError as exc:
+                raise InputError(str(exc)) from None
+        runs.append(BackendRun(spec, origin, results))
         counts = ", ".join(f"{n} {s}" for s, n in sorted(Counter(r.status for r in results).items()))
         click.echo(f"{spec}: {len(results)} cases in {time.monotonic() - started:.1f} s: {counts}")
     doc = calibration(runs)

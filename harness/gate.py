@@ -56,6 +56,8 @@ def load_results(path) -> dict:
     doc = _read_json(path, "results file")
     if doc.get("format") == BASELINE_FORMAT:
         raise BaselineError(f"{path}: this is a baseline; give the results of `opcase run --json`")
+    if doc.get("complete") is False:
+        raise BaselineError(f"{path}: the run that wrote these results did not finish; run it again")
     if not isinstance(doc.get("cases"), list) or not all(isinstance(c, dict) and "status" in c for c in doc["cases"]):
         raise BaselineError(f"{path}: not a results file of `opcase run --json` (no list of cases)")
     return doc

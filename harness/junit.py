@@ -20,7 +20,7 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 
 from harness.gate import GATE_FAILING
-from harness.report import case_line, failure_details
+from harness.report import INCOMPLETE_REASON, case_line, failure_details
 from harness.runner import ERROR, FAILING, MISTRUSTED, SKIPPED, CaseResult
 
 # XML 1.0 cannot hold most control characters, which backend messages sometimes do.
@@ -88,6 +88,17 @@ def _testcase(parent: ET.Element, r: CaseResult, backend: str) -> str:
     return ""
 
 
+def incomplete_junit_xml(backend: str) -> str:
+    """The JUnit XML a run starts with: one errored testcase saying that the run did not finish."""
+    root = ET.Element("testsuites", name=_clean(f"opcase run --backend {backend}"),
+                      tests="1", failures="0", errors="1", skipped="0", time="0")
+    suite = ET.SubElement(root, "testsuite", name="opcase.run", tests="1", failures="0", errors="1",
+                          skipped="0", time="0")
+    case = ET.SubElement(suite, "testcase", classname="opcase.run", name="run did not finish", time="0")
+    ET.SubElement(case, "error", message=INCOMPLETE_REASON, type="incomplete").text = INCOMPLETE_REASON
+    return _document(root)
+
+
 def junit_xml(results: list[CaseResult], backend: str) -> str:
     root = ET.Element("testsuites", name=_clean(f"opcase run --backend {backend}"))
     groups: dict[tuple, list[CaseResult]] = defaultdict(list)
@@ -108,5 +119,9 @@ def junit_xml(results: list[CaseResult], backend: str) -> str:
             totals[k] += counts[k]
         total_time += seconds
     root.attrib.update({k: str(v) for k, v in totals.items()}, time=f"{total_time:.6f}")
+    return _document(root)
+
+
+def _document(root: ET.Element) -> str:
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

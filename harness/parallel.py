@@ -1,17 +1,25 @@
 """Running cases, in this process or in worker processes that a crash or a hang cannot take down.
 
-In process (no --jobs, no --timeout) is the fast path: the backend runs here, and an exception
-it raises is caught, but a segfault or an endless loop ends the run.
+In process is the fast path, for opcase's own backends (reference, lowp, exec:, whose command is
+a process of its own) and for --in-process: the backend runs here, and an exception it raises is
+caught, but a segfault, an exit() or an endless loop ends the run.
 
-In workers (--jobs N and/or --timeout S), each worker is a fresh interpreter ('spawn': no
-inherited locks, threads or device contexts) that loads the backend by its --backend string and
-runs whole cases, loading, calling and judging, so that only small result records cross the
-pipe.  A worker that dies (segfault, os._exit, the OOM killer) or spends longer than the timeout
-on one case (all its repeats included) is killed; that case becomes an error carrying the tail of
-the worker's output, and a fresh worker takes the next case.
+In workers (every other backend, --jobs N, --timeout S), each worker is a fresh interpreter
+('spawn': no inherited locks, threads or device contexts) in a process group of its own, that
+loads the backend by its --backend string and runs whole cases, loading, calling and judging, so
+that only small result records cross the pipe.  The backend's code never runs in this process.
+A worker that dies (segfault, exit(0), os._exit, the OOM killer) or spends longer than the timeout
+on one case (all its repeats included) is killed with its process group; that case becomes an
+error carrying the tail of the worker's output, and a fresh worker takes the next case.  A backend
+that cannot be loaded, or kills the first worker while loading, is a BackendLoadError, as in process.
+
+SIGTERM and SIGHUP (stop_on_signals) unwind the run like Ctrl-C: every worker is stopped (SIGTERM,
+so that it kills its exec command's process group, then SIGKILL to its group), temporary
+directories are removed, and `opcase` exits 128 + the signal's number.
 """
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import multiprocessing
 import os
@@ -20,6 +28,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections import deque
@@ -27,6 +36,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Callable
 
+from harness.backend import BackendLoadError
 from harness.runner import ERROR, CaseResult, RunOptions, new_result, run_case
 
 _CONTEXT = multiprocessing.get_context("spawn")
@@ -39,19 +49,84 @@ _PLUMBING = re.compile(r'File "(<string>|.*[/\\]multiprocessing[/\\].*|.*[/\\]ha
 _STACK_SIGNAL = getattr(signal, "SIGUSR1", None)
 # How long a timed-out worker gets to write its stacks before it is killed.
 _STACK_GRACE_S = 0.5
+# How long a worker asked to stop (SIGTERM) gets to kill what it runs before SIGKILL to its group.
+_STOP_GRACE_S = 1.0
+# SIGTERM (how CI cancels a job) and SIGHUP (the terminal went away) end a run as Ctrl-C does.
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+# Backends whose code is opcase's own, run in process unless --jobs or --timeout ask for workers.
+# Every other Python backend runs in a worker, so that whatever it does to its process (C exit(0),
+# os._exit, a segfault) cannot end opcase with the wrong status or without a report.
+_OWN_BACKENDS = ("reference", "lowp")
+
+
+def runs_isolated(backend_spec: str) -> bool:
+    """Whether a backend runs in a worker process unless --in-process says otherwise."""
+    return backend_spec not in _OWN_BACKENDS and not backend_spec.startswith("exec:")
+
+
+class Stopped(BaseException):
+    """SIGTERM or SIGHUP arrived: unwind as Ctrl-C does (every finally runs), then exit 128 + signum.
+
+    A BaseException, so that no ``except Exception`` (the runner's, a backend's) swallows it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    """Within: SIGTERM and SIGHUP raise Stopped in the main thread (once: a second one while the
+    first unwinds is ignored, so that the cleanup finishes).  One that is ignored already stays
+    ignored: `nohup opcase ...` outlives its terminal."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    watched = [number for number in STOP_SIGNALS if signal.getsignal(number) is not signal.SIG_IGN]
+
+    def ignore(signum, frame):
+        pass
+
+    def stop(signum, frame):
+        for number in watched:
+            signal.signal(number, ignore)
+        raise Stopped(signum)
+
+    previous = {number: signal.signal(number, stop) for number in watched}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def kill_process_group(pgid: int) -> None:
+    """SIGKILL every process in a group; nothing to do when it is gone already."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def run_cases(files: list[Path], backend, backend_spec: str, options: RunOptions,
               on_result: Callable[[CaseResult], None], jobs: int | None = None,
-              timeout: float | None = None) -> list[CaseResult]:
-    """Run every case, calling ``on_result`` as each finishes; return results in ``files`` order."""
-    if jobs is None and timeout is None:
+              timeout: float | None = None) -> tuple[list[CaseResult], str]:
+    """Run every case, calling ``on_result`` as each finishes; return the results in ``files``
+    order and the backend's origin.
+
+    In this process when ``backend`` is the loaded backend and neither ``jobs`` nor ``timeout`` is
+    set; otherwise in worker processes (``backend`` may be None: not loaded here), which raise
+    BackendLoadError here when the backend cannot be loaded.
+    """
+    if backend is not None and jobs is None and timeout is None:
         results = []
         for path in files:
             results.append(_run_guarded(path, backend, backend_spec, options))
             on_result(results[-1])
-        return results
-    return _Pool(files, backend_spec, options, jobs or 1, timeout, on_result).run()
+        return results, backend.origin
+    pool = _Pool(files, backend_spec, options, jobs or 1, timeout, on_result)
+    return pool.run(), pool.origin
 
 
 def _run_guarded(path: Path, backend, backend_spec: str, options: RunOptions) -> CaseResult:
@@ -67,7 +142,41 @@ def _run_guarded(path: Path, backend, backend_spec: str, options: RunOptions) ->
 
 # --------------------------------------------------------------------------- worker side
 
-def _worker_main(conn, backend_spec: str, options: RunOptions, log_path: str) -> None:
+class _StopWorker(BaseException):
+    """The parent asked this worker to stop (SIGTERM): unwind, killing what the backend runs."""
+
+
+def _stop_worker(signum, frame):
+    raise _StopWorker()
+
+
+def _watch_parent(lifeline) -> None:
+    """A thread: when opcase is gone (its end of the lifeline closes, even if it was SIGKILLed),
+    stop as at SIGTERM, and kill the whole group should the main thread not get there in time."""
+    try:
+        lifeline.recv()
+    except (EOFError, OSError):
+        pass
+    # To the main thread itself, so that a wait there (on an exec command) is interrupted.
+    signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
+    time.sleep(_STOP_GRACE_S)
+    kill_process_group(0)
+
+
+def _worker_main(conn, lifeline, backend_spec: str, options: RunOptions, log_path: str) -> None:
+    # A process group of its own, so that killing the group takes whatever the backend started
+    # with it; SIGTERM unwinds (the exec backend then kills its command's group), then the worker
+    # kills its group: no process of the backend's outlives the worker.
+    os.setpgrp()
+    signal.signal(signal.SIGTERM, _stop_worker)
+    threading.Thread(target=_watch_parent, args=(lifeline,), name="opcase-lifeline", daemon=True).start()
+    try:
+        _serve(conn, backend_spec, options, log_path)
+    except _StopWorker:
+        kill_process_group(0)
+
+
+def _serve(conn, backend_spec: str, options: RunOptions, log_path: str) -> None:
     # Everything the backend prints goes to the log, so that it cannot garble the report and
     # so that its last words can be quoted if it dies.
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
@@ -84,7 +193,7 @@ def _worker_main(conn, backend_spec: str, options: RunOptions, log_path: str) ->
     except BackendLoadError as exc:
         conn.send(("load-error", str(exc)))
         return
-    conn.send(("ready", None))
+    conn.send(("ready", backend.origin))
     while True:
         try:
             job = conn.recv()
@@ -106,14 +215,19 @@ class _Worker:
     def __init__(self, backend_spec: str, options: RunOptions, log_dir: str, number: int):
         self.log_path = os.path.join(log_dir, f"worker-{number}.log")
         self.conn, child_conn = _CONTEXT.Pipe()
-        self.process = _CONTEXT.Process(target=_worker_main, args=(child_conn, backend_spec, options, self.log_path),
+        # Never written: the worker sees it close when this process ends, however it ends.
+        child_lifeline, self.lifeline = _CONTEXT.Pipe(duplex=False)
+        self.process = _CONTEXT.Process(target=_worker_main,
+                                        args=(child_conn, child_lifeline, backend_spec, options, self.log_path),
                                         name=f"opcase-worker-{number}", daemon=True)
         self.process.start()
         child_conn.close()
+        child_lifeline.close()
         self.ready = False
         self.case: int | None = None
         self.deadline: float | None = None
         self.born = time.monotonic()
+        self.stop_deadline: float | None = None
 
     def assign(self, index: int, path: Path, timeout: float | None) -> None:
         self.case = index
@@ -153,11 +267,24 @@ class _Worker:
             time.sleep(0.02)
         time.sleep(0.05)   # let the rest of the dump land
 
+    def ask_to_stop(self) -> None:
+        """SIGTERM: the worker unwinds, and a backend waiting on a command kills that command's group."""
+        if self.stop_deadline is None and self.process.is_alive():
+            self.stop_deadline = time.monotonic() + _STOP_GRACE_S
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signal.SIGTERM)
+
     def kill(self) -> None:
+        """End the worker and everything left in its process group."""
+        self.ask_to_stop()
+        if self.stop_deadline is not None:
+            self.process.join(max(0.0, self.stop_deadline - time.monotonic()))
+        kill_process_group(self.process.pid)
         if self.process.is_alive():
-            self.process.kill()
+            self.process.kill()   # before it made its own group
         self.process.join(5)
         self.conn.close()
+        self.lifeline.close()
 
     def stop(self) -> None:
         try:
@@ -177,10 +304,13 @@ class _Pool:
         self.workers: list[_Worker] = []
         self.spawned = 0
         self.load_error = ""
+        self.origin = ""
 
     def run(self) -> list[CaseResult]:
         log_dir = tempfile.mkdtemp(prefix="opcase-workers-")
         try:
+            self._staff(log_dir)
+            self._load_first()
             while self.pending or self._busy():
                 self._staff(log_dir)
                 self._dispatch()
@@ -189,10 +319,34 @@ class _Pool:
                 worker.stop()
             self.workers = []
         finally:
+            for worker in self.workers:   # all at once: each gets the same grace
+                worker.ask_to_stop()
             for worker in self.workers:
                 worker.kill()
             shutil.rmtree(log_dir, ignore_errors=True)
         return [r for r in self.results if r is not None]
+
+    def _load_first(self) -> None:
+        """Wait for the first worker to load the backend: one that cannot be loaded, or that kills
+        its worker while loading, raises BackendLoadError before any case is given out."""
+        first = self.workers[0]
+        give_up = first.born + _STARTUP_ALLOWANCE_S + (self.timeout or 0.0)
+        while True:
+            try:
+                if first.conn.poll(max(0.0, give_up - time.monotonic())):
+                    kind, detail = first.conn.recv()
+                    if kind == "ready":
+                        first.ready, self.origin = True, detail
+                        return
+                    raise BackendLoadError(detail)
+            except (EOFError, OSError):
+                first.process.join(5)   # it died; the exit code says how
+            if first.process.exitcode is not None or time.monotonic() >= give_up:
+                why = (f"its worker process {first.exit_description()}" if first.process.exitcode is not None
+                       else f"its worker process did not load it in {give_up - first.born:g} s")
+                # One line, as every load error; what the backend printed shows in process.
+                raise BackendLoadError(f"backend {self.backend_spec!r} cannot be loaded: {why} while loading it"
+                                       + ("; --in-process shows its output" if first.output_tail() else ""))
 
     def _busy(self) -> int:
         return sum(w.case is not None for w in self.workers)
@@ -202,7 +356,8 @@ class _Pool:
             while self.pending:
                 self._error(self.pending.popleft(), f"backend cannot be loaded in a worker process: {self.load_error}")
             return
-        while len(self.workers) < min(self.jobs, len(self.pending) + self._busy()):
+        # At least one, to load the backend even when there is no case to run.
+        while len(self.workers) < max(min(self.jobs, len(self.pending) + self._busy()), not self.spawned):
             self.spawned += 1
             self.workers.append(_Worker(self.backend_spec, self.options, log_dir, self.spawned))
 
@@ -228,7 +383,7 @@ class _Pool:
             while worker.conn.poll():
                 message = worker.conn.recv()
                 if message[0] == "ready":
-                    worker.ready = True
+                    worker.ready, self.origin = True, message[1]
                 elif message[0] == "load-error":
                     self.load_error = message[1]
                 else:

@@ -195,13 +195,25 @@ def _json_safe(value):
     return value
 
 
+# What a results file says until the run that writes it has finished.
+INCOMPLETE_REASON = ("the run did not finish: it is still going, or it was stopped or killed before "
+                     "writing its results")
+
+
 def to_json(results: list[CaseResult], backend: str, gate: dict | None = None, run: dict | None = None) -> str:
-    doc = {"backend": backend, "summary": summary(results), "cases": [r.to_json() for r in results]}
+    """The results document of a finished run ("complete": true)."""
+    doc = {"complete": True, "backend": backend, "summary": summary(results), "cases": [r.to_json() for r in results]}
     if run:
         doc["run"] = run
     if gate:
         doc["gate"] = gate
     return json.dumps(_json_safe(doc), indent=1, sort_keys=False)
+
+
+def incomplete_json(backend: str) -> str:
+    """The results document a run starts with: no cases, not ok, and "complete": false."""
+    return json.dumps({"complete": False, "reason": INCOMPLETE_REASON, "backend": backend,
+                       "summary": summary([]) | {"ok": False}, "cases": []}, indent=1)
 
 
 # --------------------------------------------------------------------------- progress

@@ -196,8 +196,9 @@ class Shrinker:
         self.tried: list[str] = []
 
     def run_file(self, path: Path) -> CaseResult:
-        return run_cases([path], self.backend, self.backend_spec, RunOptions(), lambda result: None,
-                         timeout=self.timeout)[0]
+        results, _ = run_cases([path], self.backend, self.backend_spec, RunOptions(), lambda result: None,
+                               timeout=self.timeout)
+        return results[0]
 
     def budget_left(self) -> str:
         """'' while tries and time remain, else which one ran out."""

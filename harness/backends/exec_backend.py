@@ -27,8 +27,9 @@ stdin from /dev/null and stdout and stderr captured.  The command writes a seria
 Anything else is an error for that case, quoting the last lines of the command's output: a
 non-zero exit status, death by a signal, a response missing or unparsable, an output missing,
 extra, duplicated or of the wrong shape, dtype or byte count, and running past the timeout
-(``opcase run --timeout S``, or the environment variable OPCASE_EXEC_TIMEOUT), after which the
-command and every process it started are killed.  The run goes on with the next case.
+(``opcase run --timeout S``, or the environment variable OPCASE_EXEC_TIMEOUT).  The command
+runs in its own process group, which is killed after every call, however it ended: nothing it
+started outlives the call.  The run goes on with the next case.
 
 Which kernels the command implements: the harness runs ``COMMAND ... --list-supported`` once.
 If that exits 0, each line of its stdout names a supported kernel, optionally followed by the
@@ -57,6 +58,7 @@ from google.protobuf.message import DecodeError
 
 from harness.backend import BackendLoadError, InvalidArgument, Request
 from harness.casefile import DEFAULT_SIDECAR_BYTES, _le_bytes_view, _value_to_pb, write_sidecar
+from harness.parallel import kill_process_group
 from harness.proto import opcase_pb2 as pb
 from harness.timing import BackendProtocolError
 
@@ -105,7 +107,7 @@ def _tail(path: Path) -> str:
 
 def _execute(argv: list[str], directory: Path, stdout_path: Path, stderr_path: Path,
              timeout: float | None) -> tuple[int | None, float]:
-    """Run argv to completion (None: killed at the timeout, with its whole process group)."""
+    """Run argv to completion, then kill its process group; (exit status or None at the timeout, wall time)."""
     env = dict(os.environ, TMPDIR=str(directory))
     with open(stdout_path, "wb") as out, open(stderr_path, "ab" if stderr_path == stdout_path else "wb") as err:
         start = time.perf_counter()
@@ -118,19 +120,18 @@ def _execute(argv: list[str], directory: Path, stdout_path: Path, stderr_path: P
         try:
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            # The command's process group goes with the call, however it ended: a daemon it left
+            # behind, and at a timeout, Ctrl-C or SIGTERM the command itself (its own session gets
+            # no signal from the terminal or from whoever stopped opcase).
+            wall = time.perf_counter() - start
             _kill_group(proc)
-            return None, time.perf_counter() - start
-        except BaseException:   # Ctrl-C: its own session does not get the SIGINT, so stop it here
-            _kill_group(proc)
-            raise
-        return code, time.perf_counter() - start
+        return code, wall
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    kill_process_group(proc.pid)
     proc.wait()
 
 
