@@ -217,3 +217,11 @@ def test_each_bug_class_is_caught_by_two_distinct_cases_of_its_dimension(caught,
 def test_planted_index_bug_fires_only_past_2e24(caught):
     """The float32-index backend is right below 2^24 elements: no other case fails it."""
     assert all("/index_2e24" in name for name in caught["float32_index"]), sorted(caught["float32_index"])
+
+
+def test_a_stress_case_has_a_descriptor_that_makes_it_again(stress_dir, tmp_path):
+    result = CliRunner().invoke(main, ["gen", "--case", "carafe_forward:stress:batch_N3_H5_W9-float16",
+                                       "-o", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    made = tmp_path / "carafe_forward" / "stress" / "batch_N3_H5_W9-float16.opcase"
+    assert made.read_bytes() == (stress_dir / "carafe_forward" / "stress" / made.name).read_bytes()
