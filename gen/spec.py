@@ -481,8 +481,10 @@ def _stress(v: _Validator, suites, node, spec_inputs, spec_outputs):
             v.fail(node, "channel_tail", "suites.stress.channel_tail must be a mapping")
         v.allow_keys(tail, ["dim", "widths"], "suites.stress.channel_tail")
         v.require_keys(tail, ["dim", "widths"], "suites.stress.channel_tail")
-        if not isinstance(tail["dim"], str) or not tail["dim"].isidentifier():
-            v.fail(tail, "dim", "suites.stress.channel_tail.dim must name a dim")
+        base_dims = node["base"].get("dims") or {}
+        if tail["dim"] not in base_dims:
+            v.fail(tail, "dim", f"suites.stress.channel_tail.dim must name one of suites.stress.base's dims "
+                                f"({', '.join(map(str, base_dims))})")
         widths = tail["widths"]
         if not isinstance(widths, list) or not widths or any(
                 isinstance(w, bool) or not isinstance(w, int) or not 2 <= w <= 4096 for w in widths):
@@ -498,6 +500,9 @@ def _stress(v: _Validator, suites, node, spec_inputs, spec_outputs):
         if not isinstance(batch, dict) or not batch or any(
                 isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in batch.values()):
             v.fail(node, "batch", "suites.stress.batch maps dims to whole numbers >= 0")
+        for name in batch:
+            if name not in (node["base"].get("dims") or {}):
+                v.fail(batch, name, f"suites.stress.batch: '{name}' is not one of suites.stress.base's dims")
     index_width = node.get("index_width")
     if index_width is not None:
         if not isinstance(index_width, dict):

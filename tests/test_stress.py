@@ -4,7 +4,6 @@ bug classes they exist for, each caught by at least two distinct cases."""
 from __future__ import annotations
 
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,8 +12,7 @@ from click.testing import CliRunner
 import stress_backends
 from conftest import REPO
 from gen.checks import first_failure
-from gen.generate import (INDEX_WIDTH_LIMITS, _dtypes_of, _layouts_of, _tensor_infos, channel_tails, interface_params,
-                          layout_of, plan_suite, total_bytes)
+from gen.generate import _tensor_infos, channel_tails, interface_params, layout_of, plan_suite, total_bytes
 from gen.spec import SUITES, SpecError, load_spec
 from harness.backend import Backend
 from harness.casefile import element_count, find, load
@@ -103,6 +101,9 @@ CARAFE = (REPO / "specs" / "carafe_forward.yaml").read_text()
      "whole numbers in [2, 4096]"),
     ("channel_tail: {dim: C, widths: [16, 64]}", "channel_tail: {dim: C, width: [16, 64]}", "width: [16, 64]",
      "unknown key 'width'"),
+    ("channel_tail: {dim: C, widths: [16, 64]}", "channel_tail: {dim: K, widths: [16, 64]}", "dim: K",
+     "must name one of suites.stress.base's dims (N, H, W, C)"),
+    ("    batch: {N: 3, H: 5, W: 9}", "    batch: {N: 3, H: 5, Q: 9}", "Q: 9", "'Q' is not one of"),
     ("      tensor: output\n", "      tensor: outptu\n", "tensor: outptu", "unknown tensor 'outptu'"),
     ("    batch: {N: 3, H: 5, W: 9}", "    batch: {N: -3, H: 5, W: 9}", "batch: {N: -3", "whole numbers >= 0"),
     ("    contention:\n      - {name: taps_one_input,", "    contention:\n      - {nmae: taps_one_input,",
