@@ -1,8 +1,8 @@
 """Backends with one planted bug of each class the stress suite is there to catch, for
 tests/test_stress.py (loadable by worker processes as `stress_backends:NAME`).
 
-Each is the built-in reference for every kernel, except where its bug fires, as the bugs of
-real kernels do: only past a limit or in a value regime most data never reaches.
+Each is the built-in reference, for every kernel, with one bug; most fire only where real ones
+do: past a size, in a value regime or dtype, in a channel count that is no multiple of a width.
 """
 from __future__ import annotations
 
