@@ -211,7 +211,100 @@ def plan_invalid(spec: Spec, base_seed: int) -> list[Plan]:
     return plans
 
 
+# suites.stress.values: each regime's distribution, and the dtypes it means something in
+# (float16: |x| < 2^-14 is subnormal; 65504 is the largest finite value, 16384 a quarter of it).
+STRESS_REGIMES = {
+    "subnormal": ({"dist": "uniform", "low": -6.0e-5, "high": 6.0e-5}, ("float16",)),
+    "positive": ({"dist": "uniform", "low": 0.0, "high": 1.0}, None),
+    "near_overflow": ({"dist": "uniform", "low": -16384.0, "high": 16384.0}, ("float16",)),
+}
+# suites.stress.index_width: what each case must cross in its tensor, and how it is measured.
+INDEX_WIDTH_LIMITS = {"past_2e24": ("elements", 2**24), "past_2e31": ("bytes", 2**31)}
+
+
+def channel_tails(widths) -> list[int]:
+    """Channel counts one past and one short of each vector width, and one past two blocks of
+    the widest: C = w - 1, w + 1 for every w, and 2w + 1 for the largest."""
+    widest = max(widths)
+    return sorted({c for w in widths for c in (w - 1, w + 1)} | {2 * widest + 1})
+
+
+def plan_stress(spec: Spec, base_seed: int) -> list[Plan]:
+    """The stress suite: cases derived from suites.stress's base case, one dimension at a time,
+    each checked against the spec's checks before anything is drawn."""
+    conf = spec.suites.get("stress")
+    if not conf:
+        return []
+    base = conf["base"]
+    derived = []                       # (entry, key of conf it comes from, index-width limit or None)
+
+    def derive(key, name, note, dims=None, params=None, values=None, dtypes=None, extra=None, limit=None):
+        entry = {"name": name, "note": note, "dims": {**(base.get("dims") or {}), **(dims or {})},
+                 "params": {**(base.get("params") or {}), **(params or {})},
+                 "values": {**(base.get("values") or {}), **(values or {})}, "omit": base.get("omit") or ()}
+        entry.update(extra or {})
+        if dtypes is not None:
+            entry["each"] = {"dtype": list(dtypes)}
+        derived.append((entry, key, limit))
+
+    for regime, inputs in (conf.get("values") or {}).items():
+        dist, meaningful = STRESS_REGIMES[regime]
+        dtypes = [d for d in spec.dtypes if meaningful is None or d in meaningful]
+        if dtypes:
+            derive("values", f"value_{regime}", f"stress: {regime} values in {', '.join(inputs)}",
+                   values={name: dict(dist) for name in inputs}, dtypes=dtypes)
+    tail = conf.get("channel_tail")
+    if tail:
+        for channels in channel_tails(tail["widths"]):
+            derive("channel_tail", f"channel_tail_{tail['dim']}{channels}",
+                   f"stress: {tail['dim']} = {channels}, a partial block of every vector width in {tail['widths']}",
+                   dims={tail["dim"]: channels})
+    for entry in conf.get("contention") or []:
+        derive("contention", f"contention_{entry['name']}", f"stress: {entry.get('note', 'contention')}",
+               dims=entry.get("dims"), params=entry.get("params"), values=entry.get("values"),
+               extra={k: entry[k] for k in ("each", "dtype", "omit") if k in entry})
+    batch = conf.get("batch")
+    if batch:
+        derive("batch", "batch_" + "_".join(f"{k}{n}" for k, n in batch.items()),
+               "stress: a batch of several, on a map that is not square", dims=batch)
+    index_width = conf.get("index_width") or {}
+    for limit, (unit, bound) in INDEX_WIDTH_LIMITS.items():
+        if limit in index_width:
+            entry = index_width[limit]
+            derive("index_width", f"index_{limit.removeprefix('past_')}",
+                   f"stress: '{index_width['tensor']}' past 2^{bound.bit_length() - 1} {unit}",
+                   dims=entry.get("dims"), params=entry.get("params"), values=entry.get("values"),
+                   dtypes=[entry.get("dtype", "float16" if "float16" in spec.dtypes else spec.dtypes[0])],
+                   limit=limit)
+    plans = []
+    for entry, key, limit in derived:
+        for plan in _expand(spec, entry, "stress", base_seed):
+            plan = replace(plan, line=line_of(conf, key))
+            _refuse_invalid_stress(spec, plan, key, index_width.get("tensor"), limit)
+            plans.append(plan)
+    return plans
+
+
+def _refuse_invalid_stress(spec: Spec, plan: Plan, key: str, tensor: str | None, limit: str | None) -> None:
+    """A derived stress case must be a valid call, and an index-width case must cross its limit."""
+    lay = layout_of(spec, replace(plan, params=interface_params(spec, plan.params)))
+    broken = first_failure(spec, _tensor_infos(spec, lay.shapes, lay.dtypes, lay.layouts, plan.omit), plan.params)
+    if broken is not None:
+        raise SpecError(spec.path, plan.line, f"suites.stress.{key}: case {plan.name} breaks check "
+                                              f"'{broken.id}'; change suites.stress.base or the {key} entry")
+    if limit is None:
+        return
+    unit, bound = INDEX_WIDTH_LIMITS[limit]
+    count = element_count(lay.shapes[tensor])
+    size = count if unit == "elements" else count * np.dtype(lay.dtypes[tensor]).itemsize
+    if size <= bound:
+        raise SpecError(spec.path, plan.line, f"suites.stress.index_width: case {plan.name}: '{tensor}' has "
+                                              f"{size} {unit}, not past {bound}")
+
+
 def plan_suite(spec: Spec, suite: str, count: int | None = None, seed: int = 0) -> list[Plan]:
+    if suite == "stress":
+        return plan_stress(spec, seed)
     if suite == "random":
         conf = spec.suites.get("random") or {}
         return plan_random(spec, count if count is not None else int(conf.get("count", 20)), seed)

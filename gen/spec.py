@@ -23,7 +23,13 @@ METRICS = ("diff1", "diff2", "diff3", "diff3_2", "diff4")
 FLOAT_DTYPES = ("float16", "float32", "float64")
 TENSOR_DTYPES = FLOAT_DTYPES + ("int32", "int64", "uint8", "bool")
 DISTRIBUTIONS = ("uniform", "normal", "randint", "const", "custom")
-SUITES = ("network", "random", "boundary", "invalid")
+SUITES = ("network", "random", "boundary", "invalid", "stress")
+# The stress dimensions a spec's suites.stress may declare (specs/README.md, README: Stress dimensions).
+STRESS_DIMENSIONS = ("values", "channel_tail", "contention", "batch", "index_width")
+# Value regimes: float16 only where the regime is about float16's range.
+VALUE_REGIMES = ("subnormal", "positive", "near_overflow")
+# suites.stress.index_width: a case past 2^24 elements in its tensor, and one past 2^31 bytes.
+INDEX_LIMITS = ("past_2e24", "past_2e31")
 # The package whose functions a spec may name as its reference and value generators; any other
 # module only with OPCASE_TRUST_SPEC_CODE=1 (a spec is data: loading one must not run foreign code).
 OWN_CODE_PACKAGE = "gen.ops"
@@ -400,7 +406,7 @@ def _sampler_range(v: _Validator, sampler, where):
         v.fail(sampler, None, f"{where}: a log sampler needs min > 0")
 
 
-def _suites(v: _Validator, node, spec_inputs):
+def _suites(v: _Validator, node, spec_inputs, spec_outputs=()):
     if not isinstance(node, dict):
         v.fail(node, None, "suites must be a mapping")
     v.allow_keys(node, list(SUITES), "suites")
@@ -443,7 +449,72 @@ def _suites(v: _Validator, node, spec_inputs):
         v.allow_keys(invalid, ["base"], "suites.invalid")
         v.require_keys(invalid, ["base"], "suites.invalid")
         _entry(v, invalid["base"], "suites.invalid.base", spec_inputs, need_name=False)
+    stress = node.get("stress")
+    if stress is not None:
+        _stress(v, node, stress, spec_inputs, spec_outputs)
     return node
+
+
+def _stress(v: _Validator, suites, node, spec_inputs, spec_outputs):
+    """suites.stress: a small valid base case and the stress dimensions derived from it."""
+    if not isinstance(node, dict):
+        v.fail(suites, "stress", "suites.stress must be a mapping")
+    v.allow_keys(node, ["base", *STRESS_DIMENSIONS], "suites.stress")
+    v.require_keys(node, ["base"], "suites.stress")
+    _entry(v, node["base"], "suites.stress.base", spec_inputs, need_name=False)
+    if "each" in node["base"]:
+        v.fail(node["base"], "each", "suites.stress.base: one case, no 'each'")
+    regimes = node.get("values")
+    if regimes is not None:
+        if not isinstance(regimes, dict) or not regimes:
+            v.fail(node, "values", "suites.stress.values maps regimes to the inputs they apply to")
+        for regime, names in regimes.items():
+            if regime not in VALUE_REGIMES:
+                v.fail(regimes, regime, f"suites.stress.values: unknown regime '{regime}' "
+                                        f"(known: {', '.join(VALUE_REGIMES)})")
+            if not isinstance(names, list) or not names or any(n not in spec_inputs for n in names):
+                v.fail(regimes, regime, f"suites.stress.values.{regime} must be a non-empty list of inputs "
+                                        f"(known: {', '.join(spec_inputs)})")
+    tail = node.get("channel_tail")
+    if tail is not None:
+        if not isinstance(tail, dict):
+            v.fail(node, "channel_tail", "suites.stress.channel_tail must be a mapping")
+        v.allow_keys(tail, ["dim", "widths"], "suites.stress.channel_tail")
+        v.require_keys(tail, ["dim", "widths"], "suites.stress.channel_tail")
+        base_dims = node["base"].get("dims") or {}
+        if tail["dim"] not in base_dims:
+            v.fail(tail, "dim", f"suites.stress.channel_tail.dim must name one of suites.stress.base's dims "
+                                f"({', '.join(map(str, base_dims))})")
+        widths = tail["widths"]
+        if not isinstance(widths, list) or not widths or any(
+                isinstance(w, bool) or not isinstance(w, int) or not 2 <= w <= 4096 for w in widths):
+            v.fail(tail, "widths", "suites.stress.channel_tail.widths must be a list of whole numbers in [2, 4096]")
+    contention = node.get("contention")
+    if contention is not None:
+        if not isinstance(contention, list) or not contention:
+            v.fail(node, "contention", "suites.stress.contention must be a non-empty list of cases")
+        for case in contention:
+            _entry(v, case, "suites.stress.contention case", spec_inputs)
+    batch = node.get("batch")
+    if batch is not None:
+        if not isinstance(batch, dict) or not batch or any(
+                isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in batch.values()):
+            v.fail(node, "batch", "suites.stress.batch maps dims to whole numbers >= 0")
+        for name in batch:
+            if name not in (node["base"].get("dims") or {}):
+                v.fail(batch, name, f"suites.stress.batch: '{name}' is not one of suites.stress.base's dims")
+    index_width = node.get("index_width")
+    if index_width is not None:
+        if not isinstance(index_width, dict):
+            v.fail(node, "index_width", "suites.stress.index_width must be a mapping")
+        v.allow_keys(index_width, ["tensor", *INDEX_LIMITS], "suites.stress.index_width")
+        v.require_keys(index_width, ["tensor"], "suites.stress.index_width")
+        if index_width["tensor"] not in (*spec_inputs, *spec_outputs):
+            v.fail(index_width, "tensor", f"suites.stress.index_width.tensor: unknown tensor "
+                                          f"{index_width['tensor']!r}")
+        for limit in INDEX_LIMITS:
+            if limit in index_width:
+                _entry(v, index_width[limit], f"suites.stress.index_width.{limit}", spec_inputs, need_name=False)
 
 
 _TOP_KEYS = ["op", "doc", "summary", "reference", "dtypes", "params", "inputs", "outputs", "checks",
@@ -494,7 +565,7 @@ def load_spec(path) -> Spec:
     if dup:
         v.fail(raw, "checks", f"check ids must be unique: {sorted(dup)}")
     criteria = _criteria(v, raw["criteria"])
-    suites = _suites(v, raw["suites"], inputs)
+    suites = _suites(v, raw["suites"], inputs, outputs)
     resolve_callable(raw["reference"], path, "reference", line_of(raw, "reference"))
     nondeterministic_sums = raw.get("nondeterministic_sums", False)
     if not isinstance(nondeterministic_sums, bool):

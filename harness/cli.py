@@ -168,7 +168,7 @@ def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
 @main.command()
 @click.argument("specs", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--suite", "suite_text", default="all", show_default=True,
-              help="Comma list of network, random, boundary, invalid; or all.")
+              help="Comma list of network, random, boundary, invalid, stress; or all.")
 @click.option("--count", type=click.IntRange(min=0), default=None, help="Random cases per spec (default: the spec's).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed; every case is fixed by (spec, suite, seed).")
 @click.option("--select", default=None, help="Only cases whose name matches this regular expression.")

@@ -129,7 +129,9 @@ def boxes(rng: np.random.Generator, ctx, mode: str = "inside", extent: float = 0
                  "edge value" and "nothing", where any rounding decides the golden;
     - past:      like inside, but each coordinate is moved 1 to 3 pixels past the map's
                  edge half of the time: points beyond [-1, size] add nothing;
-    - zero_size: zero width, zero height or both (every point of a border coincides).
+    - zero_size: zero width, zero height or both (every point of a border coincides);
+    - same_place: one box like inside, K times in each image: every box scatters into the same
+                 pixels (the longest atomic-add chains K boxes can make).
     """
     N, K, _ = (int(d) for d in ctx.shapes["boxes"])
     _, H, W, _ = (int(d) for d in ctx.shapes["grad_input"])
@@ -157,7 +159,9 @@ def boxes(rng: np.random.Generator, ctx, mode: str = "inside", extent: float = 0
         box[..., 2] = np.where(kind != 1, box[..., 0], box[..., 2])
         box[..., 3] = np.where(kind != 0, box[..., 1], box[..., 3])
         return box
-    raise ValueError(f"boxes: mode must be inside, edge, past or zero_size, got {mode!r}")
+    if mode == "same_place":
+        return np.broadcast_to(box[:, :1], box.shape).copy()
+    raise ValueError(f"boxes: mode must be inside, edge, past, zero_size or same_place, got {mode!r}")
 
 
 def argmax_indices(rng: np.random.Generator, ctx, mode: str = "forward"):

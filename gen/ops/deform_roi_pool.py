@@ -200,6 +200,7 @@ _ROI_CELLS = {
     "degenerate": _degenerate_cells,
     "outside": lambda rng, R, H, W, scale: _edge_relative_cells(rng, R, H, W, outside=True),
     "across": lambda rng, R, H, W, scale: _edge_relative_cells(rng, R, H, W, outside=False),
+    "same_place": lambda rng, R, H, W, scale: np.repeat(_proposal_cells(rng, 1, H, W, scale), R, axis=0),
 }
 
 
@@ -215,7 +216,8 @@ def proposals(rng: np.random.Generator, ctx, mode: str = "proposals"):
     - edge:       roi corners exactly on the image edges (x1 = 0, x2 = image width, ...),
                   so samples land in the [-1, 0) and (size-1, size] bands;
     - degenerate: zero-width and/or zero-height rois, and inverted ones (x2 < x1);
-    - large:      rois from half to 1.5 times the image: big adaptive sampling grids.
+    - large:      rois from half to 1.5 times the image: big adaptive sampling grids;
+    - same_place: one proposal, R times, in one image: every roi reads the same pixels.
     """
     if mode not in _ROI_CELLS:
         raise ValueError(f"proposals: mode must be one of {sorted(_ROI_CELLS)}, got {mode!r}")
@@ -223,6 +225,8 @@ def proposals(rng: np.random.Generator, ctx, mode: str = "proposals"):
     B, H, W, _ = ctx.shapes["input"]
     scale = float(ctx.params["spatial_scale"])
     batch = np.sort(rng.integers(0, max(int(B), 1), size=R))
+    if mode == "same_place":
+        batch[:] = batch[-1]
     cells = _ROI_CELLS[mode](rng, R, float(H), float(W), scale)
     return np.column_stack([batch, (cells + 0.5) / scale])
 
