@@ -5,6 +5,7 @@ documented in specs/README.md.
 """
 from __future__ import annotations
 
+import collections.abc
 import hashlib
 import importlib
 import sys
@@ -55,6 +56,9 @@ class _LineLoader(yaml.SafeLoader):
         seen = {}
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, collections.abc.Hashable):
+                raise yaml.constructor.ConstructorError(None, None, "a mapping key must be a plain value, "
+                                                        f"not a {type(key).__name__}", key_node.start_mark)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key {key!r} (first on line {seen[key]})", key_node.start_mark)
@@ -182,6 +186,24 @@ class _Validator:
             self.fail(node, key, f"{where}: '{key}' must be a mapping")
         return value
 
+    def optional_mapping(self, node, key, where) -> dict:
+        """node[key] when it is a mapping, {} when it is absent or empty; anything else is refused."""
+        value = node.get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.fail(node, key, f"{where}: '{key}' must be a mapping")
+        return value
+
+    def optional_list(self, node, key, where) -> list:
+        """node[key] when it is a list, [] when it is absent or empty; anything else is refused."""
+        value = node.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.fail(node, key, f"{where}: '{key}' must be a list")
+        return value
+
     def require_keys(self, node, keys, where):
         for key in keys:
             if key not in node:
@@ -255,6 +277,8 @@ def _check(v: _Validator, node, inputs, outputs, params) -> Check:
         if not isinstance(violate, dict):
             v.fail(node, "violate", f"{where}: violate must be a mapping")
         v.allow_keys(violate, ["params", "dims", "dtype", "layout", "shape", "values"], f"{where} violate")
+        for section in violate:
+            v.optional_mapping(violate, section, f"{where} violate")
         tensors = {**inputs, **outputs}
         for section in ("dtype", "layout", "shape", "values"):
             for tname in violate.get(section, {}) or {}:
@@ -328,25 +352,28 @@ def _suites(v: _Validator, node, spec_inputs):
     v.allow_keys(node, list(SUITES), "suites")
     random = node.get("random")
     if random is not None:
+        if not isinstance(random, dict):
+            v.fail(node, "random", "suites.random must be a mapping")
         v.allow_keys(random, ["count", "dims", "params", "where", "max_elements", "values"], "suites.random")
         for section in ("dims", "params"):
-            for name, sampler in (random.get(section) or {}).items():
+            for name, sampler in v.optional_mapping(random, section, "suites.random").items():
                 if isinstance(sampler, dict):
                     v.allow_keys(sampler, ["min", "max", "log"], f"suites.random.{section}.{name}")
                     v.require_keys(sampler, ["min", "max"], f"suites.random.{section}.{name}")
                 elif isinstance(sampler, str):
                     v.expr(random[section], name, sampler, f"suites.random.{section}.{name}")
-        for i, cond in enumerate(random.get("where", []) or []):
+        for i, cond in enumerate(v.optional_list(random, "where", "suites.random")):
             v.expr(random["where"], None, cond, f"suites.random.where[{i}]")
-        for tname, dist in (random.get("values") or {}).items():
+        for tname, dist in v.optional_mapping(random, "values", "suites.random").items():
             if tname not in spec_inputs:
                 v.fail(random["values"], tname, f"suites.random: values names unknown input '{tname}'")
             _values(v, random["values"], tname, dist, f"suites.random values.{tname}")
     network = node.get("network")
     if network is not None:
+        v.mapping(node, "network", "suites")
         v.allow_keys(network, ["derivation", "cases"], "suites.network")
         v.require_keys(network, ["cases"], "suites.network")
-        for case in network["cases"]:
+        for case in v.optional_list(network, "cases", "suites.network"):
             _entry(v, case, "suites.network case", spec_inputs)
     boundary = node.get("boundary")
     if boundary is not None:
@@ -356,6 +383,7 @@ def _suites(v: _Validator, node, spec_inputs):
             _entry(v, case, "suites.boundary case", spec_inputs)
     invalid = node.get("invalid")
     if invalid is not None:
+        v.mapping(node, "invalid", "suites")
         v.allow_keys(invalid, ["base"], "suites.invalid")
         v.require_keys(invalid, ["base"], "suites.invalid")
         _entry(v, invalid["base"], "suites.invalid.base", spec_inputs, need_name=False)
