@@ -13,6 +13,7 @@ renamed into place, so a reader never sees half a file.
 from __future__ import annotations
 
 import hashlib
+import math
 import mmap
 import os
 import tempfile
@@ -360,6 +361,9 @@ def _tensor_from_pb(case_path: Path, t: pb.Tensor, verify: bool) -> Tensor:
     shape = tuple(int(s) for s in t.shape)
     if any(s < 0 for s in shape):
         raise CaseFileError(f"{where}: negative dimension in shape {list(shape)}")
+    if math.prod(s for s in shape if s) * dtype.itemsize >= 2**63:
+        # numpy refuses such a shape even with no elements (a zero dimension among huge ones)
+        raise CaseFileError(f"{where}: shape {list(shape)} is too large for any array")
     storage = t.WhichOneof("storage")
     data = None
     if storage == "data":
@@ -405,7 +409,7 @@ def from_proto(msg: pb.Case, path: Path, verify: bool = True) -> Case:
         criteria[crit.output] = [Threshold(metric=t.metric, value=t.value, provenance=t.provenance,
                                            baseline=t.baseline, baseline_value=t.baseline_value,
                                            rate=t.rate, floor=t.floor, cap=t.cap) for t in crit.thresholds]
-    return Case(
+    case = Case(
         op=msg.op, suite=msg.suite, name=msg.name,
         params={k: _value_from_pb(v) for k, v in sorted(msg.params.items())},
         inputs={t.name: _tensor_from_pb(path, t, verify) for t in msg.inputs},
@@ -416,6 +420,23 @@ def from_proto(msg: pb.Case, path: Path, verify: bool = True) -> Case:
         generator_version=msg.generator_version, spec_sha256=msg.spec_sha256, spec_path=msg.spec_path,
         note=msg.note, zero_golden_ok=msg.zero_golden_ok, dtype=msg.dtype,
     )
+    _check_complete(case, path)
+    return case
+
+
+def _check_complete(case: Case, path: Path) -> None:
+    """Every input the call passes carries data, and so does every golden of a case expected to
+    succeed (a rejected case's outputs are shapes only); every threshold names a known metric."""
+    from gen.spec import METRICS
+    needed = [t for t in case.inputs.values() if not t.absent]
+    if case.expect == "ok":
+        needed += list(case.outputs.values())
+    missing = [t.name for t in needed if t.data is None]
+    if missing:
+        raise CaseFileError(f"{path}: tensor(s) {missing} carry no data (neither inline nor a sidecar)")
+    unknown = sorted({th.metric for thresholds in case.criteria.values() for th in thresholds} - set(METRICS))
+    if unknown:
+        raise CaseFileError(f"{path}: threshold(s) on unknown metric(s) {unknown} (known: {', '.join(METRICS)})")
 
 
 def load(path: str | os.PathLike, verify: bool = True) -> Case:
