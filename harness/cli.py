@@ -71,6 +71,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     from concurrent.futures.process import BrokenProcessPool
 
     from gen.parallel import Task, write_all
+    from gen.registry import UnknownOp
     from gen.spec import SpecError, load_spec
     from harness.backend import BackendLoadError, load_backend, with_device
 
@@ -110,7 +111,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
             advance(f"{task.op}/{task.suite}/{task.name}")
         try:
             write_all(tasks, jobs, done)
-        except (SpecError, GenerationError, BackendLoadError) as exc:
+        except (SpecError, GenerationError, BackendLoadError, UnknownOp) as exc:   # UnknownOp: op no baseline knows
             raise InputError(str(exc)) from None
         except OSError as exc:
             raise click.ClickException(f"cannot write cases to {out_dir}: {exc}") from None
