@@ -11,11 +11,11 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fuzzing import ESCAPE_DIR, REPO, fuzz_settings, fuzzing, opcase
+from fuzzing import ESCAPE_DIR, REPO, examples, fuzz_settings, fuzzing, opcase
 from harness.casefile import FORMAT_VERSION, SUFFIX
 from harness.proto import opcase_pb2 as pb
 
-CI_EXAMPLES = 100
+CI_EXAMPLES = 300
 SMALL_CASE_BYTES = 6000
 CASES = {str(p.relative_to(REPO / "cases")): p.read_bytes()
          for p in sorted((REPO / "cases").rglob(f"*{SUFFIX}")) if p.stat().st_size <= SMALL_CASE_BYTES}
@@ -178,6 +178,32 @@ def case_files(draw):
     return files
 
 
+def _mutant(source: str, mutate) -> dict:
+    """{CASE_NAME: bytes}: the committed case `source` after mutate(case), re-checksummed."""
+    envelope = pb.CaseFile.FromString(CASES[source])
+    case = pb.Case.FromString(envelope.case_bytes)
+    mutate(case)
+    envelope.case_bytes = case.SerializeToString()
+    envelope.case_sha256 = hashlib.sha256(envelope.case_bytes).digest()
+    return {CASE_NAME: envelope.SerializeToString()}
+
+
+def _set_shape(tensor, shape) -> None:
+    tensor.ClearField("shape")
+    tensor.shape.extend(shape)
+    tensor.data = b""
+
+
+PSAMASK = "psamask_forward/boundary/map_1x1-psa_type0-float32.opcase"
+# Inputs the fuzzer found that once ended in a traceback (each its own fix).
+REGRESSIONS = [
+    _mutant(PSAMASK, lambda case: case.inputs[0].ClearField("data")),
+    _mutant(PSAMASK, lambda case: case.outputs[0].ClearField("data")),
+    _mutant(PSAMASK, lambda case: _set_shape(case.inputs[0], [0, 2**62, 2**62])),
+    _mutant(PSAMASK, lambda case: setattr(case.criteria[0].thresholds[0], "metric", "")),
+]
+
+
 def test_the_committed_cases_pass_unmutated():
     """The harness of this test: unmutated, each small case passes (exit 0) and shows (exit 0)."""
     assert len(CASES) > 100
@@ -193,6 +219,7 @@ def test_mutated_case_files():
     with fuzzing("case files") as (sandbox, figures):
         @given(case_files())
         @fuzz_settings(CI_EXAMPLES)
+        @examples(REGRESSIONS)
         def one_case(files):
             work = sandbox.reset()
             for name, raw in files.items():

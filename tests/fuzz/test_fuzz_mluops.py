@@ -12,11 +12,11 @@ from google.protobuf import descriptor, text_format
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fuzzing import DATA, ESCAPE_DIR, NEIGHBOURS, fuzz_settings, fuzzing, opcase
+from fuzzing import DATA, ESCAPE_DIR, NEIGHBOURS, examples, fuzz_settings, fuzzing, opcase
 from harness.mluops import mluops_case_pb2 as pb
 from harness.mluops.reader import VALUE_SOURCES
 
-CI_EXAMPLES = 100
+CI_EXAMPLES = 300
 SOURCES = {p.name: p.read_text() for p in sorted((DATA / "mluops").glob("*.prototxt"))}
 SUFFIXES = [".prototxt", ".pb", ".pbtxt", ".txt"]
 DATA_FILE = "input.raw"
@@ -167,6 +167,19 @@ def mluops_files(draw):
     return name, files
 
 
+def _with_data_path(source: str, path: str) -> tuple:
+    """(file name, files): the source case, binary, its first input read from a data file named `path`."""
+    node = pb.Node()
+    node.CopyFrom(NODES[source])
+    node.input[0].ClearField("random_data")
+    node.input[0].path = path
+    return "case.pb", {"case.pb": node.SerializeToString()}
+
+
+# Inputs the fuzzer found that once ended in a traceback (each its own fix).
+REGRESSIONS = [_with_data_path("masked_im2col_forward__case_0.prototxt", "in\0put.raw")]
+
+
 def test_the_mluops_files_import_unmutated():
     """The harness of this test: every source file imports (written, or skipped: a neighbour kernel)."""
     with fuzzing("mlu-ops files (unmutated)") as (sandbox, figures):
@@ -182,6 +195,7 @@ def test_mutated_mluops_files():
     with fuzzing("mlu-ops files") as (sandbox, figures):
         @given(mluops_files())
         @fuzz_settings(CI_EXAMPLES)
+        @examples(REGRESSIONS)
         def one_file(generated):
             name, files = generated
             work = sandbox.reset()

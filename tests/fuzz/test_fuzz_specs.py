@@ -29,7 +29,7 @@ def _trimmed(tree: dict) -> dict:
 TREES = {p.name: _trimmed(yaml.safe_load(p.read_text())) for p in sorted((REPO / "specs").glob("*.yaml"))}
 SPECS = {name: yaml.safe_dump(tree, sort_keys=False, allow_unicode=True, default_flow_style=None, width=120) for name, tree in TREES.items()}
 SUITES = ("network", "random", "boundary", "invalid")
-CI_EXAMPLES = 120
+CI_EXAMPLES = 200
 
 SCALARS = [None, True, False, 0, 1, -1, 2, 3, 7, 2**31, 2**63, -2**63, 10**30, 0.5, -0.0, 1e-300, 1e308,
            float("nan"), float("inf"), float("-inf"), "", " ", "x", "T", "float16", "float64", "int32", "bool",
@@ -203,6 +203,22 @@ REGRESSIONS = [
     (_mutant("masked_im2col_forward.yaml", ("suites", "boundary", 0, "params", "pad_h"), delete=True),
      _gen_args("boundary", "^indices_negative-")),
 ]
+
+
+def test_gen_in_process_reads_an_edited_spec_again():
+    """gen's plan cache is keyed by the spec's path: a spec edited between two in-process calls
+    (as between two fuzz examples) must not be served the old plans under the new names."""
+    from harness.casefile import load
+    with fuzzing("specs (edited in process)") as (sandbox, figures):
+        work = sandbox.reset()
+        tree = copy.deepcopy(TREES["psamask_forward.yaml"])
+        for boundary in (tree["suites"]["boundary"], tree["suites"]["boundary"][::-1]):
+            tree["suites"]["boundary"] = boundary
+            (work / "spec.yaml").write_text(yaml.safe_dump(tree, sort_keys=False))
+            assert opcase(sandbox, figures, "gen", "spec.yaml", *_gen_args("boundary")) == 0
+            written = sorted((work / "out").rglob("*.opcase"))
+            assert len(written) == 8
+            assert all(load(path).name == path.stem for path in written)
 
 
 def test_mutated_specs():
