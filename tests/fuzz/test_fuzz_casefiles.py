@@ -87,8 +87,8 @@ def _to_sidecar(case: pb.Case, t: pb.Tensor, work_files: dict) -> None:
     """Move a tensor's inline data into a sidecar file beside the case, as save() does for big ones."""
     if t.HasField("sidecar"):
         return
-    io = "in" if any(t is i for i in case.inputs) else "out"
-    name = f"{CASE_NAME}.{io}.{t.name}".replace("/", "_")
+    # named by position, not by its (maybe mutated) tensor name: the file must be writable here
+    name = f"{CASE_NAME}.{len(work_files)}"
     raw = t.data
     t.sidecar.CopyFrom(pb.Sidecar(path=name, length=len(raw), sha256=hashlib.sha256(raw).digest()))
     work_files[name] = raw
