@@ -338,8 +338,8 @@ def _entry(v: _Validator, node, where, spec_inputs, need_name=True):
         if tname not in spec_inputs:
             v.fail(node["values"], tname, f"{where}: values names unknown input '{tname}'")
         _values(v, node["values"], tname, dist, f"{where} values.{tname}")
-    for tname in node.get("omit", []) or []:
-        if tname not in spec_inputs or not spec_inputs[tname].optional:
+    for tname in v.optional_list(node, "omit", where):
+        if not isinstance(tname, str) or tname not in spec_inputs or not spec_inputs[tname].optional:
             v.fail(node, "omit", f"{where}: only optional inputs can be omitted, not '{tname}'")
     for key, choices in (node.get("each") or {}).items():
         if not isinstance(choices, list) or not choices:
