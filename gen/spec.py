@@ -307,6 +307,8 @@ def _criteria(v: _Validator, node) -> Criteria:
                 if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or threshold < 0:
                     v.fail(body, metric, f"criteria.static.{metric}: threshold must be a number >= 0")
         return Criteria(mode="static", static=dict(body))
+    if not isinstance(body, dict):
+        v.fail(node, mode, "criteria.dynamic must be a mapping")
     v.allow_keys(body, ["metrics", "rates", "baseline"], "criteria.dynamic")
     v.require_keys(body, ["metrics", "rates"], "criteria.dynamic")
     metrics, rates = body["metrics"], body["rates"]

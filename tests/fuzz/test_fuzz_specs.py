@@ -204,6 +204,7 @@ REGRESSIONS = [
      _gen_args("boundary", "^indices_negative-")),
     (_mutant("deform_roi_pool_forward.yaml", ("suites", "network", "cases", 0, "omit"), [["offset"]]),
      _gen_args("network")),
+    (_mutant("carafe_forward.yaml", ("criteria", "dynamic"), 3), _gen_args("boundary")),
 ]
 
 
