@@ -205,6 +205,7 @@ REGRESSIONS = [
     (_mutant("deform_roi_pool_forward.yaml", ("suites", "network", "cases", 0, "omit"), [["offset"]]),
      _gen_args("network")),
     (_mutant("carafe_forward.yaml", ("criteria", "dynamic"), 3), _gen_args("boundary")),
+    (_mutant("psamask_forward.yaml", ("inputs", "x", "shape", 0), "N.shape"), _gen_args("boundary", "^mask_1x1-")),
 ]
 
 
