@@ -56,9 +56,11 @@ if NEIGHBOURS:
 def _neighbours(path) -> bool:
     """Whether mutating this part of a spec is issue 10 items 5-8 (neighbour `inputs`): names that
     become paths (op, case names, check ids), the functions a spec names, the random suite's
-    samplers, counts and conditions (ranges, sizes, evaluation errors), violate's dtypes and shapes."""
+    samplers, counts and conditions (ranges, sizes, evaluation errors), violate's dtypes and shapes,
+    the dtypes of suite entries."""
     return (path[-1] in ("op", "name", "id", "reference", "fn") or path[:2] == ("suites", "random")
-            or len(path) >= 4 and path[0] == "checks" and path[2] == "violate" and path[3] in ("dtype", "shape"))
+            or len(path) >= 4 and path[0] == "checks" and path[2] == "violate" and path[3] in ("dtype", "shape")
+            or path[0] == "suites" and "dtype" in path)
 
 
 def _slots(node, path=()):
