@@ -111,6 +111,8 @@ def shapes_of(spec: Spec, dims: dict, params: dict) -> dict[str, tuple]:
             shapes[t.name] = tuple(_dimension(evaluate(d, env)) for d in t.shape)
         except ExprError as exc:
             raise SpecError(spec.path, t.line, f"shape of '{t.name}': {exc}") from None
+        except (TypeError, ValueError, OverflowError) as exc:   # a size that is no number: int('a'), int(inf)
+            raise SpecError(spec.path, t.line, f"shape of '{t.name}': not a size: {exc}") from None
     return shapes
 
 
@@ -330,6 +332,7 @@ class Layout:
 
 
 def layout_of(spec: Spec, plan: Plan) -> Layout:
+    _check_params(spec, plan)
     try:
         shapes = shapes_of(spec, plan.dims, plan.params if plan.violation is None else
                            {**plan.params, **_unviolated_params(spec, plan)})
@@ -342,6 +345,26 @@ def layout_of(spec: Spec, plan: Plan) -> Layout:
         layouts.update({k: str(x) for k, x in (v.get("layout") or {}).items()})
         shapes.update({k: tuple(int(d) for d in x) for k, x in (v.get("shape") or {}).items()})
     return Layout(shapes, dtypes, layouts)
+
+
+# What a value of each declared param type may be: what the reference computes with and a
+# case file's Value holds (an int in 64 bits).
+_PARAM_TYPES = {
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63,
+    "bool": lambda v: isinstance(v, bool),
+}
+_PARAM_TYPES["float"] = lambda v: isinstance(v, float) and math.isfinite(v) or _PARAM_TYPES["int"](v)
+
+
+def _check_params(spec: Spec, plan: Plan) -> None:
+    """Every declared param has a value of its type (the reference reads them all)."""
+    missing = [name for name in spec.params if name not in plan.params]
+    if missing:
+        raise SpecError(spec.path, plan.line, f"case {plan.name}: no value for param(s) {missing}")
+    for name, value in plan.params.items():
+        if name in spec.params and not _PARAM_TYPES[spec.params[name].type](value):
+            raise SpecError(spec.path, plan.line, f"case {plan.name}: param '{name}' is {value!r}, "
+                                                  f"not a value of its type {spec.params[name].type}")
 
 
 def _unviolated_params(spec: Spec, plan: Plan) -> dict:

@@ -54,6 +54,10 @@ def write_all(tasks: list[Task], jobs: int, on_done=lambda task, size: None) -> 
 
     A failure (spec or generation error) stops the run and is raised here."""
     if jobs <= 1:
+        # The caches are keyed by the spec's path: a spec file edited since an earlier call in
+        # this process (a script, a test) must be read again, not served from the cache.
+        _generator.cache_clear()
+        _plans.cache_clear()
         for task in tasks:
             on_done(task, write_task(task))
         return

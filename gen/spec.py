@@ -5,6 +5,7 @@ documented in specs/README.md.
 """
 from __future__ import annotations
 
+import collections.abc
 import hashlib
 import importlib
 import inspect
@@ -80,6 +81,9 @@ class _LineLoader(yaml.SafeLoader):
         seen = {}
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, collections.abc.Hashable):
+                raise yaml.constructor.ConstructorError(None, None, "a mapping key must be a plain value, "
+                                                        f"not a {type(key).__name__}", key_node.start_mark)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key {key!r} (first on line {seen[key]})", key_node.start_mark)
@@ -224,6 +228,24 @@ class _Validator:
             self.fail(node, key, f"{where}: '{key}' must be a mapping")
         return value
 
+    def optional_mapping(self, node, key, where) -> dict:
+        """node[key] when it is a mapping, {} when it is absent or empty; anything else is refused."""
+        value = node.get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.fail(node, key, f"{where}: '{key}' must be a mapping")
+        return value
+
+    def optional_list(self, node, key, where) -> list:
+        """node[key] when it is a list, [] when it is absent or empty; anything else is refused."""
+        value = node.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.fail(node, key, f"{where}: '{key}' must be a list")
+        return value
+
     def require_keys(self, node, keys, where):
         for key in keys:
             if key not in node:
@@ -305,6 +327,8 @@ def _check(v: _Validator, node, inputs, outputs, params) -> Check:
         if not isinstance(violate, dict):
             v.fail(node, "violate", f"{where}: violate must be a mapping")
         v.allow_keys(violate, ["params", "dims", "dtype", "layout", "shape", "values"], f"{where} violate")
+        for section in violate:
+            v.optional_mapping(violate, section, f"{where} violate")
         tensors = {**inputs, **outputs}
         for section in ("dtype", "layout", "shape", "values"):
             for tname in violate.get(section, {}) or {}:
@@ -341,6 +365,8 @@ def _criteria(v: _Validator, node) -> Criteria:
                 if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or threshold < 0:
                     v.fail(body, metric, f"criteria.static.{metric}: threshold must be a number >= 0")
         return Criteria(mode="static", static=dict(body))
+    if not isinstance(body, dict):
+        v.fail(node, mode, "criteria.dynamic must be a mapping")
     v.allow_keys(body, ["metrics", "rates", "baseline"], "criteria.dynamic")
     v.require_keys(body, ["metrics", "rates"], "criteria.dynamic")
     metrics, rates = body["metrics"], body["rates"]
@@ -377,8 +403,8 @@ def _entry(v: _Validator, node, where, spec_inputs, need_name=True):
         if tname not in spec_inputs:
             v.fail(node["values"], tname, f"{where}: values names unknown input '{tname}'")
         _values(v, node["values"], tname, dist, f"{where} values.{tname}")
-    for tname in node.get("omit", []) or []:
-        if tname not in spec_inputs or not spec_inputs[tname].optional:
+    for tname in v.optional_list(node, "omit", where):
+        if not isinstance(tname, str) or tname not in spec_inputs or not spec_inputs[tname].optional:
             v.fail(node, "omit", f"{where}: only optional inputs can be omitted, not '{tname}'")
     for dtype in [node["dtype"]] if "dtype" in node else (node.get("each") or {}).get("dtype") or []:
         if dtype not in FLOAT_DTYPES:
@@ -412,6 +438,8 @@ def _suites(v: _Validator, node, spec_inputs, spec_outputs=()):
     v.allow_keys(node, list(SUITES), "suites")
     random = node.get("random")
     if random is not None:
+        if not isinstance(random, dict):
+            v.fail(node, "random", "suites.random must be a mapping")
         v.allow_keys(random, ["count", "dims", "params", "where", "max_elements", "values"], "suites.random")
         for key, most in (("count", MAX_RANDOM_COUNT), ("max_elements", None)):
             number = random.get(key, 0)
@@ -419,24 +447,25 @@ def _suites(v: _Validator, node, spec_inputs, spec_outputs=()):
                 v.fail(random, key, f"suites.random.{key} must be a whole number >= 0"
                                     + (f" and <= {most}" if most else ""))
         for section in ("dims", "params"):
-            for name, sampler in (random.get(section) or {}).items():
+            for name, sampler in v.optional_mapping(random, section, "suites.random").items():
                 if isinstance(sampler, dict):
                     v.allow_keys(sampler, ["min", "max", "log"], f"suites.random.{section}.{name}")
                     v.require_keys(sampler, ["min", "max"], f"suites.random.{section}.{name}")
                     _sampler_range(v, sampler, f"suites.random.{section}.{name}")
                 elif isinstance(sampler, str):
                     v.expr(random[section], name, sampler, f"suites.random.{section}.{name}")
-        for i, cond in enumerate(random.get("where", []) or []):
+        for i, cond in enumerate(v.optional_list(random, "where", "suites.random")):
             v.expr(random["where"], None, cond, f"suites.random.where[{i}]")
-        for tname, dist in (random.get("values") or {}).items():
+        for tname, dist in v.optional_mapping(random, "values", "suites.random").items():
             if tname not in spec_inputs:
                 v.fail(random["values"], tname, f"suites.random: values names unknown input '{tname}'")
             _values(v, random["values"], tname, dist, f"suites.random values.{tname}")
     network = node.get("network")
     if network is not None:
+        v.mapping(node, "network", "suites")
         v.allow_keys(network, ["derivation", "cases"], "suites.network")
         v.require_keys(network, ["cases"], "suites.network")
-        for case in network["cases"]:
+        for case in v.optional_list(network, "cases", "suites.network"):
             _entry(v, case, "suites.network case", spec_inputs)
     boundary = node.get("boundary")
     if boundary is not None:
@@ -446,6 +475,7 @@ def _suites(v: _Validator, node, spec_inputs, spec_outputs=()):
             _entry(v, case, "suites.boundary case", spec_inputs)
     invalid = node.get("invalid")
     if invalid is not None:
+        v.mapping(node, "invalid", "suites")
         v.allow_keys(invalid, ["base"], "suites.invalid")
         v.require_keys(invalid, ["base"], "suites.invalid")
         _entry(v, invalid["base"], "suites.invalid.base", spec_inputs, need_name=False)

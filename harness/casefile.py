@@ -399,6 +399,9 @@ def _tensor_from_pb(case_path: Path, t: pb.Tensor, verify: bool) -> Tensor:
     shape = tuple(int(s) for s in t.shape)
     if any(s < 0 for s in shape):
         raise CaseFileError(f"{where}: negative dimension in shape {list(shape)}")
+    if math.prod(s for s in shape if s) * dtype.itemsize >= 2**63:
+        # numpy refuses such a shape even with no elements (a zero dimension among huge ones)
+        raise CaseFileError(f"{where}: shape {list(shape)} is too large for any array")
     storage = t.WhichOneof("storage")
     data = None
     if storage == "data":
@@ -450,7 +453,7 @@ def from_proto(msg: pb.Case, path: Path, verify: bool = True) -> Case:
         criteria[crit.output] = [Threshold(metric=t.metric, value=t.value, provenance=t.provenance,
                                            baseline=t.baseline, baseline_value=t.baseline_value,
                                            rate=t.rate, floor=t.floor, cap=t.cap) for t in crit.thresholds]
-    return Case(
+    case = Case(
         op=msg.op, suite=msg.suite, name=msg.name,
         params={k: _value_from_pb(v) for k, v in sorted(msg.params.items())},
         inputs={t.name: _tensor_from_pb(path, t, verify) for t in msg.inputs},
@@ -462,6 +465,21 @@ def from_proto(msg: pb.Case, path: Path, verify: bool = True) -> Case:
         note=msg.note, zero_golden_ok=msg.zero_golden_ok, dtype=msg.dtype,
         nondeterministic_sums=msg.nondeterministic_sums,
     )
+    _check_complete(case, path)
+    return case
+
+
+def _check_complete(case: Case, path: Path) -> None:
+    """Every input the call passes carries data (goldens may be missing: a case before
+    completion is readable, runner.run_loaded refuses to judge it); every threshold names a
+    known metric."""
+    from gen.spec import METRICS
+    missing = [t.name for t in case.inputs.values() if not t.absent and t.data is None]
+    if missing:
+        raise CaseFileError(f"{path}: input(s) {missing} carry no data (neither inline nor a sidecar)")
+    unknown = sorted({th.metric for thresholds in case.criteria.values() for th in thresholds} - set(METRICS))
+    if unknown:
+        raise CaseFileError(f"{path}: threshold(s) on unknown metric(s) {unknown} (known: {', '.join(METRICS)})")
 
 
 def load(path: str | os.PathLike, verify: bool = True) -> Case:

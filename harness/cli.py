@@ -203,6 +203,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     from concurrent.futures.process import BrokenProcessPool
 
     from gen.parallel import Task, write_all
+    from gen.registry import UnknownOp
     from gen.spec import SpecError, load_spec
     from harness.backend import BackendLoadError, load_backend, with_device
 
@@ -251,7 +252,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
                 write_all(tasks, jobs or 1, done)
             else:
                 _write_on_ray(tasks, done, address, resources)
-        except (SpecError, GenerationError, BackendLoadError) as exc:
+        except (SpecError, GenerationError, BackendLoadError, UnknownOp) as exc:   # UnknownOp: op no baseline knows
             raise InputError(str(exc)) from None
         except OSError as exc:
             raise click.ClickException(f"cannot write cases to {out_dir}: {exc}") from None

@@ -317,6 +317,10 @@ def run_loaded(case: Case, backend: Backend, result: CaseResult, options: RunOpt
     if not supported:
         result.status, result.message = SKIPPED, f"backend {backend.name} does not support {case.op} {case.dtype}"
         return result
+    no_golden = [n for n, t in case.outputs.items() if t.data is None] if case.expect == "ok" else []
+    if no_golden:
+        result.status, result.message = ERROR, f"the case carries no golden for {no_golden}: nothing to judge against"
+        return result
     request = request_for(case)
     before = _fingerprints(case)
     try:

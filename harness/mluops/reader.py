@@ -277,6 +277,8 @@ def _tensor_meta(where: str, name: str, message: pb.Tensor) -> MluTensor:
     source = next((s for s in VALUE_SOURCES if len(getattr(message, s))), None)
     if source is None:
         source = PATH if message.HasField("path") else RANDOM if message.HasField("random_data") else NO_DATA
+    if source == PATH and "\0" in message.path:
+        raise MluopsFormatError(f"{where}: path {message.path!r} holds a NUL byte; no file is named so")
     recipe = _recipe(where, message.random_data) if source == RANDOM and _element_count(shape) else None
     return MluTensor(name=name, mlu_id=message.id, shape=shape, dtype=DTYPES[dtype_name],
                      layout=layout_name(message.layout), source=source, random=recipe)
