@@ -13,9 +13,9 @@ exit 2 with an "Error:" line.  It fails the test when it
 Example counts: a small fixed number per format in CI (derandomized, so CI is reproducible);
 OPCASE_FUZZ_EXAMPLES=N runs N per format (the long run the README reports).
 OPCASE_FUZZ_FIGURES=FILE appends each format's figures to FILE as a JSON line.
-OPCASE_FUZZ_NEIGHBOURS=1 also plants inputs of the problems listed in issue 10 items 5-8
-(expression and size bombs, path traversal in names, a spec's reference naming any function),
-which the generators leave out by default.
+The generators also plant the hostile inputs of issue 10 items 5-8 (expression and size
+bombs, path traversal in names, a spec's reference naming any function);
+OPCASE_FUZZ_NEIGHBOURS=0 leaves them out.
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ DATA = Path(__file__).resolve().parent / "data"
 EXAMPLES = int(os.environ.get("OPCASE_FUZZ_EXAMPLES", "0") or 0)
 SECONDS_PER_INPUT = float(os.environ.get("OPCASE_FUZZ_SECONDS", "30"))
 FIGURES = os.environ.get("OPCASE_FUZZ_FIGURES")
-NEIGHBOURS = os.environ.get("OPCASE_FUZZ_NEIGHBOURS", "") not in ("", "0")
+NEIGHBOURS = os.environ.get("OPCASE_FUZZ_NEIGHBOURS", "1") not in ("", "0")
 
 # Absolute paths the mutators plant point here; nothing may appear in it.
 ESCAPE_DIR = Path(tempfile.gettempdir()) / "opcase-fuzz-escape"
