@@ -30,8 +30,8 @@ import numpy as np
 
 REL_SE_TARGET = 0.02
 FIRST_UNITS = 32
-# The golden values kept for the sample (float64 elements, all outputs): the sample's cap.
-CAPTURE_ELEMENTS = 1 << 22
+# The golden values kept for the sample (float64 elements, all outputs: 128 MiB): the sample's cap.
+CAPTURE_ELEMENTS = 1 << 24
 # Where output units alone can be compared, cases with more output elements than this sample
 # the baseline instead of computing it whole.
 SAMPLE_ABOVE_ELEMENTS = 1 << 20
@@ -53,29 +53,40 @@ class Units:
 
 
 class GoldenCapture:
-    """The float64 golden at the positions of a sample's units, filled from whole arrays or from
+    """The float64 golden at the positions of a sample's units, taken from whole arrays or from
     the pieces a streamed golden passes by (each a contiguous run of the C-ordered output)."""
 
     def __init__(self, units: Units, sample: np.ndarray, shapes: dict):
         self.sample = sample
-        self.values = {}
+        self._index = units.index(sample)
+        self._shapes = {name: tuple(shapes[name]) for name in self._index}
         self._positions = {}
-        for name, index in units.index(sample).items():
-            shape = tuple(shapes[name])
-            lead = np.broadcast_arrays(*index)
+        self.values = {}
+        for name, index in self._index.items():
+            lead = np.broadcast_shapes(*(np.shape(i) for i in index))
+            self.values[name] = np.empty(lead + self._shapes[name][len(index):], np.float64)
+
+    def add(self, name: str, start: int, block: np.ndarray) -> None:
+        """Take the sample's elements from ``block``, elements start.. of output ``name`` in C order."""
+        shape = self._shapes[name]
+        if start == 0 and block.size == int(np.prod(shape, dtype=np.int64)):
+            self.values[name][...] = np.reshape(block, shape)[self._index[name]]
+            return
+        flat, order = self._flat_positions(name)
+        lo, hi = np.searchsorted(flat, [start, start + block.size])
+        if lo < hi:
+            self.values[name].reshape(-1)[order[lo:hi]] = np.ravel(block)[flat[lo:hi] - start]
+
+    def _flat_positions(self, name: str):
+        """The sample's elements of output ``name`` as sorted flat positions, and where each goes."""
+        if name not in self._positions:
+            shape, lead = self._shapes[name], np.broadcast_arrays(*self._index[name])
             trailing = int(np.prod(shape[len(lead):], dtype=np.int64))
             base = np.ravel_multi_index(tuple(lead), shape[:len(lead)]) * trailing
             flat = (base[..., None] + np.arange(trailing)).reshape(-1)
             order = np.argsort(flat, kind="stable")
             self._positions[name] = (flat[order], order)
-            self.values[name] = np.empty(lead[0].shape + shape[len(lead):], np.float64)
-
-    def add(self, name: str, start: int, block: np.ndarray) -> None:
-        """Take the sample's elements from ``block``, elements start.. of output ``name`` in C order."""
-        flat, order = self._positions[name]
-        lo, hi = np.searchsorted(flat, [start, start + block.size])
-        if lo < hi:
-            self.values[name].reshape(-1)[order[lo:hi]] = np.ravel(block)[flat[lo:hi] - start]
+        return self._positions[name]
 
 
 def sample_order(units: Units, seed: int, shapes: dict) -> np.ndarray:
