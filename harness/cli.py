@@ -105,7 +105,7 @@ def main():
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed; every case is fixed by (spec, suite, seed).")
 @click.option("--select", default=None, help="Only cases whose name matches this regular expression.")
 @click.option("--max-size", "max_size", default=None, help="Skip cases whose tensors exceed this many bytes (e.g. 64MB); they are listed.")
-@click.option("--baseline", default=None, help="Backend for dynamic thresholds (default: the spec's, usually lowp).")
+@click.option("--baseline", default=None, help="Backend for dynamic thresholds (default: the spec's, mmcv as the docs say; lowp is stricter).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Generate cases in N worker processes.")
 @click.option("--device", default=None, help="Device for a torch --baseline: cpu, cuda, ...")

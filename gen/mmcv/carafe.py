@@ -61,7 +61,7 @@ def carafe_forward(inputs: dict, params: dict, out_shapes: dict | None = None) -
     image = inputs["input"]
     T = ScalarT(image.dtype)
     N, H, W, C = image.shape
-    x, taps = _forward_operands(inputs, k, G, s)
+    x, taps = _forward_operands(inputs, k, G, s, carrier=True)
     output = np.zeros((N, H, s, W, s, G, C // G), np.float32)
     if output.size:
         for n, a0, a1, b0, b1 in _blocks(N, H, W, s * s * C):
@@ -74,7 +74,7 @@ def carafe_forward_units(inputs: dict, params: dict, out_shapes: dict | None = N
     k, G, s = _params(params)
     N, H, W, _ = inputs["input"].shape
     T = ScalarT(inputs["input"].dtype)
-    x, taps = _forward_operands(inputs, k, G, s)
+    x, taps = _forward_operands(inputs, k, G, s, carrier=False)
 
     def values(units):
         blocks = [_forward_block(T, x, taps, k, n, i, i + 1, j, j + 1)
@@ -90,13 +90,16 @@ def _output_pixels(units, grid, s: int) -> tuple:
     return n, i * s + phase[:, None], j * s + phase[None, :]
 
 
-def _forward_operands(inputs: dict, k: int, G: int, s: int):
-    """input as [N, H, W, G, Cg] and mask as [N, H, s, W, s, G, k, k], in the float32 carrier."""
+def _forward_operands(inputs: dict, k: int, G: int, s: int, carrier: bool):
+    """input as [N, H, W, G, Cg] and mask as [N, H, s, W, s, G, k, k]: converted to the float32
+    carrier once (``carrier``: the whole kernel, faster), or views of the inputs themselves (a few
+    units of a network case, whose inputs may be many GB), which ScalarT converts as it reads
+    them, to the same values."""
     image, mask = inputs["input"], inputs["mask"]
     N, H, W, C = image.shape
-    x = image.astype(np.float32).reshape(N, H, W, G, C // G)
-    taps = mask.astype(np.float32).reshape(N, H, s, W, s, G, k, k)
-    return x, taps
+    if carrier:
+        image, mask = image.astype(np.float32), mask.astype(np.float32)
+    return image.reshape(N, H, W, G, C // G), mask.reshape(N, H, s, W, s, G, k, k)
 
 
 def _forward_block(T: ScalarT, x, taps, k, n, a0, a1, b0, b1) -> np.ndarray:
@@ -122,7 +125,7 @@ def carafe_backward(inputs: dict, params: dict, out_shapes: dict | None = None) 
     image = inputs["input"]
     T = ScalarT(image.dtype)
     N, H, W, C = image.shape
-    operands = _backward_operands(inputs, k, G, s)
+    operands = _BackwardOperands(inputs, k, G, s, carrier=True)
     grad_input = np.zeros((N, H, W, C), np.float32)
     grad_mask = np.zeros((N, H, s, W, s, G, k, k), np.float32)
     if grad_input.size:
@@ -140,7 +143,7 @@ def carafe_backward_units(inputs: dict, params: dict, out_shapes: dict | None = 
     k, G, s = _params(params)
     N, H, W, C = inputs["input"].shape
     T = ScalarT(inputs["input"].dtype)
-    operands = _backward_operands(inputs, k, G, s)
+    operands = _BackwardOperands(inputs, k, G, s, carrier=False)
 
     def index(units):
         n, i, j = np.unravel_index(units, (N, H, W))
@@ -157,25 +160,41 @@ def carafe_backward_units(inputs: dict, params: dict, out_shapes: dict | None = 
 
 
 class _BackwardOperands:
-    """The backward's inputs in the float32 carrier, shaped as its two kernels read them."""
+    """The backward's inputs shaped as its two kernels read them: in the float32 carrier, the
+    lane-major copies made once (``carrier``: the whole kernel), or as views of the inputs
+    themselves, lane-major block by block (a few units of a network case; see _forward_operands)."""
 
-    def __init__(self, inputs: dict, k: int, G: int, s: int):
+    def __init__(self, inputs: dict, k: int, G: int, s: int, carrier: bool):
         image, mask, grad_output = inputs["input"], inputs["mask"], inputs["grad_output"]
         N, H, W, C = image.shape
         Cg = C // G
-        self.s = s
-        self.grads = grad_output.astype(np.float32).reshape(N, H * s, W * s, G, Cg)
-        self.taps = mask.astype(np.float32).reshape(N, H * s, W * s, G, k, k)
+        if carrier:
+            image, mask, grad_output = (a.astype(np.float32) for a in (image, mask, grad_output))
+        self.s, self.grid = s, (H, W, G)
+        self.grads = grad_output.reshape(N, H * s, W * s, G, Cg)
+        self.taps = mask.reshape(N, H * s, W * s, G, k, k)
         # Lanes past the last channel keep their 0, and v + 0 is v (no lane sum is ever -0, since
         # each starts at +0): so a group of Cg < 32 channels needs only the first lanes, a power of two.
         self.lanes = WARP_SIZE if Cg >= WARP_SIZE else 1 << max(0, Cg - 1).bit_length()
         self.steps = -(-Cg // self.lanes)
-        self.x_lanes = _lane_major(image.astype(np.float32).reshape(N, H, W, G, Cg), self.steps, self.lanes)
-        self.grad_lanes = _lane_major(grad_output.astype(np.float32).reshape(N, H, s, W, s, G, Cg),
-                                      self.steps, self.lanes)
+        self._x = image.reshape(N, H, W, G, Cg)
+        self._grad = grad_output.reshape(N, H, s, W, s, G, Cg)
+        if carrier:
+            self._x, self._grad = self._lane_major(self._x), self._lane_major(self._grad)
+        self._lane_major_already = carrier
 
+    def _lane_major(self, values):
+        return _lane_major(values.astype(np.float32, copy=False), self.steps, self.lanes)
 
-_backward_operands = _BackwardOperands
+    def x_lanes(self, n: int, rows: slice, cols: slice) -> np.ndarray:
+        """input[n, rows, cols] as [rows, cols, G, steps, lanes]."""
+        block = self._x[n, rows, cols]
+        return block if self._lane_major_already else self._lane_major(block)
+
+    def grad_lanes(self, n: int, rows: slice, cols: slice) -> np.ndarray:
+        """grad_output of input pixels [rows, cols] of image n as [rows, s, cols, s, G, steps, lanes]."""
+        block = self._grad[n, rows, :, cols]
+        return block if self._lane_major_already else self._lane_major(block)
 
 
 def _grad_input_block(T: ScalarT, ops: _BackwardOperands, k, n, a0, a1, b0, b1) -> np.ndarray:
@@ -208,7 +227,7 @@ def _grad_input_block(T: ScalarT, ops: _BackwardOperands, k, n, a0, a1, b0, b1) 
 def _grad_mask_block(T: ScalarT, ops: _BackwardOperands, k, n, a0, a1, b0, b1) -> np.ndarray:
     """CARAFEBackward_Mask for the output pixels of input pixels [a0, a1) x [b0, b1) of image n:
     per warp, lane sums over strided channels, then the shuffle tree; [a1-a0, s, b1-b0, s, G, k, k]."""
-    _, H, W, G = ops.x_lanes.shape[:4]
+    H, W, G = ops.grid
     s, r = ops.s, (k - 1) // 2
     block = np.zeros((a1 - a0, s, b1 - b0, s, G, k, k), np.float32)
     for kh in range(k):
@@ -217,8 +236,9 @@ def _grad_mask_block(T: ScalarT, ops: _BackwardOperands, k, n, a0, a1, b0, b1) -
             j0, j1 = _inside(b0, b1, W, kw - r)
             if i0 >= i1 or j0 >= j1:
                 continue
-            window = ops.x_lanes[n, i0 + kh - r:i1 + kh - r, None, j0 + kw - r:j1 + kw - r, None]
-            grad = ops.grad_lanes[n, i0:i1, :, j0:j1]
+            window = ops.x_lanes(n, slice(i0 + kh - r, i1 + kh - r), slice(j0 + kw - r, j1 + kw - r))
+            window = window[:, None, :, None]
+            grad = ops.grad_lanes(n, slice(i0, i1), slice(j0, j1))
             lane = np.zeros(grad.shape[:-2] + (ops.lanes,), np.float32)
             for step in range(ops.steps):
                 lane = T.mac(lane, grad[..., step, :], window[..., step, :])
