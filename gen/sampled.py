@@ -30,8 +30,10 @@ import numpy as np
 
 REL_SE_TARGET = 0.02
 FIRST_UNITS = 32
-# The golden values kept for the sample (float64 elements, all outputs: 128 MiB): the sample's cap.
-CAPTURE_ELEMENTS = 1 << 24
+# The golden values kept for the sample (float64 elements, all outputs: 64 MiB, and twice that
+# for their positions in a streamed golden): the sample's cap.  deform_roi_pool's fpn_p2 needs
+# 512 of its 998 rois (12544 elements each) for 2 %.
+CAPTURE_ELEMENTS = 1 << 23
 # Where output units alone can be compared, cases with more output elements than this sample
 # the baseline instead of computing it whole.
 SAMPLE_ABOVE_ELEMENTS = 1 << 20
