@@ -117,7 +117,7 @@ def test_suites_catch_planted_bug(suites, request, op, compute):
 
 
 # Bugs the docs' rule accepts, and why that is right.  Each fails only cases that mmcv itself fails
-# (subnormal_half-float16, where mmcv's half products underflow: diff1 0.31 against the cap 3e-2),
+# (subnormal_half-float16, where mmcv's half products underflow: diff1 about 0.3 against the cap 3e-2),
 # and the stricter lowp policy (`--baseline lowp`) catches it.
 ACCEPTED_BY_THE_DOCS_RULE = [
     # mmcv's CARAFEForward accumulates the taps in at::Half: this is the reference interface's own
