@@ -152,8 +152,8 @@ def carafe_backward_units(inputs: dict, params: dict, out_shapes: dict | None = 
     def values(units):
         pixels = list(zip(*np.unravel_index(units, (N, H, W))))
         grad_input = [_grad_input_block(T, operands, k, n, i, i + 1, j, j + 1) for n, i, j in pixels]
-        grad_mask = [_grad_mask_block(T, operands, k, n, i, i + 1, j, j + 1) if C // G else
-                     np.zeros((1, s, 1, s, G, k, k), np.float32) for n, i, j in pixels]
+        grad_mask = [_grad_mask_pixel(T, operands, k, n, i, j) if C // G else
+                     np.zeros((s, s, G, k, k), np.float32) for n, i, j in pixels]
         return {"grad_input": T.result(np.reshape(grad_input, (len(units), C))),
                 "grad_mask": T.result(np.reshape(grad_mask, (len(units), s, s, G * k * k)))}
     return Units(N * H * W, index, values)
@@ -185,6 +185,11 @@ class _BackwardOperands:
 
     def _lane_major(self, values):
         return _lane_major(values.astype(np.float32, copy=False), self.steps, self.lanes)
+
+    def x_lanes_at(self, n: int, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """input[n, rows[t], cols[t]] as [t, G, steps, lanes]."""
+        points = self._x[n, rows, cols]
+        return points if self._lane_major_already else self._lane_major(points)
 
     def x_lanes(self, n: int, rows: slice, cols: slice) -> np.ndarray:
         """input[n, rows, cols] as [rows, cols, G, steps, lanes]."""
@@ -243,6 +248,25 @@ def _grad_mask_block(T: ScalarT, ops: _BackwardOperands, k, n, a0, a1, b0, b1) -
             for step in range(ops.steps):
                 lane = T.mac(lane, grad[..., step, :], window[..., step, :])
             block[i0 - a0:i1 - a0, :, j0 - b0:j1 - b0, :, :, kh, kw] = _warp_reduce(T, lane)
+    return block
+
+
+def _grad_mask_pixel(T: ScalarT, ops: _BackwardOperands, k, n, i, j) -> np.ndarray:
+    """_grad_mask_block for the one input pixel (i, j), all its taps inside the map at once (each
+    tap is its own warp, so this only batches independent sums): [s, s, G, k, k]."""
+    H, W, G = ops.grid
+    s, r = ops.s, (k - 1) // 2
+    block = np.zeros((s, s, G, k, k), np.float32)
+    taps = [(kh, kw) for kh in range(k) for kw in range(k) if 0 <= i + kh - r < H and 0 <= j + kw - r < W]
+    if not taps:
+        return block
+    kh, kw = (np.array(t) for t in zip(*taps))
+    window = ops.x_lanes_at(n, i + kh - r, j + kw - r)[:, None, None]          # [taps, 1, 1, G, steps, lanes]
+    grad = ops.grad_lanes(n, slice(i, i + 1), slice(j, j + 1))[0, :, 0]       # [s, s, G, steps, lanes]
+    lane = np.zeros((len(taps), s, s, G, ops.lanes), np.float32)
+    for step in range(ops.steps):
+        lane = T.mac(lane, grad[..., step, :], window[..., step, :])
+    block[..., kh, kw] = np.moveaxis(_warp_reduce(T, lane), 0, -1)
     return block
 
 
