@@ -174,7 +174,7 @@ def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
 @click.option("--select", default=None, help="Only cases whose name matches this regular expression.")
 @click.option("--max-size", "max_size", default=None, callback=_size_option,
               help="Skip cases whose tensors exceed this many bytes (e.g. 64MB); they are listed.")
-@click.option("--baseline", default=None, help="Backend for dynamic thresholds (default: the spec's, usually lowp).")
+@click.option("--baseline", default=None, help="Backend for dynamic thresholds (default: the spec's, mmcv as the docs say; lowp is stricter).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="Generate cases in N worker processes (default 1).")
 @click.option("--device", default=None, help="Device for a torch --baseline: cpu, cuda, ...")

@@ -36,12 +36,6 @@ _UNIQUE_PAIRS_CAP = 100
 # Largest block converted to float64 at once, so that the ~15 passes over a block run in cache.
 # On the 2-core dev VM, 100 M float32 pairs took 0.37 s in 128 Ki blocks and 0.74 s in 1 Mi.
 _CACHE_BLOCK_ELEMS = 1 << 17
-# np.vecdot calls BLAS ddot once per row of this many elements. OpenBLAS hands a dot product of
-# more than 10000 elements to its own threads; whole-block np.dot made the same run take 4.4 s
-# instead of 0.37 s on that VM. Rows this short stay on the calling thread.
-_DOT_ROW_ELEMS = 8192
-_ONES_ROW = np.ones(_DOT_ROW_ELEMS)
-
 _THRESHOLD_METRICS = ("diff1", "diff2", "diff3", "diff3_2")
 
 
@@ -168,9 +162,22 @@ class StreamingCompare:
         self._offset += golden.size
 
     def result(self) -> dict:
+        return _metrics(self._current())
+
+    def sums(self) -> dict:
+        """The sums and counts the metrics are ratios of: sum_abs_diff, sum_abs_golden, sum_sq_diff,
+        sum_sq_golden (each added exactly from fixed-order block sums), n_less, n_unequal, n and
+        nan_inf_mismatch; for estimators that combine them over samples (gen.sampled)."""
+        acc = self._current()
+        return {"sum_abs_diff": _exact_sum(acc.sum_abs_diff), "sum_abs_golden": _exact_sum(acc.sum_abs_golden),
+                "sum_sq_diff": _exact_sum(acc.sum_sq_diff), "sum_sq_golden": _exact_sum(acc.sum_sq_golden),
+                "n_less": acc.n_less, "n_unequal": acc.n_greater + acc.n_less, "n": acc.n,
+                "nan_inf_mismatch": acc.nan_inf_mismatch}
+
+    def _current(self) -> "_Accumulator":
         if self._accumulator is None:
-            return _metrics(_Accumulator(np.float64, np.float64, self._eps, 1, 0))
-        return _metrics(self._accumulator)
+            return _Accumulator(np.float64, np.float64, self._eps, 1, 0)
+        return self._accumulator
 
 
 class _Accumulator:
@@ -181,8 +188,9 @@ class _Accumulator:
         self._golden64 = np.empty(block_elems, dtype=np.float64)
         self._diff = np.empty(block_elems, dtype=np.float64)
         self._abs_diff = np.empty(block_elems, dtype=np.float64)
+        self._square = np.empty(block_elems, dtype=np.float64)
         self._mask = np.empty(block_elems, dtype=bool)
-        # Per-block partial sums, added exactly (math.fsum) at the end.
+        # Per-block partial sums (_fixed_order_sum), added exactly (math.fsum) at the end.
         self.sum_abs_diff: list[float] = []
         self.sum_sq_diff: list[float] = []
         self.sum_abs_golden: list[float] = []
@@ -264,16 +272,17 @@ class _Accumulator:
         """
         m = len(diff)
         abs_diff = np.abs(diff, out=self._abs_diff[:m])
-        sum_abs_diff = _blas_dot(abs_diff)
+        sum_abs_diff = _fixed_order_sum(abs_diff)
         abs_golden = np.abs(golden64, out=golden64)
-        sum_abs_golden = _blas_dot(abs_golden)
+        sum_abs_golden = _fixed_order_sum(abs_golden)
         if check_finite and not math.isfinite(sum_abs_diff + sum_abs_golden):
             return False
 
         self.sum_abs_diff.append(sum_abs_diff)
         self.sum_abs_golden.append(sum_abs_golden)
-        self.sum_sq_diff.append(_blas_dot(abs_diff, abs_diff))
-        self.sum_sq_golden.append(_blas_dot(abs_golden, abs_golden))
+        square = self._square[:m]
+        self.sum_sq_diff.append(_fixed_order_sum(np.multiply(abs_diff, abs_diff, out=square)))
+        self.sum_sq_golden.append(_fixed_order_sum(np.multiply(abs_golden, abs_golden, out=square)))
         block_max_abs = float(np.maximum.reduce(abs_diff))
         self.max_abs_err = max(self.max_abs_err, block_max_abs)
 
@@ -434,21 +443,18 @@ def _complex_key_hash(keys):
     return halves[0::2] ^ (halves[1::2] * np.uint64(0x9E3779B97F4A7C15))
 
 
-def _blas_dot(values, other=None) -> float:
-    """sum(values * other) over a 1-D float64 block; `other` defaults to ones, giving sum(values).
+def _fixed_order_sum(values) -> float:
+    """sum(values) of a 1-D contiguous float64 block, added in an order fixed by the code alone.
 
-    BLAS ddot is faster than np.add.reduce and accurate enough in float64; see _DOT_ROW_ELEMS.
+    np.add.reduce adds a contiguous float64 run pairwise, with eight scalar accumulators per
+    128-element leaf, whichever SIMD features the CPU has; BLAS ddot (used here before) picks a
+    kernel per CPU type, and OpenBLAS's kernels add in different orders, so sums over the same
+    block differed in their last bits between machines, and with them the dynamic thresholds.
+    The blocks are cut at fixed positions and their sums added exactly (math.fsum), so every
+    metric is a function of the two arrays alone.  tests/test_thresholds_policy.py checks it
+    under other OpenBLAS cores and with numpy's dispatched CPU features turned off.
     """
-    if not hasattr(np, "vecdot"):  # numpy < 2.0
-        return float(np.add.reduce(values if other is None else values * other))
-    rows = len(values) // _DOT_ROW_ELEMS
-    cut = rows * _DOT_ROW_ELEMS
-    head, tail = values[:cut].reshape(rows, _DOT_ROW_ELEMS), values[cut:]
-    if other is None:
-        other_head, other_tail = _ONES_ROW, _ONES_ROW[: len(tail)]
-    else:
-        other_head, other_tail = other[:cut].reshape(rows, _DOT_ROW_ELEMS), other[cut:]
-    return float(np.add.reduce(np.vecdot(head, other_head))) + float(np.vecdot(tail, other_tail))
+    return float(np.add.reduce(values))
 
 
 def _exact_sum(partials: list[float]) -> float:

@@ -42,11 +42,12 @@ TEST_SUITES = ("random", "boundary", "invalid")
 
 
 def generate(op: str, out_dir: Path, suites=TEST_SUITES, count: int = 12, seed: int = 0,
-             max_bytes: int = 64 << 20) -> Path:
-    """Generate `suites` of `op` into out_dir (skipping cases over max_bytes); return the op's directory."""
+             max_bytes: int = 64 << 20, baseline: str | None = None) -> Path:
+    """Generate `suites` of `op` into out_dir (skipping cases over max_bytes), with dynamic thresholds
+    from `baseline` (default: the spec's); return the op's directory."""
     from gen.generate import total_bytes
     spec = spec_for(op)
-    baseline = load_backend(spec.criteria.baseline) if spec.criteria.mode == "dynamic" else None
+    baseline = load_backend(baseline or spec.criteria.baseline) if spec.criteria.mode == "dynamic" else None
     generator = Generator(spec, baseline)
     for suite in suites:
         for plan in plan_suite(spec, suite, count, seed):

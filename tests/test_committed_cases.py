@@ -34,8 +34,8 @@ def test_committed_suite_is_current(tmp_path, monkeypatch):
 
 
 def _same_case(a: Path, b: Path) -> bool:
-    """Tensors bit for bit, everything else equal; dynamic thresholds to 1e-6 relative, since
-    the float32 baseline that sets them may sum in another order on another CPU."""
+    """Tensors bit for bit, everything else equal, thresholds too: the metrics that set them sum
+    in a fixed order (harness.metrics._fixed_order_sum), so they are the same bits on any CPU."""
     ca, cb = load(a), load(b)
     for kind in ("inputs", "outputs"):
         ta, tb = getattr(ca, kind), getattr(cb, kind)
@@ -55,7 +55,8 @@ def _same_case(a: Path, b: Path) -> bool:
         other = cb.criteria[output]
         if [t.metric for t in ths] != [t.metric for t in other]:
             return False
-        if any(abs(t.value - u.value) > 1e-6 * max(abs(t.value), abs(u.value)) for t, u in zip(ths, other)):
+        if any((t.value, t.baseline, t.provenance) != (u.value, u.baseline, u.provenance)
+               for t, u in zip(ths, other)):
             return False
     return True
 

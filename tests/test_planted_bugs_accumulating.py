@@ -1,11 +1,13 @@
 """carafe forward/backward, deform_roi_pool_forward and border_align_backward: the generated
-suites (random, boundary, invalid; dynamic thresholds from the lowp baseline) against
-planted bugs.
+suites (random, boundary, invalid; dynamic thresholds by the docs' rule, from the mmcv
+baseline) against planted bugs.
 
 Each buggy backend is an independent copy of the kernel (tests/planted_accumulating.py)
-with exactly one realistic bug; the suites must fail it in at least one case, while the
-built-in reference and lowp backends and the bug-free copies pass every case.  Every
-parameter check a spec can violate must be caught when a backend leaves it out.
+with exactly one realistic bug; the suites must fail it in at least one case that the
+reference interface (mmcv) itself passes, while the built-in reference and lowp backends and
+the bug-free copies pass every case.  The bugs the docs' rule accepts are listed apart, with
+why, and the stricter lowp policy must still catch them.  Every parameter check a spec can
+violate must be caught when a backend leaves it out.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import numpy as np
 import pytest
 
 import planted_accumulating as planted
-from conftest import assert_each_missing_check_caught, checked_backend, run_dir, statuses
+from conftest import assert_each_missing_check_caught, checked_backend, generate, run_dir, statuses
 from harness.backend import load_backend
 from harness.runner import ERROR, FAILED, FAILING
 
@@ -68,10 +70,6 @@ BUGS = [
                  id="carafe_forward-group_c_mod_G"),
     pytest.param("carafe_forward", planted.carafe_forward_compute(padding="clamp"),
                  id="carafe_forward-clamped_taps"),
-    pytest.param("carafe_forward", planted.carafe_forward_compute(acc="half"),
-                 id="carafe_forward-half_accumulation"),
-    pytest.param("carafe_forward", planted.carafe_forward_compute(rounding="toward_zero"),
-                 id="carafe_forward-round_toward_zero"),
     # carafe_backward
     pytest.param("carafe_backward", planted.carafe_backward_compute(grad_mask_group_sum=False),
                  id="carafe_backward-grad_mask_no_group_sum"),
@@ -100,13 +98,58 @@ BUGS = [
 ]
 
 
+def _reference_fails_too(result) -> bool:
+    """Whether every threshold a case failed is one the reference interface itself is over
+    (gen.generate: the docs' rule keeps the cap there and says so)."""
+    failed = [v for verdicts in result.thresholds.values() for v in verdicts if not v["passed"]]
+    return bool(failed) and all("the baseline itself is over the cap here" in v["provenance"] for v in failed)
+
+
 @pytest.mark.parametrize("op, compute", BUGS)
 def test_suites_catch_planted_bug(suites, request, op, compute):
     bug = request.node.callspec.id
     results = run_dir(suites(op), checked_backend(bug, compute))
     # A crash would be the copy's fault, not the suite catching the bug.
     assert not [r for r in results if r.status == ERROR], f"{bug}: the buggy copy crashed: {_summary(results)}"
-    assert [r for r in results if r.status == FAILED], f"{bug}: passed every case: {_summary(results)}"
+    # A case that mmcv fails as well catches nothing the reference interface does not do.
+    assert [r for r in results if r.status == FAILED and not _reference_fails_too(r)], \
+        f"{bug}: passed every case that mmcv passes: {_summary(results)}"
+
+
+# Bugs the docs' rule accepts, and why that is right.  Each fails only cases that mmcv itself fails
+# (subnormal_half-float16, where mmcv's half products underflow: diff1 about 0.3 against the cap 3e-2),
+# and the stricter lowp policy (`--baseline lowp`) catches it.
+ACCEPTED_BY_THE_DOCS_RULE = [
+    # mmcv's CARAFEForward accumulates the taps in at::Half: this is the reference interface's own
+    # arithmetic, whose error (kernel_35_full_window-float16: diff1 4.6e-3 over 1225 taps) sets the
+    # docs' threshold.  lowp's float32 threshold there (1.7e-3) fails it.
+    pytest.param("carafe_forward", planted.carafe_forward_compute(acc="half"),
+                 id="carafe_forward-half_accumulation"),
+    # Truncating the result instead of rounding it at most doubles the final rounding error, well
+    # within 10x mmcv's own half error; carafe's doc judges diff1 and diff2 only, not diff4's bias
+    # (border_align_backward's does, and catches truncation there: see below).  With lowp it
+    # failed subnormal_half only, which mmcv fails too.
+    pytest.param("carafe_forward", planted.carafe_forward_compute(rounding="toward_zero"),
+                 id="carafe_forward-round_toward_zero"),
+]
+
+
+@pytest.fixture(scope="module")
+def strict_suites(tmp_path_factory):
+    """random and boundary cases of carafe_forward with thresholds from lowp (the stricter policy)."""
+    return generate("carafe_forward", tmp_path_factory.mktemp("strict"), suites=("random", "boundary"),
+                    baseline="lowp")
+
+
+@pytest.mark.parametrize("op, compute", ACCEPTED_BY_THE_DOCS_RULE)
+def test_the_docs_rule_accepts_what_mmcv_does(suites, strict_suites, request, op, compute):
+    bug = request.node.callspec.id
+    results = run_dir(suites(op), checked_backend(bug, compute))
+    failed = [r for r in results if r.status in FAILING]
+    assert all(r.status == FAILED and _reference_fails_too(r) for r in failed), \
+        f"{bug}: fails a case that mmcv passes; move it back to BUGS: {_summary(results)}"
+    strict = run_dir(strict_suites, checked_backend(bug, compute))
+    assert [r for r in strict if r.status == FAILED], f"{bug}: lowp thresholds no longer catch it: {_summary(strict)}"
 
 
 def test_round_toward_zero_bias_is_caught_by_diff4(suites):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from gen.mmcv.half import F32, ScalarT, round_to_half
+from gen.sampled import Units
 
 # Rois per chunk are chosen so that the per-sample values [rois, PH, PW, C] stay near this size.
 _CHUNK_ELEMENTS = 1 << 20
@@ -108,6 +109,16 @@ def deform_roi_pool_forward(inputs: dict, params: dict, out_shapes: dict | None 
         part = slice(first, first + chunk)
         output[part] = _pool(features, rois[part], batch[part], None if offset is None else offset[part], params)
     return {"output": ScalarT(dtype).result(output)}
+
+
+def deform_roi_pool_forward_units(inputs: dict, params: dict, out_shapes: dict | None = None) -> Units:
+    """The forward by roi: each roi's bins are one thread's each, computed alone (gen.sampled)."""
+    def values(units):
+        chosen = {**inputs, "rois": inputs["rois"][units]}
+        if inputs.get("offset") is not None:
+            chosen["offset"] = inputs["offset"][units]
+        return deform_roi_pool_forward(chosen, params)
+    return Units(inputs["rois"].shape[0], lambda units: {"output": (np.asarray(units),)}, values)
 
 
 def _pool(features, rois, batch, offset, params) -> np.ndarray:

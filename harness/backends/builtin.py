@@ -7,7 +7,7 @@ reference, rounded once to the output dtype.  It defines correct.
 for float cases; half inputs promoted to float32, accumulated in float32 and rounded to
 half once at the end for half cases.  It makes no parameter checks of its own beyond
 the spec's (it is a baseline for accuracy, not an implementation of the interface) and
-is the default baseline of dynamic thresholds.
+is the stricter baseline of dynamic thresholds (the specs take mmcv, the docs' reference).
 """
 from __future__ import annotations
 

@@ -1,15 +1,17 @@
 """Time, disk and peak memory of `opcase gen --suite network`, kernel by kernel.
 
-    python tests/bench/bench_network_suite.py [--out DIR] [--keep] [SPEC ...]
+    python tests/bench/bench_network_suite.py [--out DIR] [--keep] [--baseline B] [SPEC ...]
 
-Runs `opcase gen SPEC --suite network -o OUT/<op>` for each spec (default: every committed
-spec) in a child process, then prints a Markdown table: cases, wall time, bytes on disk and
+Runs `opcase gen SPEC --suite network -o OUT/<op>` (this checkout's, whatever is installed)
+for each spec (default: every committed spec) in a child process, with the spec's baseline
+for dynamic thresholds unless --baseline names another, then prints a Markdown table: cases, wall time, bytes on disk and
 the child's peak RSS.  Each kernel's cases are deleted after measuring unless --keep, so
 the largest (carafe: tens of GB) never need to share the disk.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -20,13 +22,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def measure(spec: Path, out: Path) -> tuple[int, float, int, float]:
+def measure(spec: Path, out: Path, baseline: str | None) -> tuple[int, float, int, float]:
     wrapper = [sys.executable, "-c",
                "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True); "
                "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)",
-               "opcase", "gen", str(spec), "--suite", "network", "-o", str(out)]
+               sys.executable, "-m", "harness.cli", "gen", str(spec), "--suite", "network", "-o", str(out),
+               *(["--baseline", baseline] if baseline else [])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     start = time.perf_counter()
-    peak_kb = int(subprocess.run(wrapper, check=True, capture_output=True, text=True).stdout.split()[-1])
+    peak_kb = int(subprocess.run(wrapper, check=True, capture_output=True, text=True, env=env).stdout.split()[-1])
     seconds = time.perf_counter() - start
     files = [p for p in out.rglob("*") if p.is_file()]
     cases = sum(p.suffix == ".opcase" for p in files)
@@ -38,6 +42,7 @@ def main() -> None:
     parser.add_argument("specs", nargs="*")
     parser.add_argument("--out", default=None)
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--baseline", default=None, help="backend for dynamic thresholds (default: each spec's)")
     args = parser.parse_args()
     specs = [Path(s) for s in args.specs] or sorted((REPO / "specs").glob("*.yaml"))
     root = Path(args.out or tempfile.mkdtemp(prefix="opcase-network-", dir=Path.home()))
@@ -46,7 +51,7 @@ def main() -> None:
     totals = [0, 0.0, 0]
     for spec in specs:
         out = root / spec.stem
-        cases, seconds, size, rss = measure(spec, out)
+        cases, seconds, size, rss = measure(spec, out, args.baseline)
         totals = [totals[0] + cases, totals[1] + seconds, totals[2] + size]
         print(f"| {spec.stem} | {cases} | {seconds:.0f} s | {size / 1e9:.2f} GB | {rss:.2f} GB |", flush=True)
         if not args.keep:
