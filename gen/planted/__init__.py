@@ -1,5 +1,7 @@
 """Kernel-specific planted bugs, as data per kernel family: each module holds PLANTED
-({op: {bug name: compute}}) and CORRECT ({op: compute}, the same copy with no bug).
+({op: {bug name: compute}}), CORRECT ({op: compute}, the same copy with no bug) and optionally
+CONTROLS ({op: {name: compute}}: legitimate variants, such as another summation order, that
+every case must pass).
 
 A ``compute(request) -> {output: array}`` returns float64 results (or results already in the
 output dtype, for the bugs that round on their own); `opcase power` and the tests make it a
@@ -38,3 +40,9 @@ def correct(op: str):
     """The bug-free copy of ``op``'s kernel (a compute), or None."""
     module = _module(op)
     return getattr(module, "CORRECT", {}).get(op) if module else None
+
+
+def controls(op: str) -> dict:
+    """{name: compute} of ``op``'s kernel-specific controls (empty where there are none)."""
+    module = _module(op)
+    return dict(getattr(module, "CONTROLS", {}).get(op, {})) if module else {}

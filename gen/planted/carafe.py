@@ -106,6 +106,8 @@ def carafe_forward_compute(**bug):
         acc = np.float64
         if bug.get("acc") == "half" and x.dtype == np.float16:
             acc = np.float16
+        elif bug.get("acc") == "float32":
+            acc = np.float32
         out = carafe_forward(x, mask, k, G, s, **{**bug, "acc": acc})
         if rounding == "toward_zero":
             out = round_toward_zero(out, _out_dtype(request, "output"))
@@ -136,4 +138,10 @@ PLANTED = {
         "grad_mask_no_group_sum": carafe_backward_compute(grad_mask_group_sum=False),
         "mask_read_at_input": carafe_backward_compute(mask_at_input=True),
     },
+}
+
+# Not bugs: float32 accumulation tap after tap (the reference's own order is another), which
+# every case must pass.
+CONTROLS = {
+    "carafe_forward": {"float32_taps_in_sequence": carafe_forward_compute(acc="float32")},
 }
