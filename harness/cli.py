@@ -686,7 +686,7 @@ def power(paths, backend_spec, json_path, max_size, filter_text):
     click.echo(f"{len(files)} case file(s) in {time.monotonic() - started:.1f} s")
     if json_path:
         write_atomic(json_path, json.dumps(doc, indent=1, allow_nan=False) + "\n")
-    if doc["summary"]["nothing_judged"]:
+    if doc["summary"]["nothing_judged"] and not doc["base_problems"]:   # a failure outranks an empty run
         click.echo(f"exit status {EXIT_NOTHING_JUDGED}: the base {backend_spec} judged no case: nothing was measured",
                    err=True)
         sys.exit(EXIT_NOTHING_JUDGED)
