@@ -654,10 +654,10 @@ def power(paths, backend_spec, json_path, max_size, filter_text):
     Exit status: 0 every applicable generic mutant killed and every control passes; 1 a
     survivor, a failing control or a case the base fails; 2 usage or input error; 5 no case judged.
     """
-    import tempfile
+    import signal
 
     from harness.backend import BackendLoadError, load_backend
-    from harness.power import measure, table_lines
+    from harness.power import table_lines
     from harness.report import write_atomic
 
     if json_path is not None:
@@ -667,6 +667,31 @@ def power(paths, backend_spec, json_path, max_size, filter_text):
         base = load_backend(backend_spec)
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
+    # A SIGTERM unwinds like an exception, so the generated suites (up to GBs) are removed.
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    try:
+        doc, n_files, seconds = _measure_power(paths, specs, base, backend_spec, max_size, filter_text)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    for line in table_lines(doc):
+        click.echo(line)
+    click.echo(f"{n_files} case file(s) in {seconds:.1f} s")
+    if json_path:
+        write_atomic(json_path, json.dumps(doc, indent=1, allow_nan=False) + "\n")
+    if doc["summary"]["nothing_judged"] and not doc["base_problems"]:   # a failure outranks an empty run
+        click.echo(f"exit status {EXIT_NOTHING_JUDGED}: the base {backend_spec} judged no case: nothing was measured",
+                   err=True)
+        sys.exit(EXIT_NOTHING_JUDGED)
+    sys.exit(0 if doc["summary"]["ok"] else EXIT_FAILED)
+
+
+def _measure_power(paths, specs, base, backend_spec, max_size, filter_text):
+    """(report, case files, seconds) of `opcase power`: SPECs' default suites generated into a
+    temporary directory (removed after), then every case measured."""
+    import tempfile
+
+    from harness.power import measure
+
     with tempfile.TemporaryDirectory(prefix="opcase-power-") as generated:
         case_paths = [p for p in paths if p not in specs]
         if specs:
@@ -681,16 +706,7 @@ def power(paths, backend_spec, json_path, max_size, filter_text):
         started = time.monotonic()
         with _progress(len(files), "measuring") as advance:
             doc = measure(files, base, backend_spec, advance)
-    for line in table_lines(doc):
-        click.echo(line)
-    click.echo(f"{len(files)} case file(s) in {time.monotonic() - started:.1f} s")
-    if json_path:
-        write_atomic(json_path, json.dumps(doc, indent=1, allow_nan=False) + "\n")
-    if doc["summary"]["nothing_judged"] and not doc["base_problems"]:   # a failure outranks an empty run
-        click.echo(f"exit status {EXIT_NOTHING_JUDGED}: the base {backend_spec} judged no case: nothing was measured",
-                   err=True)
-        sys.exit(EXIT_NOTHING_JUDGED)
-    sys.exit(0 if doc["summary"]["ok"] else EXIT_FAILED)
+    return doc, len(files), time.monotonic() - started
 
 
 @main.group()

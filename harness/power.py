@@ -185,7 +185,7 @@ def table_lines(doc: dict) -> list[str]:
         if m["verdict"] == SURVIVED:
             label = "SURVIVED (planted)" if m["kind"] == PLANTED else "SURVIVED"
             lines.append(f"{label}  {m['kernel']}  {m['name']}: {m['what']}; passed all {m['judged']} case(s) it "
-                         f"changed; a case that kills it needs {m['needs']}")
+                         f"changed; to kill it a suite needs {m['needs']}")
     for c in doc["controls"]:
         if c["verdict"] == FAILED:
             shown = ", ".join(f"{f['case']} ({f['status']})" for f in c["failing_cases"])
