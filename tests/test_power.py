@@ -264,3 +264,30 @@ def test_spec_generates_the_default_suites_first(tmp_path):
     assert [k["kernel"] for k in doc["kernels"]] == ["masked_im2col_forward"]
     assert doc["kernels"][0]["cases"] > 30      # network, random, boundary and invalid
     assert result.exit_code == (0 if doc["summary"]["ok"] else 1), result.output
+
+
+def test_sigterm_removes_the_generated_suites(tmp_path):
+    """`opcase power SPEC` generates into a temporary directory; a SIGTERM must not leave it behind."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    process = subprocess.Popen([sys.executable, "-m", "harness.cli", "power", "specs/carafe_forward.yaml"], cwd=REPO,
+                               env={**os.environ, "TMPDIR": str(scratch)}, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        give_up = time.monotonic() + 120
+        while not list(scratch.glob("opcase-power-*/carafe_forward")) and time.monotonic() < give_up:
+            time.sleep(0.05)
+        assert list(scratch.glob("opcase-power-*")), "the suites were never generated"
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 128 + signal.SIGTERM, stderr
+    assert "Traceback" not in stderr
+    assert not list(scratch.glob("opcase-power-*"))
