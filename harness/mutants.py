@@ -12,8 +12,9 @@ the base's outputs for it (computed once per case and shared: never write into t
 ``call.run_base(request)`` the base's arithmetic on a transformed call.  An input-side bug is
 in the arithmetic, not in the checks: a kernel checks the call it was given, then computes
 another, so with the reference as base the transformed call is computed without the spec's
-checks (those were made on the real call); any other base makes its own checks on it.  A transformation that cannot be made on a
-call raises NotApplicable; one that changes nothing on a case is the identity there.
+checks (those were made on the real call); any other base makes its own checks on it.  A
+transformation that cannot be made on a call raises NotApplicable; one that changes nothing on
+a case is the identity there.
 """
 from __future__ import annotations
 
@@ -43,17 +44,13 @@ class Mutant:
     apply: Callable[["Call"], dict]
     applies_to: Callable[[object], str] = lambda case: ""   # why it does not apply to a case, or ''
 
-    def backend(self, base: Backend) -> Backend:
-        """This mutant as a backend of its own (each call computes the base afresh)."""
-        return Backend(name=self.name, origin=f"opcase power: {self.what} (from {base.name})",
-                       run=lambda request: self.apply(Call(request, base)), supports=base.supports)
-
 
 class Call:
     """One call of a mutant: the request, and the base's outputs for it, computed at most once."""
 
     def __init__(self, request: Request, base: Backend, base_outcome=None):
         self.request, self._base, self._outcome = request, base, base_outcome
+        self.base_name = base.name
 
     def base(self) -> dict:
         if self._outcome is None:
@@ -69,7 +66,7 @@ class Call:
         from harness.backends.builtin import _call, check_request
         spec = check_request(self.request)
         try:
-            if self._base.name == "reference":
+            if self.base_name == "reference":
                 produced = _call(request, np.float64, skip_checks={c.id for c in spec.checks})
             else:
                 produced = self._base.run(request)
@@ -127,7 +124,10 @@ def _float(array: np.ndarray) -> bool:
 # --------------------------------------------------------------------------- output side
 
 def _round_toward_zero(call: Call) -> dict:
+    """The reference's float64 result truncated (another base's result is already rounded)."""
     from harness.backends.builtin import _call
+    if call.base_name != "reference":
+        raise NotApplicable("needs the reference as base (its unrounded float64 result)")
     return _call(call.request, np.float64, rounding="toward_zero")
 
 
@@ -341,17 +341,12 @@ def mutants(spec, base_name: str) -> list[Mutant]:
     checks) and its planted bugs (gen.planted), in report order."""
     from gen import planted
 
-    found = []
-    if base_name == "reference":
-        found.append(Mutant("round_toward_zero", GENERIC, "round toward zero instead of to nearest",
-                            "outputs where an ulp is over the thresholds: subnormal ones (there an ulp is a large "
-                            "relative error), or a golden of one sign and diff4 among the criteria (the direction "
-                            "of the errors; diff1 and diff2's floors are above an ulp of a normal value)",
-                            _round_toward_zero))
-    else:
-        found.append(Mutant("round_toward_zero", GENERIC, "round toward zero instead of to nearest",
-                            "the unrounded float64 result, which only the reference base gives",
-                            lambda call: (_ for _ in ()).throw(NotApplicable("needs the reference as base"))))
+    found = [Mutant("round_toward_zero", GENERIC, "round toward zero instead of to nearest",
+                    "outputs where an ulp is over the thresholds: subnormal ones (there an ulp is a large "
+                    "relative error), or a golden of one sign and diff4 among the criteria (the direction "
+                    "of the errors; diff1 and diff2's floors are above an ulp of a normal value)"
+                    if base_name == "reference" else "the unrounded float64 result, which only the reference gives",
+                    _round_toward_zero)]
     found.append(Mutant("flush_subnormals", GENERIC, "float16/float32 subnormal inputs and outputs flushed to zero",
                         "outputs mostly subnormal (values near the dtype's smallest normal)", _flush_subnormals))
     for width in BLOCK_WIDTHS:
