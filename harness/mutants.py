@@ -397,7 +397,7 @@ def controls(spec) -> list[Mutant]:
     from gen import planted
 
     found = [
-        Mutant("float32_arithmetic", CONTROL, "the reference computed in float32 (the lowp backend's order)",
+        Mutant("float32_arithmetic", CONTROL, "the reference computed in float32 arithmetic (the lowp backend)",
                "a float output", _lowp),
         Mutant("double_rounding", CONTROL, "float64 rounded to float32, then to float16",
                "a float16 output not exact in float32", _rounded_twice),
