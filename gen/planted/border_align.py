@@ -13,15 +13,16 @@ def _out_dtype(request, name):
 
 
 def border_align_backward(grad_output, boxes, argmax_idx, P, H, W, *, stride_divisor="P",
-                          channel="border_major", far_start="x2y2"):
+                          channel="border_major", far_start="x2y2", acc=np.float64):
     """OPS.md border_align_backward: point = start + stride * argmax, its bilinear weights times
     grad_output scatter-added into grad_input[n, y, x, e*C + c].
 
     Bugs: stride_divisor "P+1" divides the sides by pool_size + 1; channel "channel_major"
-    writes channel c*4 + e; far_start "x1y1" starts bottom and right at (x1, y1).
+    writes channel c*4 + e; far_start "x1y1" starts bottom and right at (x1, y1).  Not a bug:
+    acc float32 adds each product, rounded to float32, in float32 in scatter order (as atomics do).
     """
     N, K, _, C = grad_output.shape
-    grad_input = np.zeros((N, H, W, 4 * C))
+    grad_input = np.zeros((N, H, W, 4 * C), dtype=acc)
     if grad_input.size == 0 or grad_output.size == 0:
         return grad_input
     divisor = P if stride_divisor == "P" else P + 1
@@ -38,7 +39,7 @@ def border_align_backward(grad_output, boxes, argmax_idx, P, H, W, *, stride_div
         step_y = np.stack([zero, sy, zero, -sy], axis=1)[..., None]
         index = argmax_idx[n].astype(np.float64)                               # [K, 4, C]
         rows, cols, weights = bilinear_corners(start_y + step_y * index, start_x + step_x * index, H, W)
-        values = weights * grad_output[n].astype(np.float64)
+        values = (weights * grad_output[n].astype(np.float64)).astype(acc)
         np.add.at(grad_input[n], (rows, cols, np.broadcast_to(chan, rows.shape)), values)
     return grad_input
 
@@ -66,4 +67,10 @@ PLANTED = {
         "round_toward_zero": border_align_backward_compute(rounding="toward_zero"),
         "far_borders_start_x1y1": border_align_backward_compute(far_start="x1y1"),
     },
+}
+
+# Not a bug: float32 atomics, each product added in scatter order (the reference's order is
+# another), which every case must pass.
+CONTROLS = {
+    "border_align_backward": {"float32_scatter_order": border_align_backward_compute(acc=np.float32)},
 }
