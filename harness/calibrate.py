@@ -16,7 +16,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from harness.metrics import _THRESHOLD_METRICS, json_float
-from harness.runner import FAILED, FAILING, MISTRUSTED, SKIPPED, STATUSES, CaseResult
+from harness.runner import (FAILING, MISTRUSTED, SKIPPED, STATUSES, CaseResult,
+                            fails_only_by_its_own_error_over_the_cap)
 
 # The metrics whose threshold is a bound on the value.  diff4's threshold is not: `passes`
 # ignores its size (the mlu-ops rule only asks whether every error leans one way).
@@ -63,7 +64,7 @@ def _headroom_entry(run: BackendRun, key: tuple[str, str, str], results: list[Ca
     failing: a finding's ratio is part of the picture; mistrusted cases prove nothing, and the
     cases over the docs' cap are listed apart)."""
     measured = [(h, r) for r in results if r.status not in (SKIPPED, MISTRUSTED)
-                and not (r.status == FAILED and _fails_only_by_its_own_error_over_the_cap(r, run.backend))
+                and not (fails_only_by_its_own_error_over_the_cap(r, run.backend))
                 for h in [headroom(r)] if h is not None]
     counts = Counter(r.status for r in results)
     entry = {"kernel": key[0], "dtype": key[1], "suite": key[2], "backend": run.backend,
@@ -75,15 +76,6 @@ def _headroom_entry(run: BackendRun, key: tuple[str, str, str], results: list[Ca
         entry.update(worst=json_float(worst), median=json_float(statistics.median(h[0] for h, _ in measured)),
                      worst_case=case.key, worst_metric=metric, worst_path=case.path)
     return entry
-
-
-def _fails_only_by_its_own_error_over_the_cap(result: CaseResult, backend: str) -> bool:
-    """Whether ``backend`` is the baseline that set this case's thresholds and fails only where
-    its own error is over the docs' cap: the docs' rule fails its own reference interface there
-    (the thresholds record it), which is a fact about the docs' rule, not a defect of a threshold."""
-    failing = [v for verdicts in result.thresholds.values() for v in verdicts if not v.get("passed", True)]
-    return bool(failing) and all(v.get("baseline") == backend and v.get("cap", 0.0) > 0
-                                 and v.get("baseline_value", 0.0) > v["cap"] for v in failing)
 
 
 def calibration(runs: list[BackendRun]) -> dict:
@@ -104,7 +96,7 @@ def calibration(runs: list[BackendRun]) -> dict:
             doc["not_covered"].append({"backend": run.backend, "kernel": kernel, "dtype": dtype, "suites": suites,
                                        "cases": sum(len(groups[(kernel, dtype, s)]) for s in suites)})
         for r in run.results:
-            if r.status == FAILED and _fails_only_by_its_own_error_over_the_cap(r, run.backend):
+            if fails_only_by_its_own_error_over_the_cap(r, run.backend):
                 doc["over_cap"].append({"backend": run.backend, "case": r.key, "path": r.path,
                                         "message": r.message.splitlines()[0] if r.message else ""})
             elif r.status in FAILING:

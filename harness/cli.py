@@ -754,6 +754,86 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text):
     sys.exit(0)
 
 
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--backend", "backend_spec", default="reference", show_default=True,
+              help="The base the mutants are made from (any --backend value of `opcase run`); it must pass "
+                   "the suite.")
+@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False),
+              help="Write the report (per kernel; every mutant and control with its verdict) as JSON.")
+@click.option("--max-size", "max_size", default="64MB", show_default=True, callback=_size_option,
+              help="With SPECs: the network cases generated are those up to this many bytes of tensors.")
+@click.option("--filter", "filter_text", default=None, help="Only cases whose OP/SUITE/NAME matches this regular expression.")
+def power(paths, backend_spec, json_path, max_size, filter_text):
+    """Measure a suite's power: the planted bugs it catches, and the right variants it passes.
+
+    \b
+    PATHS are case files or directories, or operator SPECs (YAML): their default suites
+    (network up to --max-size, random, boundary, invalid) are generated into a temporary
+    directory first.  Each kernel's cases are judged, as `opcase run` judges them, against
+    mutants of the base (generic planted bugs: rounding toward zero, flushed subnormals, a
+    dropped or copied last partial block, a repeated last row or column, batch n computed as
+    batch 0, accumulation in the tensor dtype, H and W swapped, an optional input ignored, an
+    int param off by one, each parameter check left out; and the kernel's own planted bugs)
+    and controls (legitimate variants that must pass).
+    Exit status: 0 every applicable generic mutant killed and every control passes; 1 a
+    survivor, a failing control or a case the base fails; 2 usage or input error; 5 no case judged.
+    """
+    import signal
+
+    from harness.backend import BackendLoadError, load_backend
+    from harness.power import table_lines
+    from harness.report import write_atomic
+
+    if json_path is not None:
+        _check_writable("--json", json_path)
+    specs = [p for p in paths if Path(p).suffix in (".yaml", ".yml")]
+    try:
+        base = load_backend(backend_spec)
+    except BackendLoadError as exc:
+        raise InputError(str(exc)) from None
+    # A SIGTERM unwinds like an exception, so the generated suites (up to GBs) are removed.
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    try:
+        doc, n_files, seconds = _measure_power(paths, specs, base, backend_spec, max_size, filter_text)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    for line in table_lines(doc):
+        click.echo(line)
+    click.echo(f"{n_files} case file(s) in {seconds:.1f} s")
+    if json_path:
+        write_atomic(json_path, json.dumps(doc, indent=1, allow_nan=False) + "\n")
+    if doc["summary"]["nothing_judged"] and not doc["base_problems"]:   # a failure outranks an empty run
+        click.echo(f"exit status {EXIT_NOTHING_JUDGED}: the base {backend_spec} judged no case: nothing was measured",
+                   err=True)
+        sys.exit(EXIT_NOTHING_JUDGED)
+    sys.exit(0 if doc["summary"]["ok"] else EXIT_FAILED)
+
+
+def _measure_power(paths, specs, base, backend_spec, max_size, filter_text):
+    """(report, case files, seconds) of `opcase power`: SPECs' default suites generated into a
+    temporary directory (removed after), then every case measured."""
+    import tempfile
+
+    from harness.power import measure
+
+    with tempfile.TemporaryDirectory(prefix="opcase-power-") as generated:
+        case_paths = [p for p in paths if p not in specs]
+        if specs:
+            missing = [p for p in specs if not Path(p).is_file()]
+            if missing:
+                raise InputError(f"no such spec: {', '.join(missing)}")
+            click.get_current_context().invoke(gen, specs=tuple(specs), suite_text="all", count=None, seed=0,
+                                               select=None, max_size=max_size, baseline=None, jobs=1, device=None,
+                                               out_dir=generated, descriptor=None)
+            case_paths.append(generated)
+        files = _run_files(case_paths, None, filter_text)
+        started = time.monotonic()
+        with _progress(len(files), "measuring") as advance:
+            doc = measure(files, base, backend_spec, advance)
+    return doc, len(files), time.monotonic() - started
+
+
 @main.group()
 def baseline():
     """Baselines for `opcase run --compare`: the last good run, changed only by `baseline update`."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import planted_accumulating as planted
+from gen.planted.deform_roi_pool import deform_roi_pool_compute
 from conftest import REPO, checked_backend
 from harness.calibrate import headroom, threshold_ratio
 from harness.casefile import find, load, save
@@ -21,7 +21,7 @@ COMMITTED = REPO / "cases"
 
 # A trusted implementation that is wrong: deform_roi_pool without mmcv's half-pixel alignment
 # (loadable as --backend test_calibrate:no_half_pixel_alignment: pytest puts tests/ on sys.path).
-no_half_pixel_alignment = checked_backend("no-half-pixel-alignment", planted.deform_roi_pool_compute(align=False))
+no_half_pixel_alignment = checked_backend("no-half-pixel-alignment", deform_roi_pool_compute(align=False))
 
 
 def _calibrate(*args):

@@ -2,7 +2,7 @@
 suites (random, boundary, invalid; dynamic thresholds by the docs' rule, from the mmcv
 baseline) against planted bugs.
 
-Each buggy backend is an independent copy of the kernel (tests/planted_accumulating.py)
+Each buggy backend is an independent copy of the kernel (gen/planted/, the data `opcase power` runs)
 with exactly one realistic bug; the suites must fail it in at least one case that the
 reference interface (mmcv) itself passes, while the built-in reference and lowp backends and
 the bug-free copies pass every case.  The bugs the docs' rule accepts are listed apart, with
@@ -14,19 +14,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import planted_accumulating as planted
+from gen.planted import correct, planted
+from gen.planted.border_align import border_align_backward_compute
+from harness.backends.builtin import round_toward_zero
 from conftest import assert_each_missing_check_caught, checked_backend, generate, run_dir, statuses
 from harness.backend import load_backend
 from harness.runner import ERROR, FAILED, FAILING
 
 OPS = ("carafe_forward", "carafe_backward", "deform_roi_pool_forward", "border_align_backward")
 
-CORRECT = {
-    "carafe_forward": planted.carafe_forward_compute(),
-    "carafe_backward": planted.carafe_backward_compute(),
-    "deform_roi_pool_forward": planted.deform_roi_pool_compute(),
-    "border_align_backward": planted.border_align_backward_compute(),
-}
+CORRECT = {op: correct(op) for op in OPS}
 
 
 def _failing(results) -> list:
@@ -62,40 +59,10 @@ def test_correct_copies_pass_every_case(suites, op):
 
 # ----------------------------------------------------------------------------- planted bugs
 
-BUGS = [
-    # carafe_forward
-    pytest.param("carafe_forward", planted.carafe_forward_compute(mask_order="wh"),
-                 id="carafe_forward-mask_order_kw_kh"),
-    pytest.param("carafe_forward", planted.carafe_forward_compute(group_of="mod"),
-                 id="carafe_forward-group_c_mod_G"),
-    pytest.param("carafe_forward", planted.carafe_forward_compute(padding="clamp"),
-                 id="carafe_forward-clamped_taps"),
-    # carafe_backward
-    pytest.param("carafe_backward", planted.carafe_backward_compute(grad_mask_group_sum=False),
-                 id="carafe_backward-grad_mask_no_group_sum"),
-    pytest.param("carafe_backward", planted.carafe_backward_compute(mask_at_input=True),
-                 id="carafe_backward-mask_read_at_input"),
-    # deform_roi_pool_forward
-    pytest.param("deform_roi_pool_forward", planted.deform_roi_pool_compute(align=False),
-                 id="deform_roi_pool-no_half_pixel_alignment"),
-    pytest.param("deform_roi_pool_forward", planted.deform_roi_pool_compute(grid_round="floor"),
-                 id="deform_roi_pool-adaptive_grid_floor"),
-    pytest.param("deform_roi_pool_forward", planted.deform_roi_pool_compute(zero_beyond_last=True),
-                 id="deform_roi_pool-zero_beyond_H_minus_1"),
-    pytest.param("deform_roi_pool_forward", planted.deform_roi_pool_compute(offset_unit="bin"),
-                 id="deform_roi_pool-offset_times_bin_size"),
-    pytest.param("deform_roi_pool_forward", planted.deform_roi_pool_compute(offset_xy=(1, 0)),
-                 id="deform_roi_pool-offset_xy_swapped"),
-    # border_align_backward
-    pytest.param("border_align_backward", planted.border_align_backward_compute(stride_divisor="P+1"),
-                 id="border_align_backward-stride_over_P_plus_1"),
-    pytest.param("border_align_backward", planted.border_align_backward_compute(channel="channel_major"),
-                 id="border_align_backward-channel_c4_plus_e"),
-    pytest.param("border_align_backward", planted.border_align_backward_compute(rounding="toward_zero"),
-                 id="border_align_backward-round_toward_zero"),
-    pytest.param("border_align_backward", planted.border_align_backward_compute(far_start="x1y1"),
-                 id="border_align_backward-far_borders_start_x1y1"),
-]
+# Bugs the docs' rule accepts (ACCEPTED_BY_THE_DOCS_RULE below, with why): kernel, name in gen.planted.
+ACCEPTED_NAMES = {("carafe_forward", "half_accumulation"), ("carafe_forward", "round_toward_zero")}
+BUGS = [pytest.param(op, compute, id=f"{op}-{name}") for op in OPS for name, compute in planted(op).items()
+        if (op, name) not in ACCEPTED_NAMES]
 
 
 def _reference_fails_too(result) -> bool:
@@ -119,19 +86,14 @@ def test_suites_catch_planted_bug(suites, request, op, compute):
 # Bugs the docs' rule accepts, and why that is right.  Each fails only cases that mmcv itself fails
 # (subnormal_half-float16, where mmcv's half products underflow: diff1 about 0.3 against the cap 3e-2),
 # and the stricter lowp policy (`--baseline lowp`) catches it.
-ACCEPTED_BY_THE_DOCS_RULE = [
-    # mmcv's CARAFEForward accumulates the taps in at::Half: this is the reference interface's own
-    # arithmetic, whose error (kernel_35_full_window-float16: diff1 4.6e-3 over 1225 taps) sets the
-    # docs' threshold.  lowp's float32 threshold there (1.7e-3) fails it.
-    pytest.param("carafe_forward", planted.carafe_forward_compute(acc="half"),
-                 id="carafe_forward-half_accumulation"),
-    # Truncating the result instead of rounding it at most doubles the final rounding error, well
-    # within 10x mmcv's own half error; carafe's doc judges diff1 and diff2 only, not diff4's bias
-    # (border_align_backward's does, and catches truncation there: see below).  With lowp it
-    # failed subnormal_half only, which mmcv fails too.
-    pytest.param("carafe_forward", planted.carafe_forward_compute(rounding="toward_zero"),
-                 id="carafe_forward-round_toward_zero"),
-]
+# mmcv's CARAFEForward accumulates the taps in at::Half: this is the reference interface's own
+# arithmetic, whose error (kernel_35_full_window-float16: diff1 4.6e-3 over 1225 taps) sets the
+# docs' threshold.  lowp's float32 threshold there (1.7e-3) fails it.
+# Truncating the result instead of rounding it at most doubles the final rounding error, well
+# within 10x mmcv's own half error; carafe's doc judges diff1 and diff2 only, not diff4's bias
+# (border_align_backward's does, and catches truncation there: see below).  With lowp it
+# failed subnormal_half only, which mmcv fails too.
+ACCEPTED_BY_THE_DOCS_RULE = [pytest.param(op, planted(op)[name], id=f"{op}-{name}") for op, name in sorted(ACCEPTED_NAMES)]
 
 
 @pytest.fixture(scope="module")
@@ -152,11 +114,13 @@ def test_the_docs_rule_accepts_what_mmcv_does(suites, strict_suites, request, op
     assert [r for r in strict if r.status == FAILED], f"{bug}: lowp thresholds no longer catch it: {_summary(strict)}"
 
 
+
+
 def test_round_toward_zero_bias_is_caught_by_diff4(suites):
     """Truncation stays within an ulp, far below diff1/diff2's thresholds; only diff4 (the
     direction of the errors) sees it, in a case whose golden has one sign throughout."""
     results = run_dir(suites("border_align_backward"),
-                      checked_backend("truncating", planted.border_align_backward_compute(rounding="toward_zero")))
+                      checked_backend("truncating", border_align_backward_compute(rounding="toward_zero")))
     by_diff4 = [r.key for r in results if r.status == FAILED and "diff4" in _failed_metrics(r)]
     assert by_diff4, f"no case fails truncation by diff4: {_summary(results)}"
 
@@ -164,12 +128,12 @@ def test_round_toward_zero_bias_is_caught_by_diff4(suites):
 def test_round_toward_zero_is_only_a_bias():
     """The planted rounding is what it claims: toward zero, at most one ulp from nearest."""
     a = np.array([1.0 + 2.0 ** -12, -(1.0 + 2.0 ** -12), 1.0 - 2.0 ** -13, 7e4, np.inf, -np.inf, np.nan, 0.0])
-    t = planted.round_toward_zero(a, np.float16)
+    t = round_toward_zero(a, np.float16)
     assert t.dtype == np.float16
     assert t[0] == 1.0 and t[1] == -1.0 and t[2] == np.nextafter(np.float16(1.0), np.float16(0))
     assert t[3] == np.finfo(np.float16).max and t[4] == np.inf and t[5] == -np.inf and np.isnan(t[6]) and t[7] == 0
     finite = np.random.default_rng(0).normal(size=1000)
-    assert np.all(np.abs(planted.round_toward_zero(finite, np.float32).astype(np.float64)) <= np.abs(finite))
+    assert np.all(np.abs(round_toward_zero(finite, np.float32).astype(np.float64)) <= np.abs(finite))
 
 
 # ----------------------------------------------------------------------------- parameter checks

@@ -7,6 +7,7 @@ import pytest
 
 from conftest import CONFORMANCE, assert_each_missing_check_caught, checked_backend, run_dir, statuses
 from gen.ops import masked_im2col, psamask
+from gen.planted import correct, planted
 from harness.runner import FAILING
 
 MMCV = CONFORMANCE / "mmcv"
@@ -119,81 +120,20 @@ def test_masked_im2col_matches_slow_loop(C, H, W, kh, kw, ph, pw):
 
 # ----------------------------------------------------------------------------- planted bugs
 
-def _psamask_variant(half=lambda m: (m - 1) // 2, swap_types=False, zero_fill=True):
-    """A copy of the psamask reference with knobs for realistic bugs."""
-    def forward(request):
-        x = request.inputs["x"].astype(np.float64)
-        p = request.params
-        hm, wm = p["h_mask"], p["w_mask"]
-        collect = (p["psa_type"] == 0) != swap_types
-        N, H, W, _ = x.shape
-        y = np.zeros((N, H, W, H * W)) if zero_fill else np.random.default_rng(0).uniform(0.5, 4, (N, H, W, H * W))
-        y5, x5 = y.reshape(N, H, W, H, W), x.reshape(N, H, W, hm, wm)
-        hh, hw = half(hm), half(wm)
-        for h in range(H):
-            for w in range(W):
-                for hidx in range(max(0, hh - h), min(hm, H + hh - h)):
-                    fh = h + hidx - hh
-                    ws = range(max(0, hw - w), min(wm, W + hw - w))
-                    fws = [w + widx - hw for widx in ws]
-                    if collect:
-                        y5[:, h, w, fh, fws] = x5[:, h, w, hidx, list(ws)]
-                    else:
-                        y5[:, fh, fws, h, w] = x5[:, h, w, hidx, list(ws)]
-        return {"y": y}
-    return forward
-
-
-def _im2col_variant(pad_sign=1, clamp=False, zero_fill=True):
-    def forward(request):
-        f = request.inputs["feature"].astype(np.float64)
-        p = request.params
-        kh, kw, ph, pw = p["kernel_h"], p["kernel_w"], pad_sign * p["pad_h"], pad_sign * p["pad_w"]
-        mh, mw = request.inputs["mask_h_idx"], request.inputs["mask_w_idx"]
-        _, C, H, W = f.shape
-        shape = (C, kh, kw, len(mh))
-        cols = np.zeros(shape) if zero_fill else np.random.default_rng(0).uniform(0.5, 4, shape)
-        for i in range(kh):
-            for j in range(kw):
-                r, c = mh - ph + i, mw - pw + j
-                inside = (r >= 0) & (r < H) & (c >= 0) & (c < W)
-                if clamp:
-                    cols[:, i, j, :] = f[0][:, np.clip(r, 0, H - 1), np.clip(c, 0, W - 1)]
-                else:
-                    cols[:, i, j, inside] = f[0][:, r[inside], c[inside]]
-        return {"data_col": cols.reshape(C * kh * kw, len(mh))}
-    return forward
-
-
-def _psamask_backward_variant(swap_types=False):
-    def backward(request):
-        dy = request.inputs["dy"].astype(np.float64)
-        p = dict(request.params)
-        if swap_types:
-            p["psa_type"] = 1 - p["psa_type"]
-        return psamask.backward({"dy": dy}, p)
-    return backward
-
-
 def _fails(results) -> bool:
     return any(r.status in FAILING for r in results)
 
 
 def test_correct_copies_pass(suites):
-    for op, fn in (("psamask_forward", _psamask_variant()), ("masked_im2col_forward", _im2col_variant())):
+    for op in ("psamask_forward", "masked_im2col_forward"):
+        fn = correct(op)
         results = run_dir(suites(op), checked_backend("copy", fn))
         assert not _fails(results), statuses(results)
 
 
-@pytest.mark.parametrize("op, bug, fn", [
-    ("psamask_forward", "half-mask m//2 for even masks", _psamask_variant(half=lambda m: m // 2)),
-    ("psamask_forward", "COLLECT and DISTRIBUTE swapped", _psamask_variant(swap_types=True)),
-    ("psamask_forward", "no zero fill", _psamask_variant(zero_fill=False)),
-    ("psamask_backward", "COLLECT and DISTRIBUTE swapped", _psamask_backward_variant(swap_types=True)),
-    ("masked_im2col_forward", "pad sign flipped", _im2col_variant(pad_sign=-1)),
-    ("masked_im2col_forward", "out-of-map taps clamped", _im2col_variant(clamp=True)),
-    ("masked_im2col_forward", "no zero fill", _im2col_variant(zero_fill=False)),
-])
+@pytest.mark.parametrize("op, bug, fn", [(op, bug, fn) for op in ("psamask_forward", "psamask_backward",
+                                                                    "masked_im2col_forward")
+                                            for bug, fn in planted(op).items()])
 def test_suites_catch_planted_bug(suites, op, bug, fn):
     results = run_dir(suites(op), checked_backend(bug, fn))
     failing = [r for r in results if r.status == "failed"]

@@ -2,6 +2,7 @@
 venv, with the repository nowhere on the path, it generates cases and judges the committed suite."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -102,3 +103,11 @@ def test_installed_opcase_passes_the_committed_suite(installed, tmp_path):
     summary = SUMMARY.search(done.stdout)
     committed = len(list((REPO / "cases").rglob("*.opcase")))
     assert summary and summary[1] == summary[2] == str(committed), done.stdout[-2000:]
+
+
+def test_installed_opcase_power_runs_the_planted_bugs(installed, tmp_path):
+    """The kernel-specific planted bugs are data inside the wheel (gen/planted), not only in tests/."""
+    run([installed / "opcase", "power", REPO / "cases" / "psamask_forward", "--json", "power.json"], cwd=tmp_path)
+    doc = json.loads((tmp_path / "power.json").read_text())
+    planted = {m["name"]: m["verdict"] for m in doc["mutants"] if m["kind"] == "planted"}
+    assert planted and set(planted.values()) == {"killed"}, planted

@@ -1,0 +1,71 @@
+"""deform_roi_pool_forward: an independent copy of the kernel, one bin at a time (written from
+OPS.md, not from gen/ops), with knobs that plant one realistic bug each."""
+from __future__ import annotations
+
+import numpy as np
+
+from gen.planted.bilinear import bilinear_corners
+
+
+def deform_roi_pool(features, rois, offset, PH, PW, scale, ratio, gamma, *, align=True, grid_round="ceil",
+                    zero_beyond_last=False, offset_unit="roi", offset_xy=(0, 1)):
+    """OPS.md deform_roi_pool_forward, one bin at a time.
+
+    Bugs: align False drops the -0.5; grid_round "floor" for sampling_ratio 0;
+    zero_beyond_last (see bilinear_corners); offset_unit "bin" scales the shift by the bin
+    size; offset_xy (1, 0) takes channel 1 for x and channel 0 for y.
+    """
+    B, H, W, C = features.shape
+    R = rois.shape[0]
+    out = np.zeros((R, PH, PW, C))
+    if out.size == 0 or H == 0 or W == 0:
+        return out
+    features = features.astype(np.float64)
+    rounding = np.ceil if grid_round == "ceil" else np.floor
+    half = 0.5 if align else 0.0
+    for r, (batch, x1, y1, x2, y2) in enumerate(rois.astype(np.float64)):
+        image = features[int(batch)]
+        start_w, start_h = x1 * scale - half, y1 * scale - half
+        roi_w, roi_h = (x2 * scale - half) - start_w, (y2 * scale - half) - start_h
+        bin_h, bin_w = roi_h / PH, roi_w / PW
+        grid_h = ratio if ratio > 0 else max(int(rounding(roi_h / PH)), 0)
+        grid_w = ratio if ratio > 0 else max(int(rounding(roi_w / PW)), 0)
+        iy = (np.arange(grid_h) + 0.5)[:, None] * bin_h / max(grid_h, 1)
+        ix = (np.arange(grid_w) + 0.5)[None, :] * bin_w / max(grid_w, 1)
+        unit_w, unit_h = (roi_w, roi_h) if offset_unit == "roi" else (bin_w, bin_h)
+        for ph in range(PH):
+            for pw in range(PW):
+                sh, sw = start_h, start_w
+                if offset is not None:
+                    sw += gamma * unit_w * float(offset[r, offset_xy[0], ph, pw])
+                    sh += gamma * unit_h * float(offset[r, offset_xy[1], ph, pw])
+                y = np.broadcast_to(sh + ph * bin_h + iy, (grid_h, grid_w))
+                x = np.broadcast_to(sw + pw * bin_w + ix, (grid_h, grid_w))
+                rows, cols, weights = bilinear_corners(y, x, H, W, zero_beyond_last=zero_beyond_last)
+                total = (image[rows, cols] * weights[..., None]).sum(axis=(0, 1, 2))
+                out[r, ph, pw] = total / max(grid_h * grid_w, 1)
+    return out
+
+
+def deform_roi_pool_compute(**bug):
+    def compute(request):
+        p = request.params
+        i = request.inputs
+        out = deform_roi_pool(i["input"], i["rois"], i.get("offset"), int(p["pooled_height"]),
+                              int(p["pooled_width"]), float(p["spatial_scale"]), int(p["sampling_ratio"]),
+                              float(p["gamma"]), **bug)
+        return {"output": out}
+    return compute
+
+
+CORRECT = {"deform_roi_pool_forward": deform_roi_pool_compute()}
+
+PLANTED = {
+    "deform_roi_pool_forward": {
+        "no_half_pixel_alignment": deform_roi_pool_compute(align=False),
+        "adaptive_grid_floor": deform_roi_pool_compute(grid_round="floor"),
+        "zero_beyond_H_minus_1": deform_roi_pool_compute(zero_beyond_last=True),
+        "offset_times_bin_size": deform_roi_pool_compute(offset_unit="bin"),
+        "offset_xy_swapped": deform_roi_pool_compute(offset_xy=(1, 0)),
+    },
+}

@@ -1,0 +1,214 @@
+"""A suite's power: how many planted bugs its cases catch, and whether the legitimate variants pass.
+
+Every case is loaded once and judged as `opcase run` judges it (harness.runner.run_loaded):
+first with the base backend, then with each mutant and control of its kernel (harness.mutants)
+whose outputs differ from the base's on that case.  A mutant is *killed* when some case fails it
+(failed, wrongly-accepted, wrongly-rejected, error); it *survives* when it changed the outputs of
+some case and every such case passed; it is *not applicable* when it changed no case (the suite
+has no case it can act on: no partial block, no N > 1), with the reason.  A control *fails* when
+any case fails it: a defect of the suite, whose thresholds reject a right kernel.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from harness.backend import Backend
+from harness.mutants import CHECKS, CONTROL, GENERIC, PLANTED, Call, Mutant, NotApplicable, controls, mutants, \
+    outcome, same_outcome
+from harness.runner import (FAILING, SKIPPED, fails_only_by_its_own_error_over_the_cap, new_result, request_for,
+                            run_loaded)
+
+# How many failing cases a killed mutant or a failing control lists.
+_SHOWN = 3
+KILLED, SURVIVED, NOT_APPLICABLE, PASSED, FAILED = "killed", "survived", "n/a", "passed", "failed"
+
+
+@dataclass
+class Tally:
+    """One mutant (or control) of one kernel over the suite."""
+    kernel: str
+    mutant: Mutant
+    judged: int = 0                                   # cases whose outputs it changed, judged
+    failing: list = field(default_factory=list)       # (case key, status) of the cases that fail it
+    unchanged: int = 0                                # cases where it is the identity
+    reasons: Counter = field(default_factory=Counter)  # why it could not be made, per case
+    over_cap: list = field(default_factory=list)      # a control's cases over the docs' cap (harness.runner)
+
+    @property
+    def verdict(self) -> str:
+        if self.mutant.kind == CONTROL:
+            return FAILED if self.failing else PASSED if self.judged else NOT_APPLICABLE
+        return KILLED if self.failing else SURVIVED if self.judged else NOT_APPLICABLE
+
+    def doc(self) -> dict:
+        m = self.mutant
+        entry = {"kernel": self.kernel, "name": m.name, "kind": m.kind, "what": m.what, "verdict": self.verdict,
+                 "judged": self.judged, "failing": len(self.failing),
+                 "failing_cases": [{"case": k, "status": s} for k, s in self.failing[:_SHOWN]]}
+        if self.over_cap:
+            entry["over_cap"] = self.over_cap[:_SHOWN]
+        if self.verdict == NOT_APPLICABLE:
+            entry["reason"] = self.reason()
+        if self.verdict == SURVIVED:
+            entry["needs"] = self.mutant.needs
+        return entry
+
+    def reason(self) -> str:
+        why = f"no case has {self.mutant.needs}"
+        if self.reasons:
+            text, n = self.reasons.most_common(1)[0]
+            why += f" ({n} case(s): {text})"
+        return why
+
+
+def _capturing(base: Backend, captured: dict) -> Backend:
+    """The base, keeping what its call did (outputs or exception) for the mutants to start from."""
+    def run(request):
+        captured["outcome"] = result = outcome(lambda: base.run(request))
+        if result[0] == "raised":
+            raise result[1]
+        return result[1]
+    return Backend(name=base.name, origin=base.origin, run=run, supports=base.supports)
+
+
+def _replay(name: str, result) -> Backend:
+    """A backend that returns what a mutant computed (so each is computed once per case)."""
+    def run(request):
+        if result[0] == "raised":
+            raise result[1]
+        return result[1]
+    return Backend(name=name, origin="opcase power", run=run)
+
+
+def measure(files: list[Path], base: Backend, base_spec: str,
+            on_case: Callable[[str], None] = lambda key: None) -> dict:
+    """Run the base, every mutant and every control of each case's kernel on ``files``; the report."""
+    from gen.registry import spec_for
+    from harness.casefile import CaseFileError, load
+
+    tallies: dict[str, list[Tally]] = {}
+    cases: Counter = Counter()
+    base_problems = []
+    for path in files:
+        try:
+            case = load(path)
+        except CaseFileError as exc:
+            base_problems.append({"case": str(path), "status": "error", "message": str(exc)})
+            continue
+        if case.op not in tallies:
+            spec = spec_for(case.op)
+            tallies[case.op] = [Tally(case.op, m) for m in mutants(spec, base.name) + controls(spec)]
+        captured: dict = {}
+        base_result = run_loaded(case, _capturing(base, captured), new_result(path, base_spec))
+        on_case(base_result.key)
+        if base_result.status in FAILING or base_result.status == SKIPPED or "outcome" not in captured:
+            # Nothing can be measured against a base that does not pass the case.
+            if base_result.status != SKIPPED:
+                base_problems.append({"case": base_result.key, "status": base_result.status,
+                                      "message": base_result.message.splitlines()[0] if base_result.message else ""})
+            continue
+        cases[case.op] += 1
+        for tally in tallies[case.op]:
+            _judge(tally, case, path, base, captured["outcome"], base_spec)
+    return report(tallies, cases, base_spec, base_problems)
+
+
+def _judge(tally: Tally, case, path: Path, base: Backend, base_outcome, base_spec: str) -> None:
+    why = tally.mutant.applies_to(case)
+    if why:
+        tally.reasons[why] += 1
+        return
+    try:
+        result = outcome(lambda: tally.mutant.apply(Call(request_for(case), base, base_outcome)))
+    except NotApplicable as exc:
+        tally.reasons[str(exc)] += 1
+        return
+    if same_outcome(result, base_outcome):
+        tally.unchanged += 1
+        return
+    judged = run_loaded(case, _replay(tally.mutant.name, result),
+                        new_result(path, f"{base_spec} ({tally.mutant.name})"))
+    tally.judged += 1
+    if tally.mutant.backend and fails_only_by_its_own_error_over_the_cap(judged, tally.mutant.backend):
+        # The control is the baseline that set this case's thresholds, and its own error is over
+        # the docs' cap here: the docs' rule fails its reference interface, not the suite its control.
+        tally.over_cap.append(judged.key)
+    elif judged.status in FAILING:
+        tally.failing.append((judged.key, judged.status))
+
+
+def report(tallies: dict[str, list[Tally]], cases: Counter, base_spec: str, base_problems: list) -> dict:
+    """The power report (README: Measuring a suite's power)."""
+    doc = {"base": base_spec, "kernels": [], "mutants": [], "controls": [], "base_problems": base_problems}
+    for kernel in sorted(tallies):
+        rows = tallies[kernel]
+        generic = [t for t in rows if t.mutant.kind in (GENERIC, CHECKS)]
+        planted = [t for t in rows if t.mutant.kind == PLANTED]
+        ctrl = [t for t in rows if t.mutant.kind == CONTROL]
+        verdicts = Counter(t.verdict for t in generic)
+        applicable = verdicts[KILLED] + verdicts[SURVIVED]
+        planted_verdicts = Counter(t.verdict for t in planted)
+        doc["kernels"].append({
+            "kernel": kernel, "cases": cases[kernel], "mutants": len(generic), "killed": verdicts[KILLED],
+            "survived": verdicts[SURVIVED], "not_applicable": verdicts[NOT_APPLICABLE],
+            "kill_rate": verdicts[KILLED] / applicable if applicable else None,
+            "planted": len(planted), "planted_killed": planted_verdicts[KILLED],
+            "planted_survived": planted_verdicts[SURVIVED],
+            "controls": len(ctrl), "controls_failed": sum(t.verdict == FAILED for t in ctrl)})
+        doc["mutants"] += [t.doc() for t in generic + planted]
+        doc["controls"] += [t.doc() for t in ctrl]
+    survivors = [m for m in doc["mutants"] if m["verdict"] == SURVIVED and m["kind"] != PLANTED]
+    failed_controls = [c for c in doc["controls"] if c["verdict"] == FAILED]
+    judged = sum(cases.values())
+    doc["summary"] = {
+        "cases": judged, "mutants": sum(k["mutants"] for k in doc["kernels"]),
+        "killed": sum(k["killed"] for k in doc["kernels"]), "survived": len(survivors),
+        "not_applicable": sum(k["not_applicable"] for k in doc["kernels"]),
+        "planted_survived": sum(k["planted_survived"] for k in doc["kernels"]),
+        "controls_failed": len(failed_controls), "base_problems": len(base_problems),
+        "nothing_judged": judged == 0,
+        "ok": judged > 0 and not survivors and not failed_controls and not base_problems}
+    return doc
+
+
+# --------------------------------------------------------------------------- terminal
+
+def _rate(value) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def table_lines(doc: dict) -> list[str]:
+    """The kill-rate table per kernel, then every survivor, failing control and inapplicable mutant."""
+    header = ["kernel", "cases", "mutants", "killed", "survived", "n/a", "kill rate", "planted killed", "controls"]
+    rows = [[k["kernel"], str(k["cases"]), str(k["mutants"]), str(k["killed"]), str(k["survived"]),
+             str(k["not_applicable"]), _rate(k["kill_rate"]),
+             f"{k['planted_killed']}/{k['planted']}" if k["planted"] else "-",
+             f"{k['controls'] - k['controls_failed']}/{k['controls']} pass"] for k in doc["kernels"]]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(text.ljust(w) for text, w in zip(r, widths)).rstrip() for r in [header, *rows]]
+    for m in doc["mutants"]:
+        if m["verdict"] == SURVIVED:
+            label = "SURVIVED (planted)" if m["kind"] == PLANTED else "SURVIVED"
+            lines.append(f"{label}  {m['kernel']}  {m['name']}: {m['what']}; passed all {m['judged']} case(s) it "
+                         f"changed; to kill it a suite needs {m['needs']}")
+    for c in doc["controls"]:
+        if c["verdict"] == FAILED:
+            shown = ", ".join(f"{f['case']} ({f['status']})" for f in c["failing_cases"])
+            lines.append(f"CONTROL FAILS  {c['kernel']}  {c['name']}: {c['what']}; {c['failing']} case(s) reject "
+                         f"it, a defect of the suite: {shown}")
+        if c.get("over_cap"):
+            lines.append(f"over the docs' cap  {c['kernel']}  {c['name']}: fails {', '.join(c['over_cap'])}, where "
+                         f"it set the thresholds itself and its own error is over the docs' cap (not a defect)")
+    for p in doc["base_problems"]:
+        lines.append(f"BASE FAILS  {p['case']} ({p['status']}): {p['message']}")
+    for m in doc["mutants"] + doc["controls"]:
+        if m["verdict"] == NOT_APPLICABLE:
+            lines.append(f"n/a  {m['kernel']}  {m['name']}: {m['reason']}")
+    s = doc["summary"]
+    lines.append(f"{s['killed']} of {s['killed'] + s['survived']} applicable generic mutant(s) killed "
+                 f"({s['not_applicable']} n/a), {s['planted_survived']} planted bug(s) surviving, "
+                 f"{s['controls_failed']} control(s) failing, over {s['cases']} case(s) against base {doc['base']}")
+    return lines
