@@ -406,10 +406,7 @@ def _entry(v: _Validator, node, where, spec_inputs, need_name=True):
     for tname in v.optional_list(node, "omit", where):
         if not isinstance(tname, str) or tname not in spec_inputs or not spec_inputs[tname].optional:
             v.fail(node, "omit", f"{where}: only optional inputs can be omitted, not '{tname}'")
-    for dtype in [node["dtype"]] if "dtype" in node else (node.get("each") or {}).get("dtype") or []:
-        if dtype not in FLOAT_DTYPES:
-            v.fail(node, "dtype" if "dtype" in node else "each", f"{where}: dtype {dtype!r} is not one of "
-                                                                 f"{', '.join(FLOAT_DTYPES)}")
+    # each's lists first: the dtypes below may come from one.
     cases = 1
     for key, choices in (node.get("each") or {}).items():
         if not isinstance(choices, list) or not choices:
@@ -417,6 +414,10 @@ def _entry(v: _Validator, node, where, spec_inputs, need_name=True):
         cases *= len(choices)
         if cases > MAX_CASES_PER_ENTRY:
             v.fail(node, "each", f"{where}: its each lists make over {MAX_CASES_PER_ENTRY} cases")
+    for dtype in [node["dtype"]] if "dtype" in node else (node.get("each") or {}).get("dtype") or []:
+        if dtype not in FLOAT_DTYPES:
+            v.fail(node, "dtype" if "dtype" in node else "each", f"{where}: dtype {dtype!r} is not one of "
+                                                                 f"{', '.join(FLOAT_DTYPES)}")
 
 
 def _sampler_range(v: _Validator, sampler, where):

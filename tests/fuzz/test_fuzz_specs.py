@@ -194,6 +194,8 @@ def _gen_args(suite: str, select: str | None = None) -> list[str]:
 
 # Inputs the fuzzer found that once ended in a traceback (each its own fix).
 REGRESSIONS = [
+    # each.dtype a number, not a list (the long run with the hostile inputs found it)
+    (_mutant("carafe_forward.yaml", ("suites", "boundary", 2, "each"), {"dtype": 1}), _gen_args("boundary", "^kernel_45-")),
     (_mutant("carafe_forward.yaml", ("checks", 3, "violate", "params"), 7), _gen_args("invalid")),
     (_mutant("carafe_forward.yaml", ("suites", "random"), 5), _gen_args("random")),
     (_mutant("carafe_forward.yaml", ("suites", "random", "where"), 3), _gen_args("random")),
