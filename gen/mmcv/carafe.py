@@ -45,6 +45,17 @@ def _inside(lo: int, hi: int, size: int, shift: int) -> tuple[int, int]:
     return max(lo, -shift), min(hi, size - shift)
 
 
+def _taps_inside(a0: int, a1: int, b0: int, b1: int, H: int, W: int, k: int, r: int):
+    """Yield (kh, kw, i0, i1, j0, j1) for each tap, in mmcv's order (kh, then kw), with the rows
+    [i0, i1) and columns [j0, j1) of the block [a0, a1) x [b0, b1) whose tap lies inside the map."""
+    for kh in range(k):
+        i0, i1 = _inside(a0, a1, H, kh - r)
+        for kw in range(k):
+            j0, j1 = _inside(b0, b1, W, kw - r)
+            if i0 < i1 and j0 < j1:
+                yield kh, kw, i0, i1, j0, j1
+
+
 def _blocks(N: int, H: int, W: int, elements_per_pixel: int):
     """Yield (n, i0, i1, j0, j1): blocks of about _BLOCK_ELEMENTS elements covering [N, H, W] pixels."""
     pixels = max(1, _BLOCK_ELEMENTS // max(1, elements_per_pixel))
@@ -107,16 +118,11 @@ def _forward_block(T: ScalarT, x, taps, k, n, a0, a1, b0, b1) -> np.ndarray:
     _, H, W, G, Cg = x.shape
     s, r = taps.shape[2], (k - 1) // 2
     acc = np.zeros((a1 - a0, s, b1 - b0, s, G, Cg), np.float32)
-    for kh in range(k):
-        i0, i1 = _inside(a0, a1, H, kh - r)
-        for kw in range(k):
-            j0, j1 = _inside(b0, b1, W, kw - r)
-            if i0 >= i1 or j0 >= j1:
-                continue
-            window = x[n, i0 + kh - r:i1 + kh - r, None, j0 + kw - r:j1 + kw - r, None]
-            weight = taps[n, i0:i1, :, j0:j1, :, :, kh, kw, None]
-            part = acc[i0 - a0:i1 - a0, :, j0 - b0:j1 - b0]
-            part[...] = T.mac(part, window, weight)
+    for kh, kw, i0, i1, j0, j1 in _taps_inside(a0, a1, b0, b1, H, W, k, r):
+        window = x[n, i0 + kh - r:i1 + kh - r, None, j0 + kw - r:j1 + kw - r, None]
+        weight = taps[n, i0:i1, :, j0:j1, :, :, kh, kw, None]
+        part = acc[i0 - a0:i1 - a0, :, j0 - b0:j1 - b0]
+        part[...] = T.mac(part, window, weight)
     return acc
 
 
@@ -235,19 +241,14 @@ def _grad_mask_block(T: ScalarT, ops: _BackwardOperands, k, n, a0, a1, b0, b1) -
     H, W, G = ops.grid
     s, r = ops.s, (k - 1) // 2
     block = np.zeros((a1 - a0, s, b1 - b0, s, G, k, k), np.float32)
-    for kh in range(k):
-        i0, i1 = _inside(a0, a1, H, kh - r)
-        for kw in range(k):
-            j0, j1 = _inside(b0, b1, W, kw - r)
-            if i0 >= i1 or j0 >= j1:
-                continue
-            window = ops.x_lanes(n, slice(i0 + kh - r, i1 + kh - r), slice(j0 + kw - r, j1 + kw - r))
-            window = window[:, None, :, None]
-            grad = ops.grad_lanes(n, slice(i0, i1), slice(j0, j1))
-            lane = np.zeros(grad.shape[:-2] + (ops.lanes,), np.float32)
-            for step in range(ops.steps):
-                lane = T.mac(lane, grad[..., step, :], window[..., step, :])
-            block[i0 - a0:i1 - a0, :, j0 - b0:j1 - b0, :, :, kh, kw] = _warp_reduce(T, lane)
+    for kh, kw, i0, i1, j0, j1 in _taps_inside(a0, a1, b0, b1, H, W, k, r):
+        window = ops.x_lanes(n, slice(i0 + kh - r, i1 + kh - r), slice(j0 + kw - r, j1 + kw - r))
+        window = window[:, None, :, None]
+        grad = ops.grad_lanes(n, slice(i0, i1), slice(j0, j1))
+        lane = np.zeros(grad.shape[:-2] + (ops.lanes,), np.float32)
+        for step in range(ops.steps):
+            lane = T.mac(lane, grad[..., step, :], window[..., step, :])
+        block[i0 - a0:i1 - a0, :, j0 - b0:j1 - b0, :, :, kh, kw] = _warp_reduce(T, lane)
     return block
 
 
