@@ -10,8 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from harness.backends.builtin import _call, check_request, round_to
-from planted_accumulating import round_toward_zero
+from harness.backends.builtin import _call, check_request, round_to, round_toward_zero
 
 # The vector width whose last, partial block the channel-tail bugs drop.
 NARROW_BLOCK, WIDE_BLOCK = 16, 64

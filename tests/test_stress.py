@@ -3,7 +3,6 @@ contention, batch, index width), derived into valid, named cases by the generato
 bug classes they exist for, each caught by at least two distinct cases."""
 from __future__ import annotations
 
-from collections import defaultdict
 
 import numpy as np
 import pytest
@@ -198,21 +197,35 @@ BUG_CLASSES = {
 @pytest.fixture(scope="module")
 def caught(stress_dir):
     """For each planted bug: the stress cases it fails, by name."""
-    paths = find([stress_dir])
-    out = defaultdict(set)
-    for bug in BUG_CLASSES:
-        backend = Backend(name=bug, origin="test", run=getattr(stress_backends, bug))
-        for path in paths:
-            result = run_case(path, backend, bug)
-            if result.status in FAILING:
-                out[bug].add(f"{result.op}/{result.name}")
+    return {bug: _failing_cases(stress_dir, bug) for bug in BUG_CLASSES if bug not in STRICT_POLICY_ONLY}
+
+
+# Bugs the docs' rule accepts where thresholds come from mmcv, which does the same (it accumulates
+# in the tensor dtype): judged against the stricter lowp policy instead (`opcase gen --baseline lowp`).
+STRICT_POLICY_ONLY = {"half_accumulation"}
+
+
+@pytest.fixture(scope="module")
+def strict_contention_dir(tmp_path_factory):
+    """The contention cases with thresholds from lowp, the stricter policy."""
+    out = tmp_path_factory.mktemp("stress-lowp")
+    result = CliRunner().invoke(main, ["gen", *map(str, SPECS), "--suite", "stress", "--select", "^contention_",
+                                       "--baseline", "lowp", "--max-size", "64MB", "-o", str(out)])
+    assert result.exit_code == 0, result.output
     return out
 
 
+def _failing_cases(directory, bug) -> set:
+    backend = Backend(name=bug, origin="test", run=getattr(stress_backends, bug))
+    return {f"{r.op}/{r.name}" for r in (run_case(p, backend, bug) for p in find([directory])) if r.status in FAILING}
+
+
 @pytest.mark.parametrize("bug", list(BUG_CLASSES))
-def test_each_bug_class_is_caught_by_two_distinct_cases_of_its_dimension(caught, bug):
-    own = sorted(name for name in caught[bug] if name.split("/")[1].startswith(BUG_CLASSES[bug]))
-    assert len(own) >= 2, (bug, sorted(caught[bug]))
+def test_each_bug_class_is_caught_by_two_distinct_cases_of_its_dimension(request, caught, bug):
+    failing = _failing_cases(request.getfixturevalue("strict_contention_dir"), bug) \
+        if bug in STRICT_POLICY_ONLY else caught[bug]
+    own = sorted(name for name in failing if name.split("/")[1].startswith(BUG_CLASSES[bug]))
+    assert len(own) >= 2, (bug, sorted(failing))
 
 
 def test_planted_index_bug_fires_only_past_2e24(caught):
