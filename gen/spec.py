@@ -503,7 +503,8 @@ def _stress(v: _Validator, suites, node, spec_inputs, spec_outputs):
             if regime not in VALUE_REGIMES:
                 v.fail(regimes, regime, f"suites.stress.values: unknown regime '{regime}' "
                                         f"(known: {', '.join(VALUE_REGIMES)})")
-            if not isinstance(names, list) or not names or any(n not in spec_inputs for n in names):
+            if not isinstance(names, list) or not names or any(not isinstance(n, str) or n not in spec_inputs
+                                                                   for n in names):
                 v.fail(regimes, regime, f"suites.stress.values.{regime} must be a non-empty list of inputs "
                                         f"(known: {', '.join(spec_inputs)})")
     tail = node.get("channel_tail")
@@ -513,7 +514,7 @@ def _stress(v: _Validator, suites, node, spec_inputs, spec_outputs):
         v.allow_keys(tail, ["dim", "widths"], "suites.stress.channel_tail")
         v.require_keys(tail, ["dim", "widths"], "suites.stress.channel_tail")
         base_dims = node["base"].get("dims") or {}
-        if tail["dim"] not in base_dims:
+        if not isinstance(tail["dim"], str) or tail["dim"] not in base_dims:
             v.fail(tail, "dim", f"suites.stress.channel_tail.dim must name one of suites.stress.base's dims "
                                 f"({', '.join(map(str, base_dims))})")
         widths = tail["widths"]
@@ -532,7 +533,7 @@ def _stress(v: _Validator, suites, node, spec_inputs, spec_outputs):
                 isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in batch.values()):
             v.fail(node, "batch", "suites.stress.batch maps dims to whole numbers >= 0")
         for name in batch:
-            if name not in (node["base"].get("dims") or {}):
+            if not isinstance(name, str) or name not in (node["base"].get("dims") or {}):
                 v.fail(batch, name, f"suites.stress.batch: '{name}' is not one of suites.stress.base's dims")
     index_width = node.get("index_width")
     if index_width is not None:
@@ -540,7 +541,7 @@ def _stress(v: _Validator, suites, node, spec_inputs, spec_outputs):
             v.fail(node, "index_width", "suites.stress.index_width must be a mapping")
         v.allow_keys(index_width, ["tensor", *INDEX_LIMITS], "suites.stress.index_width")
         v.require_keys(index_width, ["tensor"], "suites.stress.index_width")
-        if index_width["tensor"] not in (*spec_inputs, *spec_outputs):
+        if not isinstance(index_width["tensor"], str) or index_width["tensor"] not in (*spec_inputs, *spec_outputs):
             v.fail(index_width, "tensor", f"suites.stress.index_width.tensor: unknown tensor "
                                           f"{index_width['tensor']!r}")
         for limit in INDEX_LIMITS:
