@@ -57,11 +57,11 @@ MAP_1X1 = "{name: map_1x1,"
 # ----------------------------------------------------------------------------- 5: no foreign code
 
 def test_spec_baseline_cannot_name_a_program(tmp_path):
-    path = _spec(tmp_path, CARAFE, "baseline: lowp}", "baseline: \"exec:touch pwned\"}")
+    path = _spec(tmp_path, CARAFE, "baseline: mmcv}", "baseline: \"exec:touch pwned\"}")
     with pytest.raises(SpecError, match="is not a built-in backend") as err:
         load_spec(path)
     assert err.value.line == _line_of(path, "exec:touch")
-    path = _spec(tmp_path, CARAFE, "baseline: lowp}", "baseline: \"os:system\"}")
+    path = _spec(tmp_path, CARAFE, "baseline: mmcv}", "baseline: \"os:system\"}")
     with pytest.raises(SpecError, match="is not a built-in backend"):
         load_spec(path)
 
