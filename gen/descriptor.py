@@ -183,8 +183,8 @@ def _values_of(spec: Spec, ref: str) -> dict:
 def _name_of(d: Explicit, text: str) -> str:
     """A file name of the case's shapes and params, with a digest of the whole descriptor so that
     two descriptors never share a file (floats are shown rounded)."""
-    from gen.generate import _slug
-    shown = "-".join(f"{k}{_slug(v)}" for k, v in {**d.dims, **d.params}.items())[:_LONGEST_NAME]
+    from gen.generate import slug
+    shown = "-".join(f"{k}{slug(v)}" for k, v in {**d.dims, **d.params}.items())[:_LONGEST_NAME]
     digest = hashlib.sha256(text.encode()).hexdigest()[:8]
     return f"{shown}-{d.dtype}-{digest}" if shown else f"{d.dtype}-{digest}"
 

@@ -61,7 +61,7 @@ def case_seed(base_seed: int, op: str, suite: str, label: str) -> int:
     return int.from_bytes(digest[:8], "little") >> 1
 
 
-def _slug(value) -> str:
+def slug(value) -> str:
     if isinstance(value, float):
         text = f"{value:g}"
     else:
@@ -81,7 +81,7 @@ def _expand(spec: Spec, entry: dict, suite: str, base_seed: int) -> list[Plan]:
         dtype = chosen.pop("dtype")
         params = {**(entry.get("params") or {}), **{k: v for k, v in chosen.items() if k in spec.params}}
         dims = {**(entry.get("dims") or {}), **{k: v for k, v in chosen.items() if k not in spec.params}}
-        label = "-".join([str(entry["name"]), *(f"{_slug(k)}{_slug(v)}" for k, v in chosen.items()), dtype])
+        label = "-".join([str(entry["name"]), *(f"{slug(k)}{slug(v)}" for k, v in chosen.items()), dtype])
         plans.append(Plan(suite=suite, name=label, dtype=dtype, dims=dims, params=params,
                           seed=case_seed(base_seed, spec.op, suite, label), values=dict(entry.get("values") or {}),
                           omit=tuple(entry.get("omit") or ()), note=str(entry.get("note", "")),
@@ -139,7 +139,7 @@ def _elements(shapes: dict) -> int:
     return sum(element_count(s) for s in shapes.values())
 
 
-def _tensor_infos(spec: Spec, shapes, dtypes, layouts, omit=()) -> dict:
+def tensor_infos(spec: Spec, shapes, dtypes, layouts, omit=()) -> dict:
     return {name: None if name in omit else TensorInfo(shapes[name], dtypes[name], layouts[name]) for name in shapes}
 
 
@@ -177,14 +177,14 @@ def plan_random(spec: Spec, count: int, base_seed: int) -> list[Plan]:
             shapes = shapes_of(spec, dims, params)
             if _elements(shapes) > max_elements:
                 continue
-            infos = _tensor_infos(spec, shapes, _dtypes_of(spec, dtype), _layouts_of(spec))
+            infos = tensor_infos(spec, shapes, _dtypes_of(spec, dtype), _layouts_of(spec))
             if first_failure(spec, infos, params) is None:
                 break
         else:
             raise GenerationError(f"{spec.path}: suites.random: no valid case in {RANDOM_ATTEMPTS} draws; "
                                   f"widen the ranges or max_elements")
         omit = tuple(n for n, t in spec.inputs.items() if t.optional and rng.random() < 0.5)
-        shown = "-".join(f"{_slug(k)}{_slug(v)}" for k, v in {**dims, **params}.items())
+        shown = "-".join(f"{slug(k)}{slug(v)}" for k, v in {**dims, **params}.items())
         label = f"r{index:03d}-{shown}{'-no_' + '_'.join(omit) if omit else ''}-{dtype}"
         plans.append(Plan(suite="random", name=label, dtype=dtype, dims=dims, params=params,
                           seed=case_seed(base_seed, spec.op, "random", f"r{index}"),
@@ -292,7 +292,7 @@ def plan_stress(spec: Spec, base_seed: int) -> list[Plan]:
 def _refuse_invalid_stress(spec: Spec, plan: Plan, key: str, tensor: str | None, limit: str | None) -> None:
     """A derived stress case must be a valid call, and an index-width case must cross its limit."""
     lay = layout_of(spec, replace(plan, params=interface_params(spec, plan.params)))
-    broken = first_failure(spec, _tensor_infos(spec, lay.shapes, lay.dtypes, lay.layouts, plan.omit), plan.params)
+    broken = first_failure(spec, tensor_infos(spec, lay.shapes, lay.dtypes, lay.layouts, plan.omit), plan.params)
     if broken is not None:
         raise SpecError(spec.path, plan.line, f"suites.stress.{key}: case {plan.name} breaks check "
                                               f"'{broken.id}'; change suites.stress.base or the {key} entry")
@@ -436,7 +436,7 @@ class Generator:
         self.baseline = baseline
 
     def _expect_valid(self, plan: Plan, lay: Layout) -> None:
-        infos = _tensor_infos(self.spec, lay.shapes, lay.dtypes, lay.layouts, plan.omit)
+        infos = tensor_infos(self.spec, lay.shapes, lay.dtypes, lay.layouts, plan.omit)
         failed = [c.id for c in failures(self.spec, infos, plan.params)]
         if plan.violation is None and failed:
             raise SpecError(self.spec.path, plan.line, f"case {plan.suite}/{plan.name} breaks check(s) {failed}")
@@ -655,7 +655,7 @@ class Generator:
         """The baseline's outputs for a valid case, called and checked as `opcase run` calls and
         checks a backend's (its own timing, if it measures it, is dropped)."""
         from harness.backend import InvalidArgument
-        from harness.runner import _validate_outputs, request_for
+        from harness.runner import validate_outputs, request_for
         from harness.timing import call
         try:
             outputs, _, _ = call(self.baseline, request_for(case))
@@ -663,7 +663,7 @@ class Generator:
             raise self._baseline_error(case, f"rejected a valid call: {exc}") from None
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever the baseline raises ends generation
             raise self._baseline_error(case, f"raised {type(exc).__name__}: {exc}") from None
-        problem = _validate_outputs(case, outputs)
+        problem = validate_outputs(case, outputs)
         if problem:
             raise self._baseline_error(case, problem)
         return outputs

@@ -51,7 +51,7 @@ class Backend:
     measures_time: bool = False   # run() returns (outputs, seconds) with its own kernel time
 
 
-def _wrap(name: str, origin: str, obj) -> Backend:
+def wrap_backend(name: str, origin: str, obj) -> Backend:
     if isinstance(obj, Backend):
         return obj
     if isinstance(obj, type):   # a class of backend objects: one instance, made now
@@ -88,7 +88,7 @@ def _builtin(name: str) -> Backend | None:
             kernels = torch_backend.make(device)
         except (RuntimeError, ValueError) as exc:
             raise BackendLoadError(f"backend {name!r}: device {device!r} is not usable: {exc}") from None
-        return checked(_wrap(name, f"built-in: spec checks + PyTorch kernels on {device} "
+        return checked(wrap_backend(name, f"built-in: spec checks + PyTorch kernels on {device} "
                                    f"(harness.backends.torch_backend)", kernels))
     return None
 
@@ -125,7 +125,7 @@ def load_backend(spec: str) -> Backend:
     if spec.startswith("exec:"):
         from harness.backends import exec_backend
         command = exec_backend.from_spec(spec)
-        return _wrap(spec, command.origin, command)
+        return wrap_backend(spec, command.origin, command)
     from harness import plugins
     entry_point = plugins.find(spec)
     if entry_point is not None:
@@ -144,4 +144,4 @@ def load_backend(spec: str) -> Backend:
         obj = getattr(module, attr)
     except AttributeError:
         raise BackendLoadError(f"backend {spec!r}: module {module_name} has no attribute {attr}") from None
-    return _wrap(spec, f"{module_name}:{attr}", obj)
+    return wrap_backend(spec, f"{module_name}:{attr}", obj)

@@ -125,7 +125,7 @@ class Case:
 
 # --------------------------------------------------------------------------- writing
 
-def _value_to_pb(value) -> pb.Value:
+def value_to_pb(value) -> pb.Value:
     if isinstance(value, (bool, np.bool_)):
         return pb.Value(b=bool(value))
     if isinstance(value, (int, np.integer)):
@@ -144,7 +144,7 @@ def _value_from_pb(value: pb.Value):
     return getattr(value, kind)
 
 
-def _le_bytes_view(array: np.ndarray) -> np.ndarray:
+def le_bytes_view(array: np.ndarray) -> np.ndarray:
     """The array as C-contiguous little-endian, without copying when it already is."""
     array = np.asarray(array)
     if array.dtype.byteorder == ">":
@@ -203,7 +203,7 @@ def _blocks(raw: memoryview) -> Iterator[memoryview]:
 
 def write_sidecar(path: Path, array: np.ndarray) -> pb.Sidecar:
     """Write ``array``'s bytes to ``path`` atomically; return the record the case keeps."""
-    raw = memoryview(_le_bytes_view(array)).cast("B")
+    raw = memoryview(le_bytes_view(array)).cast("B")
     digest = hashlib.sha256()
     for block in _blocks(raw):
         digest.update(block)
@@ -231,7 +231,7 @@ class SidecarWriter:
             raise ValueError(f"piece at element {flat_start} (+{piece.size}) out of order or past "
                              f"the end ({self.written} written of {self.total})")
         self._zeros(flat_start - self.written)
-        raw = _le_bytes_view(piece.astype(self.dtype, copy=False)).tobytes()
+        raw = le_bytes_view(piece.astype(self.dtype, copy=False)).tobytes()
         self._file.write(raw)
         self._digest.update(raw)
         self.any_nonzero = self.any_nonzero or bool(np.any(piece))
@@ -317,7 +317,7 @@ def _tensor_to_pb(t: Tensor, case_path: Path, io: str, sidecar_bytes: int) -> pb
         sidecar_path = case_path.with_name(f"{case_path.name}.{io}.{t.name}")
         msg.sidecar.CopyFrom(write_sidecar(sidecar_path, t.data))
     else:
-        msg.data = _le_bytes_view(t.data).tobytes()
+        msg.data = le_bytes_view(t.data).tobytes()
     return msg
 
 
@@ -328,7 +328,7 @@ def to_proto(case: Case, case_path: Path, sidecar_bytes: int = DEFAULT_SIDECAR_B
                   spec_path=case.spec_path, note=case.note, zero_golden_ok=case.zero_golden_ok,
                   dtype=case.dtype, nondeterministic_sums=case.nondeterministic_sums)
     for key, value in case.params.items():
-        msg.params[key].CopyFrom(_value_to_pb(value))
+        msg.params[key].CopyFrom(value_to_pb(value))
     for t in case.inputs.values():
         msg.inputs.append(_tensor_to_pb(t, case_path, "in", sidecar_bytes))
     for t in case.outputs.values():

@@ -64,11 +64,11 @@ class Call:
     def run_base(self, request: Request) -> dict:
         """The base on a transformed call, after the real call's checks; a call it cannot make makes
         the transformation inapplicable."""
-        from harness.backends.builtin import _call, check_request
+        from harness.backends.builtin import run_in_dtype, check_request
         spec = check_request(self.request)
         try:
             if self.base_name == "reference":
-                produced = _call(request, np.float64, skip_checks={c.id for c in spec.checks})
+                produced = run_in_dtype(request, np.float64, skip_checks={c.id for c in spec.checks})
             else:
                 produced = self._base.run(request)
         except Exception as exc:  # noqa: BLE001 - whatever stops the base stops the transformation
@@ -126,10 +126,10 @@ def _float(array: np.ndarray) -> bool:
 
 def _round_toward_zero(call: Call) -> dict:
     """The reference's float64 result truncated (another base's result is already rounded)."""
-    from harness.backends.builtin import _call
+    from harness.backends.builtin import run_in_dtype
     if call.base_name != "reference":
         raise NotApplicable("needs the reference as base (its unrounded float64 result)")
-    return _call(call.request, np.float64, rounding="toward_zero")
+    return run_in_dtype(call.request, np.float64, rounding="toward_zero")
 
 
 def _flush(array: np.ndarray) -> np.ndarray:
@@ -298,11 +298,11 @@ def _without_check(check_id: str):
     def apply(call: Call) -> dict:
         from gen.checks import failures
         from gen.registry import spec_for
-        from harness.backends.builtin import _call, request_tensors
+        from harness.backends.builtin import run_in_dtype, request_tensors
         spec = spec_for(call.request.op)
         if check_id not in {c.id for c in failures(spec, request_tensors(spec, call.request), call.request.params)}:
             return call.base()   # a call the check lets through: leaving it out changes nothing
-        return _call(call.request, np.float64, skip_checks={check_id})
+        return run_in_dtype(call.request, np.float64, skip_checks={check_id})
     return apply
 
 
@@ -318,13 +318,13 @@ def _planted(compute):
 # --------------------------------------------------------------------------- controls
 
 def _rounded_twice(call: Call) -> dict:
-    from harness.backends.builtin import _call
-    return _call(call.request, np.float64, rounding="via_float32")
+    from harness.backends.builtin import run_in_dtype
+    return run_in_dtype(call.request, np.float64, rounding="via_float32")
 
 
 def _lowp(call: Call) -> dict:
-    from harness.backends.builtin import _call
-    return _call(call.request, np.float32)
+    from harness.backends.builtin import run_in_dtype
+    return run_in_dtype(call.request, np.float32)
 
 
 def _negative_zero(call: Call) -> dict:

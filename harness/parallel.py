@@ -122,20 +122,20 @@ def run_cases(files: list[Path], backend, backend_spec: str, options: RunOptions
     if backend is not None and jobs is None and timeout is None:
         results = []
         for path in files:
-            results.append(_run_guarded(path, backend, backend_spec, options))
+            results.append(run_guarded(path, backend, backend_spec, options))
             on_result(results[-1])
         return results, backend.origin
     pool = _Pool(files, backend_spec, options, jobs or 1, timeout, on_result)
     return pool.run(), pool.origin
 
 
-def _run_guarded(path: Path, backend, backend_spec: str, options: RunOptions) -> CaseResult:
+def run_guarded(path: Path, backend, backend_spec: str, options: RunOptions) -> CaseResult:
     """run_case, with a failure of the harness itself reported on the case rather than ending the run."""
     try:
         return run_case(path, backend, backend_spec, options)
     except Exception:  # noqa: BLE001 - the backend's own exceptions are caught inside run_case
         result = new_result(path, backend_spec, options)
-        _identify(result)
+        identify_result(result)
         result.status, result.message = ERROR, f"internal error judging this case:\n{traceback.format_exc()}"
         return result
 
@@ -203,7 +203,7 @@ def _serve(conn, backend_spec: str, options: RunOptions, log_path: str) -> None:
             return
         index, path = job
         os.ftruncate(log, 0)
-        result = _run_guarded(Path(path), backend, backend_spec, options)
+        result = run_guarded(Path(path), backend, backend_spec, options)
         sys.stdout.flush()
         sys.stderr.flush()
         conn.send(("done", index, result.to_json()))
@@ -420,7 +420,7 @@ class _Pool:
 
     def _error(self, index: int, message: str) -> None:
         result = new_result(self.files[index], self.backend_spec, self.options)
-        _identify(result)
+        identify_result(result)
         result.status, result.message = ERROR, message
         self._finish(index, result)
 
@@ -429,7 +429,7 @@ class _Pool:
         self.on_result(result)
 
 
-def _identify(result: CaseResult) -> None:
+def identify_result(result: CaseResult) -> None:
     """Fill in op/suite/name/dtype from the case file's header, for a case whose worker died."""
     from gen.descriptor import describe
     from harness.casefile import CaseFileError, read_envelope

@@ -45,10 +45,10 @@ def origin(ep: metadata.EntryPoint) -> str:
 
 def load(ep: metadata.EntryPoint):
     """The backend an entry point names (a harness.Backend), or BackendLoadError."""
-    from harness.backend import BackendLoadError, _wrap
+    from harness.backend import BackendLoadError, wrap_backend
     try:
         obj = ep.load()
     except Exception as exc:  # noqa: BLE001 - any import-time failure is the plugin's, report it
         raise BackendLoadError(f"backend {ep.name!r} ({origin(ep)}): cannot load {ep.value}: "
                                f"{type(exc).__name__}: {exc}") from None
-    return _wrap(ep.name, origin(ep), obj)
+    return wrap_backend(ep.name, origin(ep), obj)

@@ -195,13 +195,13 @@ def _run_task(environment: dict, path: str, backend_spec: str, options, start_lo
     if start_log is not None:
         start_log.started.remote(key)
     from harness.backend import BackendLoadError
-    from harness.parallel import _run_guarded
+    from harness.parallel import run_guarded
     try:
         backend = _backend(backend_spec)
     except BackendLoadError as exc:
         return _error(Path(path), backend_spec, options,
                       f"backend cannot be loaded in a Ray worker process: {exc}").to_json()
-    return _run_guarded(Path(path), backend, backend_spec, options).to_json()
+    return run_guarded(Path(path), backend, backend_spec, options).to_json()
 
 
 def _write_task(environment: dict, task) -> int:
@@ -226,10 +226,10 @@ class _StartLog:
 
 
 def _error(path: Path, backend_spec: str, options, message: str):
-    from harness.parallel import _identify
+    from harness.parallel import identify_result
     from harness.runner import ERROR, new_result
     result = new_result(path, backend_spec, options)
-    _identify(result)
+    identify_result(result)
     result.status, result.message = ERROR, message
     return result
 

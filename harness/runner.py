@@ -122,7 +122,7 @@ def _tail(text: str, lines: int = 6) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
-def _validate_outputs(case: Case, produced) -> str:
+def validate_outputs(case: Case, produced) -> str:
     """Why the backend's return value is unusable, or '' when it has the promised form."""
     if not isinstance(produced, dict):
         return f"backend returned {type(produced).__name__}, expected a dict of numpy arrays"
@@ -306,7 +306,7 @@ def _time_calls(backend: Backend, request: Request, plan: TimingPlan, check=None
 def _validated(case: Case, check: RepeatCheck):
     """``check``, refusing first a repeated call's outputs of the wrong form (the case is then an error)."""
     def take(outputs) -> str:
-        problem = _validate_outputs(case, outputs)
+        problem = validate_outputs(case, outputs)
         if problem:
             return f"call {check.calls + 1}: {problem}"
         check(outputs)
@@ -348,7 +348,7 @@ def run_loaded(case: Case, backend: Backend, result: CaseResult, options: RunOpt
         result.status = WRONGLY_ACCEPTED
         result.message = f"accepted a call that breaks check '{case.expect_check}': {case.expect_message}"
         return result
-    problem = _validate_outputs(case, produced) or _wrote_inputs(case, before)
+    problem = validate_outputs(case, produced) or _wrote_inputs(case, before)
     if problem:
         result.status, result.message = ERROR, problem
         return result

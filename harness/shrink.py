@@ -28,7 +28,7 @@ from typing import Callable
 from gen.checks import failures
 from gen.expr import ExprError, evaluate, names_in
 from gen.descriptor import describe, explicit_of, plan_of, values_ref, write_described
-from gen.generate import (GenerationError, _tensor_infos, case_path, interface_params, layout_of,
+from gen.generate import (GenerationError, tensor_infos, case_path, interface_params, layout_of,
                           total_bytes)
 from gen.spec import Spec, SpecError
 from harness.casefile import load
@@ -177,7 +177,7 @@ def allowed(spec: Spec, plan) -> bool:
         return False
     if any(d < 0 for shape in lay.shapes.values() for d in shape):
         return False
-    broken = [c.id for c in failures(spec, _tensor_infos(spec, lay.shapes, lay.dtypes, lay.layouts, plan.omit),
+    broken = [c.id for c in failures(spec, tensor_infos(spec, lay.shapes, lay.dtypes, lay.layouts, plan.omit),
                                      plan.params)]
     return broken == ([plan.violation.id] if plan.violation is not None else [])
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from harness.backends.builtin import _call, check_request, round_to, round_toward_zero
+from harness.backends.builtin import run_in_dtype, check_request, round_to, round_toward_zero
 
 # The vector width whose last, partial block the channel-tail bugs drop.
 NARROW_BLOCK, WIDE_BLOCK = 16, 64
@@ -19,7 +19,7 @@ FLOAT32_EXACT = 2**24
 
 
 def _reference(request):
-    return _call(request, np.float64)
+    return run_in_dtype(request, np.float64)
 
 
 def flush_subnormal_inputs(request):
@@ -96,4 +96,4 @@ def half_accumulation(request):
     if dtypes != {np.dtype(np.float16)}:
         return _reference(request)
     with np.errstate(over="ignore", invalid="ignore"):
-        return {name: round_to(array, np.float16) for name, array in _call(request, np.float16).items()}
+        return {name: round_to(array, np.float16) for name, array in run_in_dtype(request, np.float16).items()}

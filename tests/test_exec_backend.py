@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, generate
-from harness.backend import BackendLoadError, _wrap, load_backend
+from harness.backend import BackendLoadError, wrap_backend, load_backend
 from harness.backends.exec_backend import ExecBackend
 from harness.casefile import find
 from harness.runner import run_case
@@ -82,7 +82,7 @@ def test_cpp_example_passes_the_suites_of_its_kernels(example_binary, suites, tm
 
 def test_cpp_example_reads_sidecars_and_reports_its_kernel_time(example_binary, suites):
     # sidecar_bytes=0: every non-empty input goes to a raw file beside the request
-    backend = _wrap("cpp", "test", ExecBackend([str(example_binary)], timeout=30, sidecar_bytes=0))
+    backend = wrap_backend("cpp", "test", ExecBackend([str(example_binary)], timeout=30, sidecar_bytes=0))
     results = [run_case(p, backend, "cpp") for p in find([suites("psamask_backward"), suites("masked_im2col_forward")])]
     assert {r.status for r in results} <= {"passed", "mistrusted"}, [r.message for r in results if r.status != "passed"]
     valid = [r for r in results if r.suite != "invalid"]

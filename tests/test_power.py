@@ -148,9 +148,9 @@ def test_swap_h_w_reads_the_map_as_w_by_h():
     request = request_for(case)
     x = request.inputs["input"]
     swapped = replace(request, inputs={**request.inputs, "input": x.reshape(x.shape[0], x.shape[2], x.shape[1], -1)})
-    from harness.backends.builtin import _call
+    from harness.backends.builtin import run_in_dtype
     from gen.registry import spec_for
-    expected = _call(swapped, np.float64, skip_checks={c.id for c in spec_for(case.op).checks})
+    expected = run_in_dtype(swapped, np.float64, skip_checks={c.id for c in spec_for(case.op).checks})
     assert np.array_equal(produced["output"], expected["output"])
     assert not np.array_equal(produced["output"], base["output"])
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run_cli
-from harness.backend import _wrap
+from harness.backend import wrap_backend
 from harness.backends.exec_backend import ExecBackend
 from harness.runner import run_case
 
@@ -175,7 +175,7 @@ def test_a_finished_run_replaces_stale_results_with_complete_ones(tmp_path, mark
 def test_an_exec_call_kills_what_its_command_left_running(monkeypatch, marker):
     monkeypatch.setenv(MARKER, marker)
     backend = ExecBackend(["sh", "-c", "sleep 600 & exit 3"])
-    result = run_case(ONE_CASE, _wrap("daemon", "test", backend), "daemon")
+    result = run_case(ONE_CASE, wrap_backend("daemon", "test", backend), "daemon")
     assert result.status == "error" and "exited with status 3" in result.message
     assert leftovers(marker) == []
 

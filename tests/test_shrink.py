@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from conftest import REPO
 from gen.checks import failures
 from gen.descriptor import Explicit, parse, plan_of, write_described
-from gen.generate import _tensor_infos, interface_params, layout_of, plan_suite, total_bytes
+from gen.generate import tensor_infos, interface_params, layout_of, plan_suite, total_bytes
 from gen.registry import spec_for
 from harness.backend import load_backend
 from harness.casefile import load
@@ -46,7 +46,7 @@ def network_case(tmp_path_factory) -> Path:
 def _checks_broken(spec, descriptor: str) -> list[str]:
     plan = plan_of(spec, descriptor)
     lay = layout_of(spec, replace(plan, params=interface_params(spec, plan.params)))
-    return [c.id for c in failures(spec, _tensor_infos(spec, lay.shapes, lay.dtypes, lay.layouts, plan.omit),
+    return [c.id for c in failures(spec, tensor_infos(spec, lay.shapes, lay.dtypes, lay.layouts, plan.omit),
                                    plan.params)]
 
 

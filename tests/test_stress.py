@@ -11,7 +11,7 @@ from click.testing import CliRunner
 import stress_backends
 from conftest import REPO
 from gen.checks import first_failure
-from gen.generate import _tensor_infos, channel_tails, interface_params, layout_of, plan_suite, total_bytes
+from gen.generate import tensor_infos, channel_tails, interface_params, layout_of, plan_suite, total_bytes
 from gen.spec import SUITES, SpecError, load_spec
 from harness.backend import Backend
 from harness.casefile import element_count, find, load
@@ -54,7 +54,7 @@ def test_every_stress_case_is_valid_and_crosses_what_it_claims(path):
     assert plans
     for plan in plans:
         lay = layout_of(spec, plan)
-        infos = _tensor_infos(spec, lay.shapes, lay.dtypes, lay.layouts, plan.omit)
+        infos = tensor_infos(spec, lay.shapes, lay.dtypes, lay.layouts, plan.omit)
         assert first_failure(spec, infos, interface_params(spec, plan.params)) is None, plan.name
         if plan.name.startswith("value_subnormal") or plan.name.startswith("value_near_overflow"):
             assert plan.dtype == "float16"

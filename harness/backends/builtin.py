@@ -73,7 +73,7 @@ def check_request(request: Request, skip_checks=()):
     return spec
 
 
-def _call(request: Request, compute_dtype, rounding: str = "nearest", skip_checks=()) -> dict:
+def run_in_dtype(request: Request, compute_dtype, rounding: str = "nearest", skip_checks=()) -> dict:
     """The spec's checks (all but ``skip_checks``), the reference in ``compute_dtype``, each output
     rounded to its dtype as ``rounding`` says."""
     spec = check_request(request, skip_checks)
@@ -98,9 +98,9 @@ def supports_from_spec(op: str, dtype: str) -> bool:
 
 def reference() -> Backend:
     return Backend(name="reference", origin="built-in: spec checks + float64 reference (gen.ops)",
-                   run=lambda request: _call(request, np.float64), supports=supports_from_spec)
+                   run=lambda request: run_in_dtype(request, np.float64), supports=supports_from_spec)
 
 
 def lowp() -> Backend:
     return Backend(name="lowp", origin="built-in: float32 arithmetic, result rounded to the output dtype",
-                   run=lambda request: _call(request, np.float32), supports=supports_from_spec)
+                   run=lambda request: run_in_dtype(request, np.float32), supports=supports_from_spec)

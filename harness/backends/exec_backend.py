@@ -57,7 +57,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from harness.backend import BackendLoadError, InvalidArgument, Request
-from harness.casefile import DEFAULT_SIDECAR_BYTES, _le_bytes_view, _value_to_pb, write_sidecar
+from harness.casefile import DEFAULT_SIDECAR_BYTES, le_bytes_view, value_to_pb, write_sidecar
 from harness.parallel import kill_process_group
 from harness.proto import opcase_pb2 as pb
 from harness.timing import BackendProtocolError
@@ -145,7 +145,7 @@ def write_request(request: Request, directory: Path, sidecar_bytes: int = DEFAUL
     """Write the request (and its sidecars) into ``directory``; return the request's path."""
     msg = pb.Case(op=request.op)
     for key, value in sorted(request.params.items()):
-        msg.params[key].CopyFrom(_value_to_pb(value))
+        msg.params[key].CopyFrom(value_to_pb(value))
     names = list(request.layouts) + [n for n in request.inputs if n not in request.layouts]
     for index, name in enumerate(names):
         layout = request.layouts.get(name, "")
@@ -157,7 +157,7 @@ def write_request(request: Request, directory: Path, sidecar_bytes: int = DEFAUL
         if array.nbytes > sidecar_bytes:
             t.sidecar.CopyFrom(write_sidecar(directory / _sidecar_name(REQUEST_NAME, "in", name, index), array))
         else:
-            t.data = _le_bytes_view(array).tobytes()
+            t.data = le_bytes_view(array).tobytes()
     for name, spec in request.outputs.items():
         msg.outputs.add(name=name, shape=[int(s) for s in spec.shape], dtype=np.dtype(spec.dtype).name,
                         layout=spec.layout)
