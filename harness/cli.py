@@ -205,7 +205,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     from gen.parallel import Task, write_all
     from gen.registry import UnknownOp
     from gen.spec import SpecError, load_spec
-    from harness.backend import BackendLoadError, load_backend, with_device
+    from harness.backend import BackendLoadError, load_backend
 
     suites = _suites(suite_text)
     resources = _ray_resources(executor, address, resources_text, jobs)
@@ -216,10 +216,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
         raise InputError(f"--select: bad regular expression: {exc}") from None
     tasks, skipped, counts, needed = [], [], {}, 0
     try:
-        if device is not None:
-            if baseline is None:
-                raise InputError("--device needs --baseline torch")
-            baseline = with_device(baseline, device)
+        baseline = _baseline_on_device(baseline, device)
         for spec in [load_spec(p) for p in specs]:
             _refuse_foreign_cases(foreign_case(Path(out_dir), spec), out_dir, spec)
             if spec.criteria.mode == "dynamic":
@@ -292,19 +289,27 @@ def _refuse_over_free_space(needed: int, out_dir) -> None:
                          f"give --max-size to skip the largest cases")
 
 
+def _baseline_on_device(baseline: str | None, device: str | None) -> str | None:
+    """gen's --baseline as it runs on --device (BackendLoadError for a backend without devices)."""
+    from harness.backend import with_device
+
+    if device is None:
+        return baseline
+    if baseline is None:
+        raise InputError("--device needs --baseline torch")
+    return with_device(baseline, device)
+
+
 def _gen_described(descriptor: str, specs, baseline, device, out_dir) -> None:
     """`opcase gen --case`: write the one case of ``descriptor``."""
     from gen.descriptor import DescriptorError, write_described
     from gen.generate import GenerationError
     from gen.spec import SpecError
-    from harness.backend import BackendLoadError, with_device
+    from harness.backend import BackendLoadError
 
     _check_writable("-o", out_dir, directory=True)
     try:
-        if device is not None:
-            if baseline is None:
-                raise InputError("--device needs --baseline torch")
-            baseline = with_device(baseline, device)
+        baseline = _baseline_on_device(baseline, device)
         path = write_described(descriptor, Path(out_dir), baseline, specs)
     except (DescriptorError, SpecError, GenerationError, BackendLoadError) as exc:
         raise InputError(str(exc)) from None
