@@ -5,6 +5,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+
+from gen import registry
 from click.testing import CliRunner
 
 from conftest import generate, run_cli
@@ -54,7 +56,7 @@ def test_supports(op, dtype, supported):
 def test_an_emulation_that_fails_to_import_is_not_taken_for_a_missing_one(monkeypatch):
     def broken(name):
         raise ModuleNotFoundError("No module named 'somedependency'", name="somedependency")
-    monkeypatch.setattr(mmcv_backend.importlib, "import_module", broken)
+    monkeypatch.setattr(registry.importlib, "import_module", broken)
     with pytest.raises(ModuleNotFoundError):
         mmcv_backend.supports("carafe_forward", "float32")
 
