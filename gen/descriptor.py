@@ -20,7 +20,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from gen.spec import FLOAT_DTYPES, SUITES, Spec
+from gen.core.spec import FLOAT_DTYPES, SUITES, Spec
 
 # The suite of a case made from an explicit descriptor (`opcase gen --case`, `opcase shrink`).
 DESCRIBED = "described"
@@ -235,8 +235,8 @@ def op_of(text: str) -> str:
 
 def spec_of(text: str, spec_paths=()) -> Spec:
     """The spec a descriptor is for: among ``spec_paths`` the one of its op, else the installed one."""
-    from gen.registry import UnknownOp, spec_for
-    from gen.spec import load_spec
+    from gen.core.registry import UnknownOp, spec_for
+    from gen.core.spec import load_spec
     op = op_of(text)
     for path in spec_paths:
         spec = load_spec(path)

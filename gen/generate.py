@@ -12,12 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
-from gen.checks import TensorInfo, failures, first_failure
-from gen.expr import ExprError, evaluate
+from gen.core.checks import TensorInfo, failures, first_failure
+from gen.core.expr import ExprError, evaluate
 from gen.sampled import SAMPLE_ABOVE_ELEMENTS, GoldenCapture, Units, estimate, sample_order
-from gen.spec import SUITES, Spec, SpecError, line_of
+from gen.core.spec import SUITES, Spec, SpecError, line_of
 from gen.values import ValueContext, draw
-from harness.casefile import (Case, SidecarWriter, SpillFile, Tensor, Threshold, contained_path, drop_pages,
+from gen.core.casefile import (Case, SidecarWriter, SpillFile, Tensor, Threshold, contained_path, drop_pages,
                               element_count)
 
 GENERATOR_VERSION = "opcase-gen 1"
@@ -453,7 +453,7 @@ class Generator:
         Outputs over STREAM_OUTPUT_BYTES, of a reference that can yield its outputs in pieces
         (``<fn>_blocks``), are computed and written piece by piece, so that no golden is ever
         whole in memory, let alone in float64."""
-        from harness.casefile import save
+        from gen.core.casefile import save
         if builds_in_memory(self.spec, plan):
             return save(self.build(plan), path)
         pieces = self.spec.reference_blocks_fn
@@ -490,7 +490,7 @@ class Generator:
 
     def _stream_goldens(self, case: Case, pieces_fn, writers: dict) -> None:
         from harness.backends.builtin import round_to
-        from harness.metrics import StreamingCompare
+        from gen.core.metrics import StreamingCompare
         present = {n: t.data for n, t in case.inputs.items() if not t.absent}
         out_shapes = {n: tuple(t.shape) for n, t in case.outputs.items()}
         golden = pieces_fn(present, dict(case.params), compute_dtype=np.float64, out_shapes=out_shapes)
@@ -612,7 +612,7 @@ class Generator:
             return {name: static_thresholds(spec, t.dtype.name) for name, t in case.outputs.items()}
         if self.baseline is None:
             raise GenerationError(f"{spec.path}: dynamic thresholds need a baseline backend")
-        from harness.metrics import compare
+        from gen.core.metrics import compare
         from harness.runner import FAILED, CaseResult, judge
         units = self._baseline_units(case, {n: t.data for n, t in case.inputs.items() if not t.absent})
         if units is not None:
@@ -656,7 +656,7 @@ class Generator:
         checks a backend's (its own timing, if it measures it, is dropped)."""
         from harness.backend import InvalidArgument
         from harness.runner import validate_outputs, request_for
-        from harness.timing import call
+        from gen.core.timing import call
         try:
             outputs, _, _ = call(self.baseline, request_for(case))
         except InvalidArgument as exc:
@@ -767,7 +767,7 @@ def case_path(out_dir: Path, case_or_plan, op: str) -> Path:
 def foreign_case(out_dir: Path, spec: Spec) -> tuple[Path, str] | None:
     """A case already in OUT/OP written from another version of ``spec`` or by another generator
     (with what it was written from), or None: one directory never mixes the two."""
-    from harness.casefile import CaseFileError, find, read_envelope
+    from gen.core.casefile import CaseFileError, find, read_envelope
     for path in find([Path(out_dir) / spec.op]) if (Path(out_dir) / spec.op).is_dir() else []:
         try:
             msg = read_envelope(path)

@@ -23,7 +23,7 @@ class Task:
 
 @lru_cache(maxsize=None)
 def _generator(spec_path: str, baseline: str | None):
-    from gen.spec import load_spec
+    from gen.core.spec import load_spec
     return generator_of(load_spec(spec_path), baseline)
 
 

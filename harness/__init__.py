@@ -9,7 +9,7 @@ from harness.backend import Backend, InvalidArgument, OutputSpec, Request, load_
 
 def compare(actual, golden, dtype) -> dict:
     """diff1, diff2, diff3, diff3_2, diff4 of ``actual`` against ``golden`` (ACCURACY.md)."""
-    from harness.metrics import compare as _compare
+    from gen.core.metrics import compare as _compare
     return _compare(actual, golden, dtype)
 
 

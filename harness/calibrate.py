@@ -15,7 +15,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass
 
-from harness.metrics import _THRESHOLD_METRICS, json_float
+from gen.core.metrics import _THRESHOLD_METRICS, json_float
 from harness.runner import (FAILING, MISTRUSTED, SKIPPED, STATUSES, CaseResult,
                             fails_only_by_its_own_error_over_the_cap)
 

@@ -92,7 +92,7 @@ def _finite_seconds(ctx, param, value):
 
 
 def _suites(text: str) -> list[str]:
-    from gen.spec import SUITES
+    from gen.core.spec import SUITES
     names = list(SUITES) if text.strip() == "all" else [s.strip() for s in text.split(",") if s.strip()]
     unknown = [s for s in names if s not in SUITES]
     if unknown or not names:
@@ -203,8 +203,8 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     from concurrent.futures.process import BrokenProcessPool
 
     from gen.parallel import Task, write_all
-    from gen.registry import UnknownOp
-    from gen.spec import SpecError, load_spec
+    from gen.core.registry import UnknownOp
+    from gen.core.spec import SpecError, load_spec
     from harness.backend import BackendLoadError, load_backend
 
     suites = _suites(suite_text)
@@ -272,7 +272,7 @@ def _refuse_foreign_cases(found, out_dir, spec) -> None:
 
 def _refuse_over_memory(size: int, what: str) -> None:
     """A case built whole in memory that cannot fit in it is refused, not run into the OOM killer."""
-    from harness.casefile import physical_memory
+    from gen.core.casefile import physical_memory
     memory = physical_memory()
     if memory is not None and size > memory:
         raise InputError(f"{what}: its tensors take {size / 1e6:.1f} MB, it is built in memory and this machine "
@@ -304,7 +304,7 @@ def _gen_described(descriptor: str, specs, baseline, device, out_dir) -> None:
     """`opcase gen --case`: write the one case of ``descriptor``."""
     from gen.descriptor import DescriptorError, write_described
     from gen.generate import GenerationError
-    from gen.spec import SpecError
+    from gen.core.spec import SpecError
     from harness.backend import BackendLoadError
 
     _check_writable("-o", out_dir, directory=True)
@@ -365,7 +365,7 @@ def _shard(text: str | None) -> tuple[int, int] | None:
 
 def _run_files(paths, rerun_failed, filter_text) -> list[Path]:
     """The case files a run covers: PATHS (or the failures of --rerun-failed), then --filter."""
-    from harness.casefile import find
+    from gen.core.casefile import find
     from harness.gate import BaselineError, load_results
     from harness.selection import case_key, failed_in
 
@@ -400,7 +400,7 @@ def _run_files(paths, rerun_failed, filter_text) -> list[Path]:
 
 
 def _warn_mixed_versions(files) -> None:
-    from harness.casefile import mixed_versions
+    from gen.core.casefile import mixed_versions
     for op, count in mixed_versions(files).items():
         click.echo(f"warning: the {op} cases come from {count} versions of its spec or generator "
                    f"(an -o reused across versions?); their verdicts are not comparable", err=True)
@@ -471,7 +471,7 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     from harness.report import Progress, fails, judged, summary_text, to_json, write_atomic
     from harness.runner import RunOptions
     from harness.selection import in_shard
-    from harness.timing import TimingPlan
+    from gen.core.timing import TimingPlan
 
     shard = _shard(shard_text)
     resources = _ray_resources(executor, address, resources_text, jobs)
@@ -597,7 +597,7 @@ def _implementation(backend):
 def _warn_declarations(backend, files) -> None:
     """Before the run, once: what the backend declares that names no kernel or dtype it could be
     given (exec: lines of `COMMAND --list-supported`), on stderr."""
-    from gen.registry import known_ops
+    from gen.core.registry import known_ops
     from harness.selection import case_key
 
     warnings_of = getattr(_implementation(backend), "declaration_warnings", None)
@@ -683,7 +683,7 @@ def backends_(names):
 
 def _supported_lines(backend) -> list[str]:
     """'OP  DTYPE ...' for each known kernel, from the backend's supports(op, dtype)."""
-    from gen.registry import known_ops, spec_for
+    from gen.core.registry import known_ops, spec_for
 
     ops = known_ops()
     width = max(map(len, ops), default=0)
@@ -880,7 +880,7 @@ def baseline_update(results_paths, out_path, allow_failing):
 @click.option("--values", "n_values", default=6, show_default=True, help="How many leading values to show per tensor.")
 def show(case_path, n_values):
     """Print a case readably, with a command that reruns just it."""
-    from harness.casefile import CaseFileError, load
+    from gen.core.casefile import CaseFileError, load
     from harness.runner import repro_command
 
     try:
@@ -928,9 +928,9 @@ def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout):
     """Find the smallest case that fails like CASE_FILE on --backend: same status, same failing
     metrics or NaN/Inf mismatches.  Prints its one-line descriptor and the sizes before and after."""
     from gen.descriptor import DescriptorError
-    from gen.spec import SpecError
+    from gen.core.spec import SpecError
     from harness.backend import BackendLoadError, load_backend
-    from harness.casefile import CaseFileError
+    from gen.core.casefile import CaseFileError
     from harness.shrink import ShrinkError, shrink_case
 
     _check_writable("-o", out_dir, directory=True)

@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 
 from harness.runner import FAILING, PASSED, CaseResult
-from harness.timing import slowdown_limit_us
+from gen.core.timing import slowdown_limit_us
 
 BASELINE_FORMAT = "opcase-baseline"
 BASELINE_VERSION = 1

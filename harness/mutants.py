@@ -296,8 +296,8 @@ def _perturb(param: str, delta: int):
 
 def _without_check(check_id: str):
     def apply(call: Call) -> dict:
-        from gen.checks import failures
-        from gen.registry import spec_for
+        from gen.core.checks import failures
+        from gen.core.registry import spec_for
         from harness.backends.builtin import run_in_dtype, request_tensors
         spec = spec_for(call.request.op)
         if check_id not in {c.id for c in failures(spec, request_tensors(spec, call.request), call.request.params)}:

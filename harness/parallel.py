@@ -432,7 +432,7 @@ class _Pool:
 def identify_result(result: CaseResult) -> None:
     """Fill in op/suite/name/dtype from the case file's header, for a case whose worker died."""
     from gen.descriptor import describe
-    from harness.casefile import CaseFileError, read_envelope
+    from gen.core.casefile import CaseFileError, read_envelope
     try:
         msg = read_envelope(Path(result.path))
         result.op, result.suite, result.name, result.dtype = msg.op, msg.suite, msg.name, msg.dtype

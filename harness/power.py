@@ -86,8 +86,8 @@ def _replay(name: str, result) -> Backend:
 def measure(files: list[Path], base: Backend, base_spec: str,
             on_case: Callable[[str], None] = lambda key: None) -> dict:
     """Run the base, every mutant and every control of each case's kernel on ``files``; the report."""
-    from gen.registry import spec_for
-    from harness.casefile import CaseFileError, load
+    from gen.core.registry import spec_for
+    from gen.core.casefile import CaseFileError, load
 
     tallies: dict[str, list[Tally]] = {}
     cases: Counter = Counter()

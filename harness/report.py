@@ -9,10 +9,10 @@ from pathlib import Path
 
 import click
 
-from harness.casefile import atomic_write
+from gen.core.casefile import atomic_write
 from harness.error_map import axis_letters
 from harness.gate import GATE_FAILING
-from harness.metrics import json_float
+from gen.core.metrics import json_float
 from harness.runner import FAILED, FAILING, MISTRUSTED, PASSED, SKIPPED, STATUSES, CaseResult, output_fails
 
 _LABEL = {"passed": "PASS", "failed": "FAIL", "wrongly-accepted": "FAIL", "wrongly-rejected": "FAIL",

@@ -34,10 +34,10 @@ import numpy as np
 
 from gen.descriptor import describe
 from harness.backend import Backend, InvalidArgument, OutputSpec, Request
-from harness.casefile import Case, CaseFileError, drop_pages, load
+from gen.core.casefile import Case, CaseFileError, drop_pages, load
 from harness.determinism import RepeatCheck
-from harness.metrics import compare, passes, small_golden_eps
-from harness.timing import BackendProtocolError, TimingPlan, call, summarize
+from gen.core.metrics import compare, passes, small_golden_eps
+from gen.core.timing import BackendProtocolError, TimingPlan, call, summarize
 
 # Every status a case can end in.  FAILING ones make `opcase run` exit 1.
 PASSED, FAILED, WRONGLY_ACCEPTED, WRONGLY_REJECTED, ERROR, SKIPPED, MISTRUSTED, NONDETERMINISTIC = (
@@ -66,7 +66,7 @@ class CaseResult:
     worst: dict = field(default_factory=dict)        # output -> {worst_abs, worst_rel, worst_nan_inf}
     layouts: dict = field(default_factory=dict)      # output -> layout, to name worst elements' coordinates
     seconds: float = 0.0                             # the judged call, or the median of the timed ones
-    timing: dict | None = None                       # with --repeat: harness.timing.summarize()
+    timing: dict | None = None                       # with --repeat: gen.core.timing.summarize()
     efficiency: dict | None = None                   # with --device-profile: harness.efficiency.efficiency()
     gate: str = ""                                   # with --compare: harness.gate verdict
     gate_message: str = ""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from harness.casefile import SUFFIX
+from gen.core.casefile import SUFFIX
 
 
 def case_key(path) -> str:

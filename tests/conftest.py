@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from gen.generate import Generator, case_path, plan_suite
-from gen.registry import spec_for
+from gen.core.registry import spec_for
 from harness.backend import Backend, InvalidArgument, Request, load_backend
 from harness.backends.builtin import round_to
-from harness.casefile import find
+from gen.core.casefile import find
 from harness.runner import run_case
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,7 +89,7 @@ def checked_backend(name: str, compute, skip_check: str | None = None) -> Backen
 
     `compute(request) -> {output: float64 array}`; results are rounded to the output dtypes.
     """
-    from gen.checks import failures
+    from gen.core.checks import failures
     from harness.backends.builtin import request_tensors
 
     def run(request: Request) -> dict:

@@ -8,7 +8,7 @@ import os
 import numpy as np
 
 from harness.backends.builtin import reference
-from harness.casefile import load
+from gen.core.casefile import load
 from harness.error_map import axes_of
 from harness.runner import request_for
 

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from conftest import REPO
 from gen.descriptor import (DESCRIBED, DescriptorError, describe, explicit_of, parse, plan_of, values_ref,
                             write_described)
-from gen.registry import spec_for
-from harness.casefile import find, load
+from gen.core.registry import spec_for
+from gen.core.casefile import find, load
 from harness.cli import main
 
 CASES = REPO / "cases"

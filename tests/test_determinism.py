@@ -10,8 +10,8 @@ import pytest
 
 import report_backends
 from conftest import REPO, run_cli
-from gen.spec import SpecError, load_spec
-from harness.casefile import load, save
+from gen.core.spec import SpecError, load_spec
+from gen.core.casefile import load, save
 from harness.determinism import first_difference
 
 # A committed case with dynamic thresholds: last-bit noise stays within them.

@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO, generate
 from harness.backend import BackendLoadError, wrap_backend, load_backend
 from harness.backends.exec_backend import ExecBackend
-from harness.casefile import find
+from gen.core.casefile import find
 from harness.runner import run_case
 
 EXAMPLE = REPO / "tests" / "exec_example"

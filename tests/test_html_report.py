@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO, run_cli
-from harness.casefile import load
+from gen.core.casefile import load
 from harness.error_map import MAX_CELLS, error_map
 from report_backends import tile_of
 

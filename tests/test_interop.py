@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import CONFORMANCE, REPO
-from harness.casefile import find, load
+from gen.core.casefile import find, load
 from harness.cli import main
 from harness.mluops import kernels
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import CONFORMANCE
-from harness import casefile
+from gen.core import casefile
 from harness.mluops import (MluopsFormatError, UnsupportedKernel, case_from_mluops, load_mluops, read_node,
                             save_mluops)
 from harness.mluops import mluops_case_pb2 as pb

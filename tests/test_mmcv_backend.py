@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from gen import registry
+from gen.core import registry
 from click.testing import CliRunner
 
 from conftest import generate, run_cli

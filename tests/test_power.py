@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from conftest import REPO
 from harness.backends.builtin import reference
-from harness.casefile import load, save
+from gen.core.casefile import load, save
 from harness.cli import main
 from harness.backend import InvalidArgument
 from harness.mutants import CONTROL, Call, NotApplicable, controls, mutants, outcome, same_outcome
@@ -44,7 +44,7 @@ def committed(tmp_path_factory):
 
 
 def _mutant(op: str, name: str):
-    from gen.registry import spec_for
+    from gen.core.registry import spec_for
     spec = spec_for(op)
     return next(m for m in mutants(spec, "reference") + controls(spec) if m.name == name)
 
@@ -149,7 +149,7 @@ def test_swap_h_w_reads_the_map_as_w_by_h():
     x = request.inputs["input"]
     swapped = replace(request, inputs={**request.inputs, "input": x.reshape(x.shape[0], x.shape[2], x.shape[1], -1)})
     from harness.backends.builtin import run_in_dtype
-    from gen.registry import spec_for
+    from gen.core.registry import spec_for
     expected = run_in_dtype(swapped, np.float64, skip_checks={c.id for c in spec_for(case.op).checks})
     assert np.array_equal(produced["output"], expected["output"])
     assert not np.array_equal(produced["output"], base["output"])

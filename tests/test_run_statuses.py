@@ -9,7 +9,7 @@ import pytest
 
 from conftest import pure_io_suite, run_cli
 from harness.backend import load_backend
-from harness.casefile import find, load, save
+from gen.core.casefile import find, load, save
 from harness.runner import run_case
 
 

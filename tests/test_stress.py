@@ -10,11 +10,11 @@ from click.testing import CliRunner
 
 import stress_backends
 from conftest import REPO
-from gen.checks import first_failure
+from gen.core.checks import first_failure
 from gen.generate import tensor_infos, channel_tails, interface_params, layout_of, plan_suite, total_bytes
-from gen.spec import SUITES, SpecError, load_spec
+from gen.core.spec import SUITES, SpecError, load_spec
 from harness.backend import Backend
-from harness.casefile import element_count, find, load
+from gen.core.casefile import element_count, find, load
 from harness.cli import main
 from harness.runner import FAILING, PASSED, run_case
 

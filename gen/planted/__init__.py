@@ -7,11 +7,11 @@ A ``compute(request) -> {output: array}`` returns float64 results (or results al
 output dtype, for the bugs that round on their own); `opcase power` and the tests make it a
 backend with the spec's parameter checks before it and rounding to the output dtypes after.
 The harness names no kernel: a kernel's bugs are found by convention
-(gen.registry.kernel_module: ``gen.planted.<op>``, else ``gen.planted.<family>``).
+(gen.core.registry.kernel_module: ``gen.planted.<op>``, else ``gen.planted.<family>``).
 """
 from __future__ import annotations
 
-from gen.registry import kernel_module
+from gen.core.registry import kernel_module
 
 
 def _module(op: str):

@@ -46,7 +46,7 @@ def round_toward_zero(a64: np.ndarray, dtype) -> np.ndarray:
 
 def request_tensors(spec, request: Request) -> dict:
     """What the spec's checks see of a call: each tensor's shape, dtype name and layout."""
-    from gen.checks import TensorInfo
+    from gen.core.checks import TensorInfo
 
     tensors = {name: TensorInfo(tuple(a.shape), a.dtype.name, request.layouts.get(name, spec.inputs[name].layout))
                for name, a in request.inputs.items() if name in spec.inputs}
@@ -59,8 +59,8 @@ def check_request(request: Request, skip_checks=()):
     """Apply the spec's parameter checks in the doc's order; raise InvalidArgument on the first
     that fails.  Returns the spec.  ``skip_checks``: ids of checks left out (`opcase power`'s
     planted missing check)."""
-    from gen.checks import failures, first_failure
-    from gen.registry import spec_for
+    from gen.core.checks import failures, first_failure
+    from gen.core.registry import spec_for
 
     spec = spec_for(request.op)
     tensors = request_tensors(spec, request)
@@ -92,7 +92,7 @@ def run_in_dtype(request: Request, compute_dtype, rounding: str = "nearest", ski
 
 
 def supports_from_spec(op: str, dtype: str) -> bool:
-    from gen.registry import spec_for, known_ops
+    from gen.core.registry import spec_for, known_ops
     return op in known_ops() and (not dtype or dtype in spec_for(op).dtypes)
 
 

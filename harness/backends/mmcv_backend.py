@@ -2,14 +2,14 @@
 emulated bit for bit in numpy (gen.mmcv).
 
 A kernel is found by convention, so the harness names none: op ``<op>`` is the function of that
-name in module ``gen.mmcv.<op>`` or ``gen.mmcv.<family>`` (gen.registry.kernel_function).  The
+name in module ``gen.mmcv.<op>`` or ``gen.mmcv.<family>`` (gen.core.registry.kernel_function).  The
 spec's parameter checks run first, in the doc's order, as in the `reference` backend.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from gen.registry import kernel_function
+from gen.core.registry import kernel_function
 from harness.backend import Backend, InvalidArgument, Request
 from harness.backends.builtin import check_request
 

@@ -1,7 +1,7 @@
 """PyTorch implementation of the kernels: a backend under test and a GPU-style baseline.
 
 Each kernel is its own module under harness.backends.torch_kernels, found by convention
-(gen.registry.kernel_function); this module names none. The kernels are written independently of
+(gen.core.registry.kernel_function); this module names none. The kernels are written independently of
 the numpy reference, in mmcv's NCHW formulation (torch_kernels/common.py says how).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from gen.registry import kernel_function, kernel_module, spec_for
+from gen.core.registry import kernel_function, kernel_module, spec_for
 from harness.backends.torch_kernels.common import require
 
 KERNELS_PACKAGE = "harness.backends.torch_kernels"

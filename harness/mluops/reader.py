@@ -15,8 +15,8 @@ import numpy as np
 from google.protobuf import text_format, unknown_fields
 from google.protobuf.message import DecodeError
 
-from gen.registry import spec_for
-from harness.casefile import SpillFile, element_count
+from gen.core.registry import spec_for
+from gen.core.casefile import SpillFile, element_count
 from harness.mluops import mluops_case_pb2 as pb
 from harness.mluops import random_data
 from harness.mluops.schema import (DTYPES, METRICS, KernelFormat, MluopsFormatError,

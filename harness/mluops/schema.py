@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gen.expr import ExprError, evaluate
-from gen.registry import known_ops, spec_for
-from gen.spec import Spec, SpecError, line_of
+from gen.core.expr import ExprError, evaluate
+from gen.core.registry import known_ops, spec_for
+from gen.core.spec import Spec, SpecError, line_of
 from harness.mluops import mluops_case_pb2 as pb
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 from google.protobuf import text_format
 
-from harness import casefile
-from harness.casefile import atomic_write
+from gen.core import casefile
+from gen.core.casefile import atomic_write
 from harness.mluops import mluops_case_pb2 as pb
 from harness.mluops.reader import ABSENT, MluCase
 from harness.mluops.schema import CRITERION_OF, DTYPE_ENUM_OF, KernelFormat, kernel_format, layout_enum

@@ -65,7 +65,7 @@ def whole_case_generation(repeat: int) -> None:
     import tempfile
 
     from gen.generate import Generator, plan_suite
-    from gen.registry import spec_for
+    from gen.core.registry import spec_for
     from harness.backend import load_backend
 
     spec = spec_for("carafe_forward")

@@ -4,7 +4,7 @@ in, and mmcv's bilinear sampling corners.
 A kernel ``<op>`` is the function of that name in ``harness.backends.torch_kernels.<op>``, or in
 ``.<family>`` where a forward and a backward share code (``<family>_forward``/``_backward``):
 ``<op>(inputs, params, out_shapes, device) -> {output: tensor}``, found by convention
-(gen.registry.kernel_function).  It follows mmcv's NCHW formulation of the kernel (the index maps
+(gen.core.registry.kernel_function).  It follows mmcv's NCHW formulation of the kernel (the index maps
 of mmcv's CUDA kernels), converts the design docs' NHWC layouts at the edges and is vectorized;
 the backend casts each result to the requested dtype and checks its shape.
 

@@ -16,8 +16,8 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from gen.spec import Spec, load_spec
-from harness.casefile import is_plain_name
+from gen.core.spec import Spec, load_spec
+from gen.core.casefile import is_plain_name
 
 
 class UnknownOp(LookupError):
@@ -29,7 +29,7 @@ def specs_dir() -> Path:
     mapped from the top-level specs/ in pyproject.toml); else, in a clone, the repository's specs/."""
     if os.environ.get("OPCASE_SPECS"):
         return Path(os.environ["OPCASE_SPECS"])
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parent.parent     # gen/
     installed = package / "specs"
     return installed if installed.is_dir() else package.parent / "specs"
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import yaml
 
-from gen.expr import ExprError, compile_expr
-from harness.casefile import PLAIN_NAME_RULE, is_plain_name
+from gen.core.expr import ExprError, compile_expr
+from gen.core.casefile import PLAIN_NAME_RULE, is_plain_name
 
 METRICS = ("diff1", "diff2", "diff3", "diff3_2", "diff4")
 FLOAT_DTYPES = ("float16", "float32", "float64")

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gen.expr import ExprError, evaluate
-from gen.spec import Check, Spec
-from harness.casefile import element_count
+from gen.core.expr import ExprError, evaluate
+from gen.core.spec import Check, Spec
+from gen.core.casefile import element_count
 
 
 @dataclass(frozen=True)
