@@ -12,7 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from gen.core.checks import TensorInfo, failures, first_failure
+from gen.core.backend import TensorInfo
+
+from gen.core.checks import failures, first_failure
 from gen.core.expr import ExprError, evaluate
 from gen.sampled import SAMPLE_ABOVE_ELEMENTS, GoldenCapture, Units, estimate, sample_order
 from gen.core.spec import SUITES, Spec, SpecError, line_of
@@ -654,7 +656,7 @@ class Generator:
     def _baseline_outputs(self, case: Case) -> dict:
         """The baseline's outputs for a valid case, called and checked as `opcase run` calls and
         checks a backend's (its own timing, if it measures it, is dropped)."""
-        from harness.backend import InvalidArgument
+        from gen.core.backend import InvalidArgument
         from harness.runner import validate_outputs, request_for
         from gen.core.timing import call
         try:

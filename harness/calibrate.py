@@ -28,7 +28,7 @@ BOUNDED_METRICS = _THRESHOLD_METRICS
 class BackendRun:
     """One trusted backend's results over the suite, in case order."""
     backend: str          # the --backend value
-    origin: str           # where it comes from (harness.backend.Backend.origin)
+    origin: str           # where it comes from (gen.core.backend.Backend.origin)
     results: list[CaseResult]
 
 

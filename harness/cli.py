@@ -205,7 +205,8 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     from gen.parallel import Task, write_all
     from gen.core.registry import UnknownOp
     from gen.core.spec import SpecError, load_spec
-    from harness.backend import BackendLoadError, load_backend
+    from gen.core.backend import BackendLoadError
+    from harness.backends import load_backend
 
     suites = _suites(suite_text)
     resources = _ray_resources(executor, address, resources_text, jobs)
@@ -291,7 +292,7 @@ def _refuse_over_free_space(needed: int, out_dir) -> None:
 
 def _baseline_on_device(baseline: str | None, device: str | None) -> str | None:
     """gen's --baseline as it runs on --device (BackendLoadError for a backend without devices)."""
-    from harness.backend import with_device
+    from harness.backends import with_device
 
     if device is None:
         return baseline
@@ -305,7 +306,7 @@ def _gen_described(descriptor: str, specs, baseline, device, out_dir) -> None:
     from gen.descriptor import DescriptorError, write_described
     from gen.generate import GenerationError
     from gen.core.spec import SpecError
-    from harness.backend import BackendLoadError
+    from gen.core.backend import BackendLoadError
 
     _check_writable("-o", out_dir, directory=True)
     try:
@@ -463,7 +464,8 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     skipped or mistrusted; --allow-empty makes that 0); 128+N stopped by signal N (SIGTERM, SIGHUP).
     Python backends other than reference and lowp run in a worker process unless --in-process.
     """
-    from harness.backend import BackendLoadError, load_backend, with_device
+    from gen.core.backend import BackendLoadError
+    from harness.backends import load_backend, with_device
     from harness.efficiency import ProfileError, load_profile
     from harness.gate import GATE_FAILING, BaselineError, gate_summary, judge_against, load_baseline
     from harness.junit import junit_xml
@@ -647,7 +649,8 @@ def backends_(names):
     Give NAMES (any --backend value, e.g. exec:'./my_kernels') to describe just those.
     Cases of a kernel or dtype a backend does not support are skipped by `opcase run`, not failed.
     """
-    from harness.backend import BUILTIN_NAMES, BackendLoadError, load_backend
+    from gen.core.backend import BUILTIN_NAMES, BackendLoadError
+    from harness.backends import load_backend
     from harness import plugins
 
     # (name, loader): what to describe and how to load it; exec:COMMAND alone has no loader
@@ -717,7 +720,8 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text):
     a trusted backend fails, or fails to run, is a finding.
     Exit status: 0 no findings; 1 findings; 2 usage or input error; 5 a backend judged no case.
     """
-    from harness.backend import BackendLoadError, load_backend
+    from gen.core.backend import BackendLoadError
+    from harness.backends import load_backend
     from harness.calibrate import BackendRun, calibration, table_lines
     from harness.parallel import run_cases, runs_isolated
     from harness.report import write_atomic
@@ -786,7 +790,9 @@ def power(paths, backend_spec, json_path, max_size, filter_text):
     """
     import signal
 
-    from harness.backend import BackendLoadError, load_backend
+    from gen.core.backend import BackendLoadError
+
+    from harness.backends import load_backend
     from harness.power import table_lines
     from harness.report import write_atomic
 
@@ -929,7 +935,8 @@ def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout):
     metrics or NaN/Inf mismatches.  Prints its one-line descriptor and the sizes before and after."""
     from gen.descriptor import DescriptorError
     from gen.core.spec import SpecError
-    from harness.backend import BackendLoadError, load_backend
+    from gen.core.backend import BackendLoadError
+    from harness.backends import load_backend
     from gen.core.casefile import CaseFileError
     from harness.shrink import ShrinkError, shrink_case
 

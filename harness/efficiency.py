@@ -79,7 +79,7 @@ def theory_io_bytes(case) -> int:
 
 def theory_ops(case) -> tuple[float | None, str]:
     """(ops, '') or (None, why not)."""
-    from gen.core.checks import TensorInfo
+    from gen.core.backend import TensorInfo
     from gen.core.expr import ExprError, evaluate
     from gen.core.registry import spec_for
 

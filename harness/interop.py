@@ -39,10 +39,11 @@ def complete_imported(case: Case, baseline_name: str | None) -> Case:
     A call that breaks one of the spec's checks becomes an expected rejection: that is
     what a conforming implementation must do with it.
     """
-    from gen.core.checks import TensorInfo, first_failure
+    from gen.core.backend import TensorInfo
+    from gen.core.checks import first_failure
     from gen.generate import GENERATOR_VERSION, Generator
     from gen.core.registry import spec_for
-    from harness.backend import load_backend
+    from harness.backends import load_backend
 
     spec = spec_for(case.op)
     case.generator_version, case.spec_sha256, case.spec_path = GENERATOR_VERSION, spec.sha256, spec.path.name
@@ -127,7 +128,7 @@ def import_file(source: Path, name: str, header, out_dir: Path, baseline: str | 
     from gen.generate import GenerationError
     from gen.core.registry import UnknownOp
     from gen.core.spec import SpecError
-    from harness.backend import BackendLoadError
+    from gen.core.backend import BackendLoadError
     from harness.mluops import MluopsError, case_from_mluops, load_mluops
     from harness.mluops.writer import SUITE
 

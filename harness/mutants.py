@@ -24,7 +24,7 @@ from typing import Callable
 
 import numpy as np
 
-from harness.backend import Backend, InvalidArgument, OutputSpec, Request
+from gen.core.backend import Backend, InvalidArgument, Request, TensorInfo
 
 GENERIC, CHECKS, PLANTED, CONTROL = "generic", "checks", "planted", "control"
 # Vector widths (in elements) whose last, partial block a kernel may drop or fill wrongly.
@@ -253,7 +253,7 @@ def _swap_hw(call: Call) -> dict:
     outputs = {}
     for name, o in request.outputs.items():
         shape = swap(o.shape, o.layout)
-        outputs[name] = OutputSpec(shape, o.dtype, o.layout) if shape is not None else o
+        outputs[name] = TensorInfo(shape, o.dtype, o.layout) if shape is not None else o
     produced = call.run_base(dataclasses.replace(request, inputs=inputs, outputs=outputs))
     return _requested_shapes(produced, request)
 

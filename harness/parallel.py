@@ -36,7 +36,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Callable
 
-from harness.backend import BackendLoadError
+from gen.core.backend import BackendLoadError
 from harness.runner import ERROR, CaseResult, RunOptions, new_result, run_case
 
 _CONTEXT = multiprocessing.get_context("spawn")
@@ -187,7 +187,8 @@ def _serve(conn, backend_spec: str, options: RunOptions, log_path: str) -> None:
     faulthandler.enable(file=sys.stderr, all_threads=True)
     if _STACK_SIGNAL is not None:
         faulthandler.register(_STACK_SIGNAL, file=sys.stderr, all_threads=True)
-    from harness.backend import BackendLoadError, load_backend
+    from gen.core.backend import BackendLoadError
+    from harness.backends import load_backend
     try:
         backend = load_backend(backend_spec)
     except BackendLoadError as exc:

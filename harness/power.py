@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from harness.backend import Backend
+from gen.core.backend import Backend
 from harness.mutants import CHECKS, CONTROL, GENERIC, PLANTED, Call, Mutant, NotApplicable, controls, mutants, \
     outcome, same_outcome
 from harness.runner import (FAILING, SKIPPED, fails_only_by_its_own_error_over_the_cap, new_result, request_for,

@@ -185,7 +185,7 @@ def _enter(environment: dict) -> None:
 
 @lru_cache(maxsize=None)
 def _backend(backend_spec: str):
-    from harness.backend import load_backend
+    from harness.backends import load_backend
     return load_backend(backend_spec)
 
 
@@ -194,7 +194,7 @@ def _run_task(environment: dict, path: str, backend_spec: str, options, start_lo
     _enter(environment)
     if start_log is not None:
         start_log.started.remote(key)
-    from harness.backend import BackendLoadError
+    from gen.core.backend import BackendLoadError
     from harness.parallel import run_guarded
     try:
         backend = _backend(backend_spec)

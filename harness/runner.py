@@ -1,6 +1,6 @@
 """Running a backend on cases and judging what comes back.
 
-Calling convention (see harness.backend): ``backend.run(request)`` returns a dict of numpy
+Calling convention (see gen.core.backend): ``backend.run(request)`` returns a dict of numpy
 arrays, one per requested output, in the requested shapes and dtypes; it raises
 ``InvalidArgument`` to reject a call.  A backend whose ``measures_time`` is True returns
 ``(outputs, seconds)`` instead, ``seconds`` being its own kernel (device) time for that call;
@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from gen.descriptor import describe
-from harness.backend import Backend, InvalidArgument, OutputSpec, Request
+from gen.core.backend import Backend, InvalidArgument, Request, TensorInfo
 from gen.core.casefile import Case, CaseFileError, drop_pages, load
 from harness.determinism import RepeatCheck
 from gen.core.metrics import compare, passes, small_golden_eps
@@ -109,7 +109,7 @@ def request_for(case: Case) -> Request:
     """The call a case describes; its input arrays are read-only views of the case's data."""
     return Request(op=case.op, params=dict(case.params),
                    inputs={n: _read_only(t.data) for n, t in case.inputs.items() if not t.absent},
-                   outputs={n: OutputSpec(tuple(t.shape), np.dtype(t.dtype), t.layout) for n, t in case.outputs.items()},
+                   outputs={n: TensorInfo(tuple(t.shape), np.dtype(t.dtype), t.layout) for n, t in case.outputs.items()},
                    layouts={n: t.layout for n, t in case.inputs.items()})
 
 

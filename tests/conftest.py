@@ -9,7 +9,8 @@ import pytest
 
 from gen.generate import Generator, case_path, plan_suite
 from gen.core.registry import spec_for
-from harness.backend import Backend, InvalidArgument, Request, load_backend
+from gen.core.backend import Backend, InvalidArgument, Request
+from harness.backends import load_backend
 from harness.backends.builtin import round_to
 from gen.core.casefile import find
 from harness.runner import run_case

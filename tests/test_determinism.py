@@ -149,7 +149,7 @@ def test_first_difference_counts_across_blocks(monkeypatch):
 
 def test_border_align_backward_declares_nondeterministic_sums_and_its_cases_carry_it(tmp_path):
     from gen.generate import Generator, plan_suite
-    from harness.backend import load_backend
+    from harness.backends import load_backend
     spec = load_spec(REPO / "specs" / "border_align_backward.yaml")
     assert spec.nondeterministic_sums
     plan = plan_suite(spec, "boundary", None, 0)[0]

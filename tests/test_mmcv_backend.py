@@ -11,7 +11,8 @@ from click.testing import CliRunner
 
 from conftest import generate, run_cli
 from gen.mmcv import carafe
-from harness.backend import BUILTIN_NAMES, InvalidArgument, OutputSpec, Request, load_backend
+from gen.core.backend import BUILTIN_NAMES, InvalidArgument, Request, TensorInfo
+from harness.backends import load_backend
 from harness.backends import mmcv_backend
 
 PARAMS = {"kernel_size": 3, "group_size": 2, "scale_factor": 2}
@@ -25,7 +26,7 @@ def backward_request(params=PARAMS, dtype="float16"):
               "grad_output": rng.normal(size=(1, 3 * s, 4 * s, 6)).astype(dtype)}
     shapes = {"grad_input": inputs["input"].shape, "grad_mask": inputs["mask"].shape}
     return Request(op="carafe_backward", params=dict(params), inputs=inputs,
-                   outputs={name: OutputSpec(shapes[name], np.dtype(dtype), "NHWC") for name in shapes})
+                   outputs={name: TensorInfo(shapes[name], np.dtype(dtype), "NHWC") for name in shapes})
 
 
 def test_mmcv_is_a_builtin_backend():

@@ -20,7 +20,7 @@ from conftest import REPO
 from harness.backends.builtin import reference
 from gen.core.casefile import load, save
 from harness.cli import main
-from harness.backend import InvalidArgument
+from gen.core.backend import InvalidArgument
 from harness.mutants import CONTROL, Call, NotApplicable, controls, mutants, outcome, same_outcome
 from harness.runner import request_for
 

@@ -14,7 +14,7 @@ from gen.core.checks import failures
 from gen.descriptor import Explicit, parse, plan_of, write_described
 from gen.generate import tensor_infos, interface_params, layout_of, plan_suite, total_bytes
 from gen.core.registry import spec_for
-from harness.backend import load_backend
+from harness.backends import load_backend
 from gen.core.casefile import load
 from harness.cli import main
 from harness.runner import FAILED, PASSED, WRONGLY_ACCEPTED, run_case

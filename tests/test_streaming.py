@@ -12,7 +12,7 @@ import gen.generate as generate
 import gen.values as values
 from gen.generate import Generator, plan_suite
 from gen.core.registry import spec_for
-from harness.backend import load_backend
+from harness.backends import load_backend
 from gen.core.casefile import load
 
 

@@ -13,7 +13,7 @@ from conftest import REPO
 from gen.core.checks import first_failure
 from gen.generate import tensor_infos, channel_tails, interface_params, layout_of, plan_suite, total_bytes
 from gen.core.spec import SUITES, SpecError, load_spec
-from harness.backend import Backend
+from gen.core.backend import Backend
 from gen.core.casefile import element_count, find, load
 from harness.cli import main
 from harness.runner import FAILING, PASSED, run_case

@@ -16,7 +16,7 @@ from conftest import REPO
 from gen.generate import Generator, baseline_units_fn, case_path, plan_suite
 from gen.core.registry import known_ops, spec_for
 from gen.sampled import GoldenCapture, estimate, sample_order
-from harness.backend import load_backend
+from harness.backends import load_backend
 from harness.backends import mmcv_backend
 from gen.core.casefile import find, load
 from gen.core.metrics import compare

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 from conftest import CONFORMANCE  # noqa: E402
 from harness.backends import torch_backend  # noqa: E402  (needs torch)
-from harness.backend import InvalidArgument  # noqa: E402
+from gen.core.backend import InvalidArgument  # noqa: E402
 # The backend is checked against the same slow loops, straight from OPS.md, as the references.
 from test_pure_io_kernels import slow_masked_im2col, slow_psamask_backward, slow_psamask_forward  # noqa: E402
 from test_ref_border_align import slow_backward as slow_border_align_backward  # noqa: E402

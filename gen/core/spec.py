@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from gen.core.backend import BUILTIN_NAMES
 from gen.core.expr import ExprError, compile_expr
 from gen.core.casefile import PLAIN_NAME_RULE, is_plain_name
 
@@ -390,7 +391,6 @@ def _criteria(v: _Validator, node) -> Criteria:
     for rate in rates:
         if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0:
             v.fail(body, "rates", "criteria.dynamic: rates must be positive numbers")
-    from harness.backend import BUILTIN_NAMES
     baseline = body.get("baseline", "lowp")
     if baseline not in BUILTIN_NAMES:
         v.fail(body, "baseline", f"criteria.dynamic.baseline: {baseline!r} is not a built-in backend "

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.backend import Backend, InvalidArgument, Request
+from gen.core.backend import Backend, InvalidArgument, Request
 
 
 # How a float result may be rounded to the output dtype: the reference rounds to nearest once;
@@ -46,7 +46,7 @@ def round_toward_zero(a64: np.ndarray, dtype) -> np.ndarray:
 
 def request_tensors(spec, request: Request) -> dict:
     """What the spec's checks see of a call: each tensor's shape, dtype name and layout."""
-    from gen.core.checks import TensorInfo
+    from gen.core.backend import TensorInfo
 
     tensors = {name: TensorInfo(tuple(a.shape), a.dtype.name, request.layouts.get(name, spec.inputs[name].layout))
                for name, a in request.inputs.items() if name in spec.inputs}

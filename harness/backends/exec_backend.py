@@ -56,7 +56,7 @@ from pathlib import Path
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from harness.backend import BackendLoadError, InvalidArgument, Request
+from gen.core.backend import BackendLoadError, InvalidArgument, Request
 from gen.core.casefile import DEFAULT_SIDECAR_BYTES, le_bytes_view, value_to_pb, write_sidecar
 from harness.parallel import kill_process_group
 from gen.core.proto import opcase_pb2 as pb

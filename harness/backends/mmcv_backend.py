@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from gen.core.registry import kernel_function
-from harness.backend import Backend, InvalidArgument, Request
+from gen.core.backend import Backend, InvalidArgument, Request
 from harness.backends.builtin import check_request
 
 DTYPES = ("float16", "float32")   # mmcv's scalar_t: at::Half or float

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from harness.backend import InvalidArgument
+from gen.core.backend import InvalidArgument
 
 
 def require(condition: bool, message: str) -> None:
