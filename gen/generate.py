@@ -491,7 +491,7 @@ class Generator:
             tensor.data, tensor.prewritten = spill.seal()
 
     def _stream_goldens(self, case: Case, pieces_fn, writers: dict) -> None:
-        from harness.backends.builtin import round_to
+        from gen.core.rounding import round_to
         from gen.core.metrics import StreamingCompare
         present = {n: t.data for n, t in case.inputs.items() if not t.absent}
         out_shapes = {n: tuple(t.shape) for n, t in case.outputs.items()}
@@ -530,7 +530,7 @@ class Generator:
 
         The built-in lowp baseline is the same reference in float32, run in step with the golden,
         so it too never holds a whole output; any other baseline runs on the whole case first."""
-        from harness.backends.builtin import round_to
+        from gen.core.rounding import round_to
         if self.spec.criteria.mode != "dynamic":
             return None
         if self.baseline is None:
@@ -580,7 +580,7 @@ class Generator:
 
     def complete(self, case: Case) -> Case:
         """Fill in the goldens (rounded once from float64) and the thresholds of a case that has its inputs."""
-        from harness.backends.builtin import round_to
+        from gen.core.rounding import round_to
         golden64 = self._golden(case)
         for name, t in case.outputs.items():
             t.data = round_to(golden64[name], t.dtype)
@@ -615,7 +615,7 @@ class Generator:
         if self.baseline is None:
             raise GenerationError(f"{spec.path}: dynamic thresholds need a baseline backend")
         from gen.core.metrics import compare
-        from harness.runner import FAILED, CaseResult, judge
+        from gen.core.verdict import FAILED, CaseResult, judge
         units = self._baseline_units(case, {n: t.data for n, t in case.inputs.items() if not t.absent})
         if units is not None:
             shapes = {n: tuple(t.shape) for n, t in case.outputs.items()}
@@ -657,7 +657,7 @@ class Generator:
         """The baseline's outputs for a valid case, called and checked as `opcase run` calls and
         checks a backend's (its own timing, if it measures it, is dropped)."""
         from gen.core.backend import InvalidArgument
-        from harness.runner import validate_outputs, request_for
+        from gen.core.verdict import validate_outputs, request_for
         from gen.core.timing import call
         try:
             outputs, _, _ = call(self.baseline, request_for(case))

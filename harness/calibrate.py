@@ -16,8 +16,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from gen.core.metrics import _THRESHOLD_METRICS, json_float
-from harness.runner import (FAILING, MISTRUSTED, SKIPPED, STATUSES, CaseResult,
-                            fails_only_by_its_own_error_over_the_cap)
+from gen.core.verdict import (FAILING, MISTRUSTED, SKIPPED, STATUSES, CaseResult,
+                              fails_only_by_its_own_error_over_the_cap)
 
 # The metrics whose threshold is a bound on the value.  diff4's threshold is not: `passes`
 # ignores its size (the mlu-ops rule only asks whether every error leans one way).

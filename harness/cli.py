@@ -612,7 +612,7 @@ def _warn_declarations(backend, files) -> None:
 
 def _why_nothing_judged(results, backend, backend_spec: str, shard_text, n_selected: int, rerun_failed) -> list[str]:
     """Why a run judged no case: what was (not) selected, or what the backend declared."""
-    from harness.runner import MISTRUSTED, SKIPPED
+    from gen.core.verdict import MISTRUSTED, SKIPPED
 
     if not results:
         if shard_text:

@@ -308,7 +308,8 @@ def _without_check(check_id: str):
 
 def _planted(compute):
     def apply(call: Call) -> dict:
-        from harness.backends.builtin import check_request, round_to
+        from gen.core.rounding import round_to
+        from harness.backends.builtin import check_request
         check_request(call.request)
         produced = compute(call.request)
         return {n: round_to(produced[n], o.dtype) for n, o in call.request.outputs.items()}

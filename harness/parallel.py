@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Callable
 
 from gen.core.backend import BackendLoadError
-from harness.runner import ERROR, CaseResult, RunOptions, new_result, run_case
+from gen.core.verdict import ERROR, CaseResult
+from harness.runner import RunOptions, new_result, run_case
 
 _CONTEXT = multiprocessing.get_context("spawn")
 # How long a fresh worker may take to start and load the backend, on top of --timeout.

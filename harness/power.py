@@ -18,10 +18,10 @@ from typing import Callable
 from gen.core.backend import Backend
 from harness.mutants import CHECKS, CONTROL, GENERIC, PLANTED, Call, Mutant, NotApplicable, controls, mutants, \
     outcome, same_outcome
-from harness.runner import (FAILING, SKIPPED, fails_only_by_its_own_error_over_the_cap, new_result, request_for,
-                            run_loaded)
+from gen.core.verdict import FAILING, SKIPPED, fails_only_by_its_own_error_over_the_cap, request_for
 
 # How many failing cases a killed mutant or a failing control lists.
+from harness.runner import new_result, run_loaded
 _SHOWN = 3
 KILLED, SURVIVED, NOT_APPLICABLE, PASSED, FAILED = "killed", "survived", "n/a", "passed", "failed"
 

@@ -33,7 +33,8 @@ from gen.generate import (GenerationError, tensor_infos, case_path, interface_pa
 from gen.core.spec import Spec, SpecError
 from gen.core.casefile import load
 from harness.parallel import run_cases
-from harness.runner import ERROR, FAILED, FAILING, CaseResult, RunOptions, mistrust
+from gen.core.verdict import ERROR, FAILED, FAILING, CaseResult, mistrust
+from harness.runner import RunOptions
 
 DEFAULT_MAX_TRIES = 200
 DEFAULT_SECONDS = 600.0

@@ -11,7 +11,7 @@ from gen.generate import Generator, case_path, plan_suite
 from gen.core.registry import spec_for
 from gen.core.backend import Backend, InvalidArgument, Request
 from harness.backends import load_backend
-from harness.backends.builtin import round_to
+from gen.core.rounding import round_to
 from gen.core.casefile import find
 from harness.runner import run_case
 
@@ -116,7 +116,7 @@ def assert_each_missing_check_caught(invalid_dir: Path, op: str) -> None:
     """For every testable check of `op`: a backend making all checks but that one fails exactly
     that check's case in `invalid_dir`, and no other."""
     import gen
-    from harness.runner import FAILING
+    from gen.core.verdict import FAILING
 
     def compute(request):
         out_shapes = {name: o.shape for name, o in request.outputs.items()}

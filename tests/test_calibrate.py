@@ -15,7 +15,7 @@ from conftest import REPO, checked_backend
 from harness.calibrate import headroom, threshold_ratio
 from gen.core.casefile import find, load, save
 from harness.cli import main
-from harness.runner import CaseResult, FAILING
+from gen.core.verdict import CaseResult, FAILING
 
 COMMITTED = REPO / "cases"
 

@@ -16,10 +16,10 @@ import pytest
 
 from gen.planted import correct, planted
 from gen.planted.border_align import border_align_backward_compute
-from harness.backends.builtin import round_toward_zero
+from gen.core.rounding import round_toward_zero
 from conftest import assert_each_missing_check_caught, checked_backend, generate, run_dir, statuses
 from harness.backends import load_backend
-from harness.runner import ERROR, FAILED, FAILING
+from gen.core.verdict import ERROR, FAILED, FAILING
 
 OPS = ("carafe_forward", "carafe_backward", "deform_roi_pool_forward", "border_align_backward")
 

@@ -22,7 +22,7 @@ from gen.core.casefile import load, save
 from harness.cli import main
 from gen.core.backend import InvalidArgument
 from harness.mutants import CONTROL, Call, NotApplicable, controls, mutants, outcome, same_outcome
-from harness.runner import request_for
+from gen.core.verdict import request_for
 
 COMMITTED = REPO / "cases"
 CARAFE_F32 = COMMITTED / "carafe_forward/random/r001-N1-H3-W3-G4-Cg3-C12-kernel_size5-group_size4-scale_factor1-float32.opcase"

@@ -8,7 +8,7 @@ import pytest
 from conftest import CONFORMANCE, assert_each_missing_check_caught, checked_backend, run_dir, statuses
 from gen.ops import masked_im2col, psamask
 from gen.planted import correct, planted
-from harness.runner import FAILING
+from gen.core.verdict import FAILING
 
 MMCV = CONFORMANCE / "mmcv"
 

@@ -17,7 +17,8 @@ from gen.core.registry import spec_for
 from harness.backends import load_backend
 from gen.core.casefile import load
 from harness.cli import main
-from harness.runner import FAILED, PASSED, WRONGLY_ACCEPTED, run_case
+from gen.core.verdict import FAILED, PASSED, WRONGLY_ACCEPTED
+from harness.runner import run_case
 from harness.shrink import candidates, shrink_case
 
 OP = "carafe_forward"

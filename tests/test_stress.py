@@ -16,7 +16,8 @@ from gen.core.spec import SUITES, SpecError, load_spec
 from gen.core.backend import Backend
 from gen.core.casefile import element_count, find, load
 from harness.cli import main
-from harness.runner import FAILING, PASSED, run_case
+from gen.core.verdict import FAILING, PASSED
+from harness.runner import run_case
 
 SPECS = sorted((REPO / "specs").glob("*.yaml"))
 MAX_SIZE = 64_000_000          # the README's main command: --max-size 64MB
