@@ -1,7 +1,6 @@
 """Turning a spec into suites of cases with goldens and thresholds."""
 from __future__ import annotations
 
-import hashlib
 import itertools
 import math
 import numbers
@@ -15,6 +14,7 @@ import numpy as np
 from gen.core.backend import TensorInfo
 
 from gen.core.checks import failures, first_failure
+from gen.core.descriptor import case_seed
 from gen.core.expr import ExprError, evaluate
 from gen.sampled import SAMPLE_ABOVE_ELEMENTS, GoldenCapture, Units, estimate, sample_order
 from gen.core.spec import SUITES, Spec, SpecError, line_of
@@ -56,12 +56,6 @@ class Plan:
 
 
 # ----------------------------------------------------------------------------- planning
-
-def case_seed(base_seed: int, op: str, suite: str, label: str) -> int:
-    """A 63-bit seed fixed by (base seed, op, suite, case label), stable across runs and machines."""
-    digest = hashlib.sha256(f"{base_seed}/{op}/{suite}/{label}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") >> 1
-
 
 def slug(value) -> str:
     if isinstance(value, float):

@@ -303,7 +303,8 @@ def _baseline_on_device(baseline: str | None, device: str | None) -> str | None:
 
 def _gen_described(descriptor: str, specs, baseline, device, out_dir) -> None:
     """`opcase gen --case`: write the one case of ``descriptor``."""
-    from gen.descriptor import DescriptorError, write_described
+    from gen.core.descriptor import DescriptorError
+    from gen.descriptor import write_described
     from gen.generate import GenerationError
     from gen.core.spec import SpecError
     from gen.core.backend import BackendLoadError
@@ -933,7 +934,7 @@ def show(case_path, n_values):
 def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout):
     """Find the smallest case that fails like CASE_FILE on --backend: same status, same failing
     metrics or NaN/Inf mismatches.  Prints its one-line descriptor and the sizes before and after."""
-    from gen.descriptor import DescriptorError
+    from gen.core.descriptor import DescriptorError
     from gen.core.spec import SpecError
     from gen.core.backend import BackendLoadError
     from harness.backends import load_backend

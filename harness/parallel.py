@@ -433,7 +433,7 @@ class _Pool:
 
 def identify_result(result: CaseResult) -> None:
     """Fill in op/suite/name/dtype from the case file's header, for a case whose worker died."""
-    from gen.descriptor import describe
+    from gen.core.descriptor import describe
     from gen.core.casefile import CaseFileError, read_envelope
     try:
         msg = read_envelope(Path(result.path))

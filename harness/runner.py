@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gen.descriptor import describe
+from gen.core.descriptor import describe
 from gen.core.backend import Backend, InvalidArgument, Request
 from gen.core.casefile import Case, CaseFileError, load
 from harness.determinism import RepeatCheck

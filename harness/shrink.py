@@ -27,7 +27,8 @@ from typing import Callable
 
 from gen.core.checks import failures
 from gen.core.expr import ExprError, evaluate, names_in
-from gen.descriptor import describe, explicit_of, plan_of, values_ref, write_described
+from gen.core.descriptor import describe
+from gen.descriptor import explicit_of, plan_of, values_ref, write_described
 from gen.generate import (GenerationError, tensor_infos, case_path, interface_params, layout_of,
                           total_bytes)
 from gen.core.spec import Spec, SpecError

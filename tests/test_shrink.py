@@ -11,7 +11,8 @@ from click.testing import CliRunner
 
 from conftest import REPO
 from gen.core.checks import failures
-from gen.descriptor import Explicit, parse, plan_of, write_described
+from gen.core.descriptor import Explicit, parse
+from gen.descriptor import plan_of, write_described
 from gen.generate import tensor_infos, interface_params, layout_of, plan_suite, total_bytes
 from gen.core.registry import spec_for
 from harness.backends import load_backend
