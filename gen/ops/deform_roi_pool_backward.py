@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from gen.ops.bilinear import bilinear_corners
-# _bins and _Bins are the family module's private names: they need public ones (reported, issue 13).
-from gen.ops.deform_roi_pool import _bins, _Bins  # noqa: PLC2701
+# bins and Bins are the family module's private names: they need public ones (reported, issue 13).
+from gen.ops.deform_roi_pool import Bins, bin_geometry
 
 # Samples per chunk: the gathered corners [4, samples, C] stay near this many elements.
 _CHUNK_ELEMENTS = 1 << 21
@@ -35,7 +35,7 @@ def roi_sizes(rois, params, dtype) -> tuple[np.ndarray, np.ndarray]:
     return roi_w, roi_h
 
 
-def sample_chunks(bins: _Bins, channels: int, dtype):
+def sample_chunks(bins: Bins, channels: int, dtype):
     """The forward's sample points, bin by bin, in chunks: (bin_of, y, x) per chunk, unclamped."""
     counts = bins.samples
     ends = np.cumsum(counts)
@@ -64,7 +64,7 @@ def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):
         # An empty map has no pixel to receive anything (zero H or W succeeds).
         return {"grad_input": grad_input.reshape(N, H, W, C), "grad_offset": grad_offset.reshape(R, 2, PH, PW)}
 
-    bins = _bins(rois, offset, params, dtype)
+    bins = bin_geometry(rois, offset, params, dtype)
     # grad_output / count; a bin with no samples never uses it (mmcv divides by count 0 there).
     bin_grad = grad_output.reshape(-1, C).astype(dtype) / np.maximum(bins.samples, 1).astype(dtype)[:, None]
     pixels = features.reshape(-1, C)

@@ -963,7 +963,11 @@ def import_(paths, out_dir, baseline, max_size):
     _check_writable("-o", out_dir, directory=True)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    _report_outcomes(import_all(paths, out, baseline, max_size))
+    try:
+        outcomes = import_all(paths, out, baseline, max_size)
+    except SpecError as exc:
+        raise InputError(str(exc)) from None
+    _report_outcomes(outcomes)
 
 
 @main.command("export")
@@ -975,7 +979,11 @@ def export(paths, fmt, text, out_dir):
     """Export opcase cases in the operator library's own format (mlu-ops)."""
 
     _check_writable("-o", out_dir, directory=True)
-    _report_outcomes(export_all(paths, Path(out_dir), text))
+    try:
+        outcomes = export_all(paths, Path(out_dir), text)
+    except SpecError as exc:
+        raise InputError(str(exc)) from None
+    _report_outcomes(outcomes)
 
 
 def _report_outcomes(outcomes) -> None:

@@ -25,18 +25,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from gen.core.checks import failures
-from gen.core.expr import ExprError, evaluate, names_in
-from gen.core.descriptor import describe
-from gen.descriptor import explicit_of, plan_of, values_ref, write_described
-from gen.generate import (GenerationError, tensor_infos, case_path, interface_params, layout_of,
-                          total_bytes)
-from gen.core.spec import Spec, SpecError
 from gen.core.casefile import load
-from harness.backends import load_backend
-from harness.workers import run_cases
+from gen.core.checks import failures
+from gen.core.descriptor import describe
+from gen.core.expr import ExprError, evaluate, names_in
+from gen.core.registry import spec_for
+from gen.core.spec import Spec, SpecError
 from gen.core.verdict import ERROR, FAILED, FAILING, CaseResult, mistrust
+from gen.descriptor import explicit_of, plan_of, values_ref, write_described
+from gen.generate import GenerationError, case_path, interface_params, layout_of, tensor_infos, total_bytes
+from gen.jobs import generator_of
+from harness.backends import load_backend
 from harness.runner import RunOptions
+from harness.workers import run_cases
 
 DEFAULT_MAX_TRIES = 200
 DEFAULT_SECONDS = 600.0
@@ -268,8 +269,6 @@ def shrink_case(case_file: Path, backend, backend_spec: str, out_dir: Path, base
                 max_tries: int = DEFAULT_MAX_TRIES, seconds: float = DEFAULT_SECONDS,
                 timeout: float | None = None, on_step: Callable[[str], None] = lambda line: None) -> Shrunk:
     """Shrink the failing case ``case_file`` on ``backend``; write the smallest one under ``out_dir``."""
-    from gen.jobs import generator_of
-    from gen.core.registry import spec_for
     started = time.monotonic()
     case = load(case_file)
     original = describe(case.op, case.suite, case.name, case.seed, case.note)

@@ -8,25 +8,11 @@ from __future__ import annotations
 
 import torch
 
+from harness.backends.torch_kernels.border_align import border_start_and_stride
 from harness.backends.torch_kernels.common import (BilinearCorners, as_4d, as_tensor, check_rank, compute_dtype,
-                                                  int_param, nchw_to_nhwc, nhwc_to_nchw, require)
+                                                  int_param, nhwc_to_nchw, require)
 
 BORDERS = 4   # top, left, bottom, right
-
-
-def _border_walk(boxes, pool_size):
-    """Start x, y and step x, y of every border, [N, K, 4] each: top and left start at (x1, y1),
-    bottom and right at (x2, y2); top and bottom step along x by +-width / pool_size, left and
-    right along y by +-height / pool_size."""
-    x1, y1, x2, y2 = boxes.unbind(-1)
-    along_w = (x2 - x1) / pool_size
-    along_h = (y2 - y1) / pool_size
-    zero = torch.zeros_like(along_w)
-    start_x = torch.stack([x1, x1, x2, x2], dim=-1)
-    start_y = torch.stack([y1, y1, y2, y2], dim=-1)
-    step_x = torch.stack([along_w, zero, -along_w, zero], dim=-1)
-    step_y = torch.stack([zero, along_h, zero, -along_h], dim=-1)
-    return start_x, start_y, step_x, step_y
 
 
 def _sample(planes, plane, y, x, height, width):
@@ -65,7 +51,7 @@ def forward(features, boxes, pool_size):
     plane = (batch_idx * BORDERS + border_idx) * channels + channel_idx       # plane of (n, e*C + c)
     planes = features.reshape(-1)
 
-    start_x, start_y, step_x, step_y = (t[:, None] for t in _border_walk(boxes, pool_size))
+    start_x, start_y, step_x, step_y = (t[:, None] for t in border_start_and_stride(boxes, pool_size))
     x, y = start_x, start_y
     best = _sample(planes, plane, y, x, height, width)
     for i in range(1, pool_size + 1):

@@ -13,9 +13,7 @@ import torch
 
 from harness.backends.torch_kernels.common import (BilinearCorners, as_4d, as_tensor, check_rank, compute_dtype,
                                                   float_param, int_param, nhwc_to_nchw, require)
-# The family module's private names: they need public ones (reported, issue 13).
-from harness.backends.torch_kernels.deform_roi_pool import (  # noqa: PLC2701
-    _SAMPLE_BLOCK_ELEMENTS, _deform_roi_pool_samples, _RoiBins)
+from harness.backends.torch_kernels.deform_roi_pool import SAMPLE_BLOCK_ELEMENTS, RoiBins, sample_points
 
 
 def backward(grad_output, features, rois, offset, pooled_height, pooled_width, spatial_scale, sampling_ratio,
@@ -43,14 +41,14 @@ def backward(grad_output, features, rois, offset, pooled_height, pooled_width, s
     if roi_count == 0 or height == 0 or width == 0:       # no pixel to receive anything
         return grad_input.reshape(batch, height, width, channels), grad_offset
 
-    bins = _RoiBins(rois, offset, pooled_height, pooled_width, spatial_scale, sampling_ratio, gamma)
+    bins = RoiBins(rois, offset, pooled_height, pooled_width, spatial_scale, sampling_ratio, gamma)
     require(bool(((bins.batch >= 0) & (bins.batch < batch)).all()),
             f"a roi's batch index lies outside [0, {batch})")
     # grad_output / count per bin, [bins, C] (a bin without samples never uses it).
     count = (bins.grid_h * bins.grid_w).clamp(min=1).to(features.dtype).repeat_interleave(bins.bins_per_roi)
     bin_grad = grad_output.permute(0, 2, 3, 1).reshape(bins_count, channels) / count[:, None]
-    sample_bin, sample_roi, iy, ix = _deform_roi_pool_samples(bins)
-    block = max(1, _SAMPLE_BLOCK_ELEMENTS // max(channels, 1))
+    sample_bin, sample_roi, iy, ix = sample_points(bins)
+    block = max(1, SAMPLE_BLOCK_ELEMENTS // max(channels, 1))
     for begin in range(0, sample_bin.shape[0], block):
         part = slice(begin, begin + block)
         b, r = sample_bin[part], sample_roi[part]
