@@ -14,7 +14,7 @@ from gen.core.casefile import load
 from gen.core.registry import spec_for
 from gen.mmcv.border_align_forward import border_align_forward as mmcv_forward
 from gen.ops import border_align, border_align_forward as values
-from gen.planted import controls, correct, planted
+from gen.core.registry import bug_free_copy, planted_bugs, planted_controls
 from harness.backends import load_backend
 from harness.cli import main
 from harness.mluops import case_from_mluops, load_mluops, save_mluops
@@ -157,15 +157,15 @@ def test_builtin_backends_pass_the_generated_suites(cases, backend):
 
 
 def test_correct_copy_and_controls_pass_every_case(cases):
-    for name, compute in {"correct": correct(OP), **controls(OP)}.items():
+    for name, compute in {"correct": bug_free_copy(OP), **planted_controls(OP)}.items():
         results = run_dir(cases, checked_backend(f"{name} {OP}", compute))
         assert not _failing(results), f"{name} fails: {_summary(results)}"
 
 
-@pytest.mark.parametrize("bug", sorted(planted(OP)))
+@pytest.mark.parametrize("bug", sorted(planted_bugs(OP)))
 def test_suites_catch_planted_bug(cases, bug):
     """Each planted bug fails at least one case that mmcv, the reference interface, passes."""
-    results = run_dir(cases, checked_backend(f"{bug} {OP}", planted(OP)[bug]))
+    results = run_dir(cases, checked_backend(f"{bug} {OP}", planted_bugs(OP)[bug]))
     failed = {r.name for r in _failing(results)}
     assert failed, f"{bug} passes every case: {statuses(results)}"
     mmcv_failing = {r.name for r in _failing(run_dir(cases, load_backend("mmcv")))}
@@ -173,7 +173,7 @@ def test_suites_catch_planted_bug(cases, bug):
 
 
 def test_at_least_four_planted_bugs():
-    assert len(planted(OP)) >= 4 and len(controls(OP)) >= 1
+    assert len(planted_bugs(OP)) >= 4 and len(planted_controls(OP)) >= 1
 
 
 def test_every_missing_check_is_caught(cases):

@@ -11,7 +11,7 @@ import pytest
 import gen
 from conftest import CONFORMANCE, REPO, assert_each_missing_check_caught, checked_backend, generate, run_dir, statuses
 from gen.generate import draw_inputs, layout_of, plan_suite
-from gen.planted import correct, planted
+from gen.core.registry import bug_free_copy, planted_bugs
 from gen.core.registry import spec_for
 from gen.core.verdict import ERROR, FAILED, FAILING, request_for
 from harness.backends import load_backend
@@ -66,7 +66,7 @@ def test_the_oracle_sees_offsets_and_the_clamp_band():
     inputs = _inputs(plan)
     expected = RECORD.oracle(inputs, plan.params, None)
     assert np.abs(expected["grad_offset"]).max() > 0.01
-    clamped = planted(OP)["grad_offset_at_clamped_point"](SimpleNamespace(inputs=inputs, params=plan.params))
+    clamped = planted_bugs(OP)["grad_offset_at_clamped_point"](SimpleNamespace(inputs=inputs, params=plan.params))
     assert np.abs(clamped["grad_offset"] - expected["grad_offset"]).max() > 1e-3
 
 
@@ -100,20 +100,20 @@ def test_mmcv_fails_only_where_it_is_over_the_cap_itself(suite_dir):
 
 
 def test_the_bug_free_copy_passes_every_case(suite_dir):
-    results = run_dir(suite_dir, checked_backend("correct", correct(OP)))
+    results = run_dir(suite_dir, checked_backend("correct", bug_free_copy(OP)))
     assert not [r for r in results if r.status in FAILING], statuses(results)
 
 
-@pytest.mark.parametrize("bug", sorted(planted(OP)))
+@pytest.mark.parametrize("bug", sorted(planted_bugs(OP)))
 def test_suites_catch_planted_bug(suite_dir, bug):
-    results = run_dir(suite_dir, checked_backend(bug, planted(OP)[bug]))
+    results = run_dir(suite_dir, checked_backend(bug, planted_bugs(OP)[bug]))
     assert not [r for r in results if r.status == ERROR], f"{bug}: the buggy copy crashed: {statuses(results)}"
     caught = [r.name for r in results if r.status == FAILED and not _over_cap_for_mmcv_itself(r)]
     assert caught, f"{bug}: passed every case that mmcv passes: {statuses(results)}"
 
 
 def test_planted_bugs_are_three_to_five():
-    assert 3 <= len(planted(OP)) <= 5
+    assert 3 <= len(planted_bugs(OP)) <= 5
 
 
 def test_every_missing_check_is_caught(suite_dir):

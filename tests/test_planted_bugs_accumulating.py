@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gen.planted import correct, planted
+from gen.core.registry import bug_free_copy, planted_bugs
 from gen.planted.border_align import border_align_backward_compute
 from gen.core.rounding import round_toward_zero
 from conftest import assert_each_missing_check_caught, checked_backend, generate, run_dir, statuses
@@ -23,7 +23,7 @@ from gen.core.verdict import ERROR, FAILED, FAILING
 
 OPS = ("carafe_forward", "carafe_backward", "deform_roi_pool_forward", "border_align_backward")
 
-CORRECT = {op: correct(op) for op in OPS}
+CORRECT = {op: bug_free_copy(op) for op in OPS}
 
 
 def _failing(results) -> list:
@@ -61,7 +61,7 @@ def test_correct_copies_pass_every_case(suites, op):
 
 # Bugs the docs' rule accepts (ACCEPTED_BY_THE_DOCS_RULE below, with why): kernel, name in gen.planted.
 ACCEPTED_NAMES = {("carafe_forward", "half_accumulation"), ("carafe_forward", "round_toward_zero")}
-BUGS = [pytest.param(op, compute, id=f"{op}-{name}") for op in OPS for name, compute in planted(op).items()
+BUGS = [pytest.param(op, compute, id=f"{op}-{name}") for op in OPS for name, compute in planted_bugs(op).items()
         if (op, name) not in ACCEPTED_NAMES]
 
 
@@ -93,7 +93,7 @@ def test_suites_catch_planted_bug(suites, request, op, compute):
 # within 10x mmcv's own half error; carafe's doc judges diff1 and diff2 only, not diff4's bias
 # (border_align_backward's does, and catches truncation there: see below).  With lowp it
 # failed subnormal_half only, which mmcv fails too.
-ACCEPTED_BY_THE_DOCS_RULE = [pytest.param(op, planted(op)[name], id=f"{op}-{name}") for op, name in sorted(ACCEPTED_NAMES)]
+ACCEPTED_BY_THE_DOCS_RULE = [pytest.param(op, planted_bugs(op)[name], id=f"{op}-{name}") for op, name in sorted(ACCEPTED_NAMES)]
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import CONFORMANCE, assert_each_missing_check_caught, checked_backend, run_dir, statuses
 from gen.ops import masked_im2col, psamask
-from gen.planted import correct, planted
+from gen.core.registry import bug_free_copy, planted_bugs
 from gen.core.verdict import FAILING
 
 MMCV = CONFORMANCE / "mmcv"
@@ -126,14 +126,14 @@ def _fails(results) -> bool:
 
 def test_correct_copies_pass(suites):
     for op in ("psamask_forward", "masked_im2col_forward"):
-        fn = correct(op)
+        fn = bug_free_copy(op)
         results = run_dir(suites(op), checked_backend("copy", fn))
         assert not _fails(results), statuses(results)
 
 
 @pytest.mark.parametrize("op, bug, fn", [(op, bug, fn) for op in ("psamask_forward", "psamask_backward",
                                                                     "masked_im2col_forward")
-                                            for bug, fn in planted(op).items()])
+                                            for bug, fn in planted_bugs(op).items()])
 def test_suites_catch_planted_bug(suites, op, bug, fn):
     results = run_dir(suites(op), checked_backend(bug, fn))
     failing = [r for r in results if r.status == "failed"]
