@@ -38,6 +38,19 @@ class Tally:
     unchanged: int = 0                                # cases where it is the identity
     reasons: Counter = field(default_factory=Counter)  # why it could not be made, per case
     over_cap: list = field(default_factory=list)      # a control's cases over the docs' cap (harness.runner)
+    closest: dict | None = None                       # the passing case where its error came nearest a threshold
+
+    def note_margin(self, judged) -> None:
+        """Keep the threshold a passing case's error came nearest to (what a survivor's reason quotes)."""
+        for output, verdicts in judged.thresholds.items():
+            for v in verdicts:
+                actual = v.get("actual")
+                if not isinstance(actual, float) or not v["value"] > 0:
+                    continue
+                fraction = actual / v["value"]
+                if self.closest is None or fraction > self.closest["fraction"]:
+                    self.closest = {"case": judged.key, "output": output, "metric": v["metric"],
+                                    "actual": actual, "threshold": v["value"], "fraction": fraction}
 
     @property
     def verdict(self) -> str:
@@ -56,6 +69,7 @@ class Tally:
             entry["reason"] = self.reason()
         if self.verdict == SURVIVED:
             entry["needs"] = self.mutant.needs
+            entry["closest"] = self.closest
         return entry
 
     def reason(self) -> str:
@@ -138,6 +152,8 @@ def _judge(tally: Tally, case, path: Path, base: Backend, base_outcome, base_spe
         tally.over_cap.append(judged.key)
     elif judged.status in FAILING:
         tally.failing.append((judged.key, judged.status))
+    else:
+        tally.note_margin(judged)
 
 
 def report(tallies: dict[str, list[Tally]], cases: Counter, base_spec: str, base_problems: list) -> dict:
@@ -180,6 +196,15 @@ def _rate(value) -> str:
     return "-" if value is None else f"{100 * value:.0f}%"
 
 
+def _closest_text(closest: dict | None) -> str:
+    """Why the survivor passed, measured: how near its error came to the thresholds the cases set."""
+    if not closest:
+        return ""
+    return (f"; its error came nearest a threshold on {closest['case']}: {closest['output']}.{closest['metric']} "
+            f"{closest['actual']:.3g}, {100 * closest['fraction']:.0f}% of {closest['threshold']:.3g}, so the "
+            f"thresholds the docs' rule sets accept it there")
+
+
 def table_lines(doc: dict) -> list[str]:
     """The kill-rate table per kernel, then every survivor, failing control and inapplicable mutant."""
     header = ["kernel", "cases", "mutants", "killed", "survived", "n/a", "kill rate", "planted killed", "controls"]
@@ -193,7 +218,7 @@ def table_lines(doc: dict) -> list[str]:
         if m["verdict"] == SURVIVED:
             label = "SURVIVED (planted)" if m["kind"] == PLANTED else "SURVIVED"
             lines.append(f"{label}  {m['kernel']}  {m['name']}: {m['what']}; passed all {m['judged']} case(s) it "
-                         f"changed; to kill it a suite needs {m['needs']}")
+                         f"changed{_closest_text(m.get('closest'))}; to kill it a suite needs {m['needs']}")
     for c in doc["controls"]:
         if c["verdict"] == FAILED:
             shown = ", ".join(f"{f['case']} ({f['status']})" for f in c["failing_cases"])

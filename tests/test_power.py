@@ -220,6 +220,11 @@ def test_survivor_is_named_and_fails_the_measure(tmp_path):
     doc = json.loads((tmp_path / "p.json").read_text())
     survivor = next(m for m in doc["mutants"] if m["name"] == "round_toward_zero")
     assert survivor["verdict"] == "survived" and survivor["judged"] == 1 and survivor["needs"]
+    # Why it survived, measured: its error stayed within the case's thresholds, and how near it came.
+    closest = survivor["closest"]
+    assert closest["case"] == load(DEFORM_F32).op + "/" + load(DEFORM_F32).suite + "/" + load(DEFORM_F32).name
+    assert 0 < closest["actual"] <= closest["threshold"] and closest["fraction"] == closest["actual"] / closest["threshold"]
+    assert f"{100 * closest['fraction']:.0f}% of" in result.output
     na = next(m for m in doc["mutants"] if m["name"] == "copy_last_block_16")
     assert na["verdict"] == "n/a" and "innermost axis" in na["reason"]
     assert "n/a  deform_roi_pool_forward  copy_last_block_16: no case has" in result.output
