@@ -46,14 +46,17 @@ def _border_lines(boxes: np.ndarray, pool_size: int, dtype):
 def _sample_borders(image: np.ndarray, y: np.ndarray, x: np.ndarray, dtype) -> np.ndarray:
     """[K, 4, C]: border e of image [H, W, 4C] sampled at the points (y, x) [K, 4]."""
     H, W, C4 = image.shape
-    rows, cols, weights, _ = bilinear_corners(y, x, H, W)                 # [4 corners, K, 4]
+    rows, cols, weights, inside = bilinear_corners(y, x, H, W)            # [4 corners, K, 4]
     per_border = image.reshape(H * W, BORDERS, C4 // BORDERS)
     corners = per_border[rows * W + cols, np.arange(BORDERS)].astype(dtype, copy=False)   # [4, K, 4, C]
-    corners *= weights[..., None]
-    value = corners[0]
-    for corner in corners[1:]:
-        value += corner
-    return value
+    # A NaN or Inf corner makes NaN where its weight is 0 (0 * inf), as mmcv's products do inside the
+    # map; a point more than a pixel outside reads 0 whatever its parked corners hold (mmcv returns 0).
+    with np.errstate(invalid="ignore"):
+        corners *= weights[..., None]
+        value = corners[0]
+        for corner in corners[1:]:
+            value += corner
+    return np.where(inside[..., None], value, dtype(0))
 
 
 def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
