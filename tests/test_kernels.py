@@ -1,0 +1,225 @@
+"""Generic tests of every kernel (as PyTorch's OpInfo tests): each runs for every spec in specs/, with
+the kernel's record tests/kernels/<op>.py (kernels.record).  A kernel with a spec and no record fails
+here; nothing names a kernel.
+
+Per kernel: the reference equals the record's slow oracle on the random and boundary plans; every
+backend that claims the kernel passes its generated suite; every planted bug fails it while the bug-free
+copy passes; every testable parameter check, left out, is caught; a case survives the trip to mlu-ops'
+format and back; the record's mlu-ops conformance files import and pass the reference.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import gen
+import kernels
+from conftest import CONFORMANCE, assert_each_missing_check_caught, checked_backend, generate, run_dir, statuses
+from gen.generate import draw_inputs, interface_params, layout_of, plan_suite
+from gen.planted import correct, planted
+from gen.registry import spec_for
+from harness.backend import BUILTIN_NAMES, BackendLoadError, load_backend
+from harness.casefile import find, load
+from harness.interop import import_all
+from harness.mluops import case_from_mluops, load_mluops, save_mluops
+from harness.runner import ERROR, FAILED, FAILING, PASSED, fails_only_by_its_own_error_over_the_cap
+
+OPS = kernels.ops()
+
+# The slow oracles loop in Python over every index: a plan whose tensors hold more elements than
+# this is left out of the comparison (and counted in the test's output).  At this size the
+# slowest oracle (carafe_backward, 100 000 elements with kernel_size 9) takes about 1 s.
+ORACLE_ELEMENTS = 100_000
+ORACLE_RANDOM_COUNT = 6
+# Cases sent through mlu-ops' text format (much slower than its binary one): the smallest few.
+PROTOTXT_CASES = 2
+
+
+# ----------------------------------------------------------------------------- records
+
+@pytest.mark.parametrize("op", OPS)
+def test_every_kernel_has_a_record(op):
+    kernels.record(op)
+    kernels.conformance_files(op)
+
+
+def test_every_record_is_a_kernel():
+    """A record whose spec is gone (or misnamed) would test nothing: its file names a kernel."""
+    named = {p.stem for p in kernels.RECORDS_DIR.glob("*.py") if p.stem.endswith(("_forward", "_backward"))}
+    assert named <= set(OPS), f"records without a spec: {sorted(named - set(OPS))}"
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_record_lists_every_mluops_file_of_its_kernel(op):
+    """A conformance file of the kernel that its record leaves out would be tested by nothing."""
+    on_disk = {p for p in (CONFORMANCE / "mlu-ops" / op).glob("*") if p.suffix in (".pb", ".prototxt", ".pbtxt")}
+    assert on_disk <= set(kernels.conformance_files(op)), sorted(map(str, on_disk))
+
+
+# ----------------------------------------------------------------------------- reference == oracle
+
+def _planned_call(spec, plan):
+    """(inputs present, params, output shapes) of a valid plan, drawn as the generator draws them."""
+    plan = replace(plan, params=interface_params(spec, plan.params))
+    lay = layout_of(spec, plan)
+    inputs = {n: a for n, a in draw_inputs(spec, plan, lay).items() if a is not None}
+    return inputs, dict(plan.params), {n: tuple(lay.shapes[n]) for n in spec.outputs}
+
+
+def _elements(spec, plan) -> int:
+    return sum(math.prod(s) for s in layout_of(spec, plan).shapes.values())
+
+
+@pytest.mark.parametrize("suite", ["random", "boundary"])
+@pytest.mark.parametrize("op", OPS)
+def test_reference_matches_oracle(op, suite):
+    oracle = kernels.record(op).oracle
+    spec = spec_for(op)
+    plans = plan_suite(spec, suite, ORACLE_RANDOM_COUNT)
+    small = [p for p in plans if _elements(spec, p) <= ORACLE_ELEMENTS]
+    assert small, f"{op}: every {suite} plan is over {ORACLE_ELEMENTS} elements; the oracle checks nothing"
+    mismatched = []
+    for plan in small:
+        inputs, params, out_shapes = _planned_call(spec, plan)
+        expected = oracle(dict(inputs), dict(params), dict(out_shapes))
+        got = gen.golden(op, inputs, params, out_shapes=out_shapes)
+        assert set(expected) == set(out_shapes), f"{op}: the oracle returns {sorted(expected)}"
+        for name in out_shapes:
+            try:
+                # NaN and inf must sit at the same places; finite values agree to float64 rounding.
+                np.testing.assert_allclose(got[name], expected[name], rtol=1e-12, atol=1e-12)
+            except AssertionError as exc:
+                mismatched.append(f"{plan.name} {name}: {str(exc).strip().splitlines()[-3:]}")
+    print(f"{op} {suite}: {len(small)} plans checked, {len(plans) - len(small)} over {ORACLE_ELEMENTS} elements left out")
+    assert not mismatched, f"{op}: reference != oracle in {len(mismatched)} case(s):\n" + "\n".join(mismatched[:10])
+
+
+# ----------------------------------------------------------------------------- backends and bugs on the suites
+
+def _failing(results) -> list:
+    return [r for r in results if r.status in FAILING]
+
+
+def _failed_metrics(result) -> list:
+    return sorted({v["metric"] for verdicts in result.thresholds.values() for v in verdicts if not v["passed"]})
+
+
+def _summary(results, limit=12) -> str:
+    shown = [f"{r.suite}/{r.name} {r.status} {_failed_metrics(r) or r.message[:100]}" for r in _failing(results)[:limit]]
+    return f"{statuses(results)}" + "".join(f"\n  {line}" for line in shown)
+
+
+def _baseline_fails_too(op: str, result) -> bool:
+    """Whether a case fails only thresholds whose baseline (the reference interface the spec names)
+    is itself over the docs' cap there: the docs' rule fails the reference interface too."""
+    return fails_only_by_its_own_error_over_the_cap(result, spec_for(op).criteria.baseline)
+
+
+@pytest.mark.parametrize("backend", BUILTIN_NAMES)
+@pytest.mark.parametrize("op", OPS)
+def test_backend_passes_generated_suite(suites, op, backend):
+    try:
+        loaded = load_backend(backend)
+    except BackendLoadError as exc:       # torch is an optional extra
+        pytest.skip(str(exc))
+    claimed = [d for d in spec_for(op).dtypes if loaded.supports(op, d)]
+    if not claimed:
+        pytest.skip(f"{backend} does not claim {op}")
+    results = run_dir(suites(op), loaded)
+    assert [r for r in results if r.status == PASSED], f"{op}: {backend} passed nothing: {statuses(results)}"
+    # The reference interface itself fails where its own error is over the docs' cap (by the rule).
+    failing = [r for r in _failing(results) if not fails_only_by_its_own_error_over_the_cap(r, backend)]
+    assert not failing, f"{op}: {backend} fails: {_summary(failing)}"
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_correct_copy_passes(suites, op):
+    compute = correct(op)
+    assert compute is not None and planted(op), f"{op}: gen/planted has no bug-free copy or no planted bugs"
+    results = run_dir(suites(op), checked_backend(f"correct {op}", compute))
+    assert not _failing(results), f"{op}: the bug-free copy fails: {_summary(results)}"
+
+
+@pytest.fixture(scope="session")
+def strict_suites(tmp_path_factory):
+    """strict_suites(op) -> the op's random and boundary cases with thresholds from lowp (the
+    stricter policy than the docs' rule), generated once."""
+    made = {}
+
+    def get(op):
+        if op not in made:
+            made[op] = generate(op, tmp_path_factory.mktemp(f"strict-{op}"), suites=("random", "boundary"),
+                                baseline="lowp")
+        return made[op]
+    return get
+
+
+@pytest.mark.parametrize("op, bug", [pytest.param(op, bug, id=f"{op}-{bug}") for op in OPS for bug in planted(op)])
+def test_planted_bug_fails_the_suite(suites, strict_suites, op, bug):
+    """A buggy copy fails at least one case that the reference interface itself passes; a bug the
+    record says the docs' rule accepts fails only cases the reference interface fails too, and the
+    stricter lowp thresholds catch it."""
+    name = f"{op}-{bug}"
+    results = run_dir(suites(op), checked_backend(name, planted(op)[bug]))
+    # A crash would be the copy's fault, not the suite catching the bug.
+    assert not [r for r in results if r.status == ERROR], f"{name}: the buggy copy crashed: {_summary(results)}"
+    caught = [r for r in results if r.status in FAILING and not _baseline_fails_too(op, r)]
+    if bug not in kernels.accepted_bugs(op):
+        assert caught, f"{name}: passed every case that the reference interface passes: {_summary(results)}"
+        return
+    assert not caught, f"{name}: fails a case the reference interface passes; drop it from ACCEPTED_BUGS: " \
+                       f"{_summary(results)}"
+    strict = run_dir(strict_suites(op), checked_backend(name, planted(op)[bug]))
+    assert [r for r in strict if r.status == FAILED], f"{name}: lowp thresholds no longer catch it: {_summary(strict)}"
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_every_missing_check_is_caught(suites, op):
+    assert_each_missing_check_caught(suites(op) / "invalid", op)
+
+
+# ----------------------------------------------------------------------------- mlu-ops format
+
+def _assert_same_bits(got, expected, what):
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert (got.shape, got.dtype) == (expected.shape, expected.dtype), what
+    assert np.ascontiguousarray(got).tobytes() == np.ascontiguousarray(expected).tobytes(), what
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_mluops_round_trip(suites, tmp_path, op):
+    """Every valid generated case, written as an mlu-ops case file and read back: the same params,
+    inputs and goldens, bit for bit (binary format; the smallest cases in the text format too)."""
+    cases = sorted((load(p) for p in find([suites(op)])), key=lambda c: sum(t.data.nbytes for t in c.inputs.values()
+                                                                             if not t.absent))
+    cases = [c for c in cases if c.expect == "ok"]
+    assert cases
+    for index, case in enumerate(cases):
+        for text in (False, True) if index < PROTOTXT_CASES else (False,):
+            where = f"{op}/{case.suite}/{case.name} ({'prototxt' if text else 'pb'})"
+            path = save_mluops(case, tmp_path / f"{case.suite}-{case.name}", text=text)
+            mlu = load_mluops(path)
+            back = case_from_mluops(mlu, case.name)
+            assert (back.op, back.params) == (case.op, case.params), where
+            for name, t in case.inputs.items():
+                assert back.inputs[name].absent == t.absent, (where, name)
+                if not t.absent:
+                    _assert_same_bits(back.inputs[name].data, t.data, (where, name))
+            for name, t in case.outputs.items():
+                out = mlu.outputs[name]
+                assert (tuple(out.shape), out.dtype) == (tuple(t.shape), t.dtype), (where, name)
+                if t.data.size:      # a zero-element golden has no data to carry
+                    _assert_same_bits(out.data, t.data, (where, name))
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_conformance_files_import_and_pass_reference(tmp_path, op):
+    files = kernels.conformance_files(op)
+    outcomes = import_all(files, tmp_path, baseline=None)
+    assert [o.status for o in outcomes] == ["written"] * len(files), [(str(o.source), o.message) for o in outcomes]
+    assert {load(o.target, verify=False).op for o in outcomes} <= {op}
+    results = run_dir(tmp_path / op, load_backend("reference"))
+    assert len(results) == len(files) and not _failing(results), _summary(results)
