@@ -120,6 +120,11 @@ def statuses(results) -> dict:
     return dict(Counter(r.status for r in results))
 
 
+def failed_metrics(result) -> list:
+    """The metrics (diff1, diff4, ...) over their thresholds in a judged case."""
+    return sorted({v["metric"] for verdicts in result.thresholds.values() for v in verdicts if not v["passed"]})
+
+
 def assert_each_missing_check_caught(invalid_dir: Path, op: str) -> None:
     """For every testable check of `op`: a backend making all checks but that one fails exactly
     that check's case in `invalid_dir`, and no other."""

@@ -13,13 +13,14 @@ torch = pytest.importorskip("torch")
 from conftest import CONFORMANCE  # noqa: E402
 from harness.backends import torch_backend  # noqa: E402  (needs torch)
 from harness.backends.torch_backend import InvalidArgument  # noqa: E402
-# The backend is checked against the same slow loops, straight from OPS.md, as the references.
-from test_pure_io_kernels import slow_masked_im2col, slow_psamask_backward, slow_psamask_forward  # noqa: E402
-from test_ref_border_align import slow_backward as slow_border_align_backward  # noqa: E402
+# The backend is checked in float64 against the kernels' slow oracles (tests/kernels/), as the references are.
+from kernels import record  # noqa: E402
 from test_ref_border_align import slow_forward as slow_border_align_forward  # noqa: E402
-from test_ref_carafe import slow_backward as slow_carafe_backward  # noqa: E402
-from test_ref_carafe import slow_forward as slow_carafe_forward  # noqa: E402
-from test_ref_deform_roi_pool import slow_forward as slow_deform_roi_pool  # noqa: E402
+
+
+def oracle(op, inputs, params, out_shapes=None):
+    """The slow oracle of ``op``'s record."""
+    return record(op).oracle(inputs, params, out_shapes)
 
 MMCV_DATA = CONFORMANCE / "mmcv"
 
@@ -139,7 +140,7 @@ def test_psamask_forward_matches_loops(rng, psa_type, height, width, h_mask, w_m
     params = dict(psa_type=psa_type, h_mask=h_mask, w_mask=w_mask)
     y = run("psamask_forward", params, {"x": x},
             {"y": ((2, height, width, height * width), "float64")})["y"]
-    np.testing.assert_array_equal(y, slow_psamask_forward(x, psa_type, h_mask, w_mask))
+    np.testing.assert_array_equal(y, oracle("psamask_forward", {"x": x}, params)["y"])
 
 
 @pytest.mark.parametrize("psa_type", [0, 1])
@@ -149,7 +150,7 @@ def test_psamask_backward_matches_loops(rng, psa_type, height, width, h_mask, w_
     params = dict(psa_type=psa_type, h_mask=h_mask, w_mask=w_mask)
     dx = run("psamask_backward", params, {"dy": dy},
              {"dx": ((2, height, width, h_mask * w_mask), "float32")})["dx"]
-    np.testing.assert_array_equal(dx, slow_psamask_backward(dy, psa_type, h_mask, w_mask))
+    np.testing.assert_array_equal(dx, oracle("psamask_backward", {"dy": dy}, params)["dx"])
 
 
 # (kernel_h, kernel_w, pad_h, pad_w)
@@ -165,7 +166,8 @@ def test_masked_im2col_matches_loops(rng, kernel, dtype):
     data_col = run("masked_im2col_forward", params,
                    {"feature": feature, "mask_h_idx": mask_h_idx, "mask_w_idx": mask_w_idx},
                    {"data_col": ((3 * kh * kw, len(mask_h_idx)), dtype)}, layout="ARRAY")
-    expected = slow_masked_im2col(feature, mask_h_idx, mask_w_idx, kh, kw, pad_h, pad_w)
+    expected = oracle("masked_im2col_forward", {"feature": feature, "mask_h_idx": mask_h_idx,
+                                                "mask_w_idx": mask_w_idx}, params)["data_col"]
     np.testing.assert_array_equal(data_col["data_col"], expected)
 
 
@@ -179,8 +181,9 @@ def test_masked_im2col_passes_nan_and_inf_through():
     data_col = run("masked_im2col_forward", params,
                    {"feature": feature, "mask_h_idx": mask_h_idx, "mask_w_idx": mask_w_idx},
                    {"data_col": ((18, 4), "float32")}, layout="ARRAY")["data_col"]
-    np.testing.assert_array_equal(
-        data_col, slow_masked_im2col(feature, mask_h_idx, mask_w_idx, 3, 3, 1, 1))
+    expected = oracle("masked_im2col_forward", {"feature": feature, "mask_h_idx": mask_h_idx,
+                                                "mask_w_idx": mask_w_idx}, params)["data_col"]
+    np.testing.assert_array_equal(data_col, expected)
 
 
 def test_masked_im2col_with_no_mask_points():
@@ -207,7 +210,7 @@ def test_carafe_forward_matches_loops(rng, shape):
     inp, mask, params = carafe_inputs(rng, *shape, "float64")
     out = run("carafe_forward", params, {"input": inp, "mask": mask},
               {"output": (mask.shape[:3] + inp.shape[3:], "float64")})["output"]
-    expected = slow_carafe_forward(inp, mask, shape[4], shape[5], shape[6])
+    expected = oracle("carafe_forward", {"input": inp, "mask": mask}, params)["output"]
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
 
 
@@ -217,16 +220,16 @@ def test_carafe_backward_matches_loops(rng, shape):
     grad_out = rng.standard_normal(mask.shape[:3] + inp.shape[3:])
     grads = run("carafe_backward", params, {"input": inp, "mask": mask, "grad_output": grad_out},
                 {"grad_input": (inp.shape, "float64"), "grad_mask": (mask.shape, "float64")})
-    expected_in, expected_mask = slow_carafe_backward(inp, mask, grad_out, *shape[4:])
-    np.testing.assert_allclose(grads["grad_input"], expected_in, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(grads["grad_mask"], expected_mask, rtol=1e-12, atol=1e-12)
+    expected = oracle("carafe_backward", {"input": inp, "mask": mask, "grad_output": grad_out}, params)
+    np.testing.assert_allclose(grads["grad_input"], expected["grad_input"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(grads["grad_mask"], expected["grad_mask"], rtol=1e-12, atol=1e-12)
 
 
 def test_carafe_half_accumulates_in_float32(rng):
     inp, mask, params = carafe_inputs(rng, *CARAFE_SHAPES[0], "float16")
     out = run("carafe_forward", params, {"input": inp, "mask": mask},
               {"output": (mask.shape[:3] + inp.shape[3:], "float16")})["output"]
-    expected = slow_carafe_forward(inp.astype(np.float64), mask.astype(np.float64), 3, 2, 2)
+    expected = oracle("carafe_forward", {"input": inp, "mask": mask}, params)["output"]
     # one rounding to half at the end: within half an ulp of float16 plus float32 noise
     np.testing.assert_allclose(out.astype(np.float64), expected, rtol=2 ** -11, atol=1e-6)
 
@@ -264,7 +267,7 @@ def test_deform_roi_pool_matches_loops(rng, sampling_ratio, with_offset, spatial
                   sampling_ratio=sampling_ratio, gamma=0.3)
     out = run("deform_roi_pool_forward", params, {"input": inp, "rois": rois, "offset": offset},
               {"output": ((len(rois), 2, 3, 3), "float64")})["output"]
-    expected = slow_deform_roi_pool(inp, rois, offset, 2, 3, spatial_scale, sampling_ratio, 0.3)
+    expected = oracle("deform_roi_pool_forward", {"input": inp, "rois": rois, "offset": offset}, params)["output"]
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
 
 
@@ -273,8 +276,7 @@ def test_deform_roi_pool_without_offset_key_and_in_half(rng):
     params = dict(pooled_height=2, pooled_width=3, spatial_scale=1.0, sampling_ratio=0, gamma=0.1)
     out = run("deform_roi_pool_forward", params, {"input": inp, "rois": rois},
               {"output": ((len(rois), 2, 3, 3), "float16")})["output"]
-    expected = slow_deform_roi_pool(inp.astype(np.float64), rois.astype(np.float64), None,
-                                    2, 3, 1.0, 0, 0.1)
+    expected = oracle("deform_roi_pool_forward", {"input": inp, "rois": rois}, params)["output"]
     np.testing.assert_allclose(out.astype(np.float64), expected, rtol=2 ** -10, atol=1e-3)
 
 
@@ -360,7 +362,8 @@ def test_border_align_backward_matches_loops(rng, pool_size):
     grad_input = run("border_align_backward", dict(pool_size=pool_size),
                      {"grad_output": grad_out, "boxes": boxes, "argmax_idx": argmax_idx},
                      {"grad_input": ((n, height, width, 4 * channels), "float64")})["grad_input"]
-    expected = slow_border_align_backward(grad_out, boxes, argmax_idx, pool_size, height, width)
+    expected = oracle("border_align_backward", {"grad_output": grad_out, "boxes": boxes, "argmax_idx": argmax_idx},
+                      dict(pool_size=pool_size), {"grad_input": (n, height, width, 4 * channels)})["grad_input"]
     np.testing.assert_allclose(grad_input, expected, rtol=1e-12, atol=1e-12)
 
 
@@ -371,8 +374,8 @@ def test_border_align_backward_half_returns_half(rng):
     grad_input = run("border_align_backward", dict(pool_size=2),
                      {"grad_output": grad_out, "boxes": boxes, "argmax_idx": argmax_idx},
                      {"grad_input": ((1, 4, 5, 8), "float16")})["grad_input"]
-    expected = slow_border_align_backward(grad_out.astype(np.float64), boxes.astype(np.float64),
-                                          argmax_idx, 2, 4, 5)
+    expected = oracle("border_align_backward", {"grad_output": grad_out, "boxes": boxes, "argmax_idx": argmax_idx},
+                      dict(pool_size=2), {"grad_input": (1, 4, 5, 8)})["grad_input"]
     np.testing.assert_allclose(grad_input.astype(np.float64), expected, rtol=2 ** -10, atol=1e-3)
 
 
