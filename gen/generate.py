@@ -1,7 +1,6 @@
 """Turning a spec into suites of cases with goldens and thresholds."""
 from __future__ import annotations
 
-import hashlib
 import itertools
 import math
 import numbers
@@ -12,12 +11,15 @@ from pathlib import Path
 
 import numpy as np
 
-from gen.checks import TensorInfo, failures, first_failure
-from gen.expr import ExprError, evaluate
+from gen.core.backend import TensorInfo
+
+from gen.core.checks import failures, first_failure
+from gen.core.descriptor import case_seed
+from gen.core.expr import ExprError, evaluate
 from gen.sampled import SAMPLE_ABOVE_ELEMENTS, GoldenCapture, Units, estimate, sample_order
-from gen.spec import SUITES, Spec, SpecError, line_of
+from gen.core.spec import SUITES, Spec, SpecError, line_of
 from gen.values import ValueContext, draw
-from harness.casefile import (Case, SidecarWriter, SpillFile, Tensor, Threshold, contained_path, drop_pages,
+from gen.core.casefile import (Case, SidecarWriter, SpillFile, Tensor, Threshold, contained_path, drop_pages,
                               element_count)
 
 GENERATOR_VERSION = "opcase-gen 1"
@@ -54,12 +56,6 @@ class Plan:
 
 
 # ----------------------------------------------------------------------------- planning
-
-def case_seed(base_seed: int, op: str, suite: str, label: str) -> int:
-    """A 63-bit seed fixed by (base seed, op, suite, case label), stable across runs and machines."""
-    digest = hashlib.sha256(f"{base_seed}/{op}/{suite}/{label}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") >> 1
-
 
 def slug(value) -> str:
     if isinstance(value, float):
@@ -453,7 +449,7 @@ class Generator:
         Outputs over STREAM_OUTPUT_BYTES, of a reference that can yield its outputs in pieces
         (``<fn>_blocks``), are computed and written piece by piece, so that no golden is ever
         whole in memory, let alone in float64."""
-        from harness.casefile import save
+        from gen.core.casefile import save
         if builds_in_memory(self.spec, plan):
             return save(self.build(plan), path)
         pieces = self.spec.reference_blocks_fn
@@ -489,8 +485,8 @@ class Generator:
             tensor.data, tensor.prewritten = spill.seal()
 
     def _stream_goldens(self, case: Case, pieces_fn, writers: dict) -> None:
-        from harness.backends.builtin import round_to
-        from harness.metrics import StreamingCompare
+        from gen.core.rounding import round_to
+        from gen.core.metrics import StreamingCompare
         present = {n: t.data for n, t in case.inputs.items() if not t.absent}
         out_shapes = {n: tuple(t.shape) for n, t in case.outputs.items()}
         golden = pieces_fn(present, dict(case.params), compute_dtype=np.float64, out_shapes=out_shapes)
@@ -528,7 +524,7 @@ class Generator:
 
         The built-in lowp baseline is the same reference in float32, run in step with the golden,
         so it too never holds a whole output; any other baseline runs on the whole case first."""
-        from harness.backends.builtin import round_to
+        from gen.core.rounding import round_to
         if self.spec.criteria.mode != "dynamic":
             return None
         if self.baseline is None:
@@ -578,7 +574,7 @@ class Generator:
 
     def complete(self, case: Case) -> Case:
         """Fill in the goldens (rounded once from float64) and the thresholds of a case that has its inputs."""
-        from harness.backends.builtin import round_to
+        from gen.core.rounding import round_to
         golden64 = self._golden(case)
         for name, t in case.outputs.items():
             t.data = round_to(golden64[name], t.dtype)
@@ -612,8 +608,8 @@ class Generator:
             return {name: static_thresholds(spec, t.dtype.name) for name, t in case.outputs.items()}
         if self.baseline is None:
             raise GenerationError(f"{spec.path}: dynamic thresholds need a baseline backend")
-        from harness.metrics import compare
-        from harness.runner import FAILED, CaseResult, judge
+        from gen.core.metrics import compare
+        from gen.core.verdict import FAILED, CaseResult, judge
         units = self._baseline_units(case, {n: t.data for n, t in case.inputs.items() if not t.absent})
         if units is not None:
             shapes = {n: tuple(t.shape) for n, t in case.outputs.items()}
@@ -654,9 +650,9 @@ class Generator:
     def _baseline_outputs(self, case: Case) -> dict:
         """The baseline's outputs for a valid case, called and checked as `opcase run` calls and
         checks a backend's (its own timing, if it measures it, is dropped)."""
-        from harness.backend import InvalidArgument
-        from harness.runner import validate_outputs, request_for
-        from harness.timing import call
+        from gen.core.backend import InvalidArgument
+        from gen.core.verdict import validate_outputs, request_for
+        from gen.core.timing import call
         try:
             outputs, _, _ = call(self.baseline, request_for(case))
         except InvalidArgument as exc:
@@ -767,7 +763,7 @@ def case_path(out_dir: Path, case_or_plan, op: str) -> Path:
 def foreign_case(out_dir: Path, spec: Spec) -> tuple[Path, str] | None:
     """A case already in OUT/OP written from another version of ``spec`` or by another generator
     (with what it was written from), or None: one directory never mixes the two."""
-    from harness.casefile import CaseFileError, find, read_envelope
+    from gen.core.casefile import CaseFileError, find, read_envelope
     for path in find([Path(out_dir) / spec.op]) if (Path(out_dir) / spec.op).is_dir() else []:
         try:
             msg = read_envelope(path)

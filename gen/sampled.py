@@ -17,7 +17,7 @@ sampling without replacement:
 prefix of a permutation of the units seeded by the case's seed, so a case file stays a
 function of (spec, suite, seed); it doubles from FIRST_UNITS until every judged metric's
 relative standard error is at most REL_SE_TARGET, or the sample reaches its cap, which the
-case's provenance then shows.  Each unit's sums are exact (harness.metrics.StreamingCompare),
+case's provenance then shows.  Each unit's sums are exact (gen.core.metrics.StreamingCompare),
 and so are the totals (math.fsum): the estimate depends on no CPU feature.
 """
 from __future__ import annotations
@@ -123,7 +123,7 @@ def estimate(units: Units, capture: GoldenCapture, dtypes: dict, metrics, out_of
     """Grow the sample (a prefix of capture.sample) until each metric in ``metrics`` has a relative
     standard error of at most REL_SE_TARGET, or the sample is whole; ``out_of_range(name,
     mismatches)`` is called on NaN/Inf pattern mismatches (it raises)."""
-    from harness.metrics import StreamingCompare
+    from gen.core.metrics import StreamingCompare
     sample = capture.sample
     sums = {name: [] for name in capture.values}
     size = min(FIRST_UNITS, len(sample))
@@ -149,7 +149,7 @@ def estimate(units: Units, capture: GoldenCapture, dtypes: dict, metrics, out_of
 
 _RATIOS = {"diff1": ("sum_abs_diff", "sum_abs_golden"), "diff2": ("sum_sq_diff", "sum_sq_golden"),
            "diff4": ("n_less", "n_unequal")}
-_DENOM_OFFSET = 1e-9     # harness.metrics' offset in diff1 and diff2
+_DENOM_OFFSET = 1e-9     # gen.core.metrics' offset in diff1 and diff2
 
 
 def _ratios(sums: dict, count: int) -> Estimate:

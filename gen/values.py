@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gen.spec import resolve_callable
-from harness.casefile import drop_pages
+from gen.core.spec import resolve_callable
+from gen.core.casefile import drop_pages
 
 
 @dataclass

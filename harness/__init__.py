@@ -4,13 +4,9 @@ Public API::
 
     from harness import Request, InvalidArgument, compare
 """
-from harness.backend import Backend, InvalidArgument, OutputSpec, Request, load_backend
+from gen.core.backend import Backend, InvalidArgument, Request, TensorInfo
+from gen.core.metrics import compare
+from harness.backends import load_backend
 
 
-def compare(actual, golden, dtype) -> dict:
-    """diff1, diff2, diff3, diff3_2, diff4 of ``actual`` against ``golden`` (ACCURACY.md)."""
-    from harness.metrics import compare as _compare
-    return _compare(actual, golden, dtype)
-
-
-__all__ = ["Backend", "InvalidArgument", "OutputSpec", "Request", "compare", "load_backend"]
+__all__ = ["Backend", "InvalidArgument", "TensorInfo", "Request", "compare", "load_backend"]

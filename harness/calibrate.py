@@ -15,9 +15,9 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass
 
-from harness.metrics import _THRESHOLD_METRICS, json_float
-from harness.runner import (FAILING, MISTRUSTED, SKIPPED, STATUSES, CaseResult,
-                            fails_only_by_its_own_error_over_the_cap)
+from gen.core.metrics import _THRESHOLD_METRICS, json_float
+from gen.core.verdict import (FAILING, MISTRUSTED, SKIPPED, STATUSES, CaseResult,
+                              fails_only_by_its_own_error_over_the_cap)
 
 # The metrics whose threshold is a bound on the value.  diff4's threshold is not: `passes`
 # ignores its size (the mlu-ops rule only asks whether every error leans one way).
@@ -28,7 +28,7 @@ BOUNDED_METRICS = _THRESHOLD_METRICS
 class BackendRun:
     """One trusted backend's results over the suite, in case order."""
     backend: str          # the --backend value
-    origin: str           # where it comes from (harness.backend.Backend.origin)
+    origin: str           # where it comes from (gen.core.backend.Backend.origin)
     results: list[CaseResult]
 
 

@@ -92,7 +92,7 @@ def _finite_seconds(ctx, param, value):
 
 
 def _suites(text: str) -> list[str]:
-    from gen.spec import SUITES
+    from gen.core.spec import SUITES
     names = list(SUITES) if text.strip() == "all" else [s.strip() for s in text.split(",") if s.strip()]
     unknown = [s for s in names if s not in SUITES]
     if unknown or not names:
@@ -203,9 +203,10 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     from concurrent.futures.process import BrokenProcessPool
 
     from gen.parallel import Task, write_all
-    from gen.registry import UnknownOp
-    from gen.spec import SpecError, load_spec
-    from harness.backend import BackendLoadError, load_backend
+    from gen.core.registry import UnknownOp
+    from gen.core.spec import SpecError, load_spec
+    from gen.core.backend import BackendLoadError
+    from harness.backends import load_backend
 
     suites = _suites(suite_text)
     resources = _ray_resources(executor, address, resources_text, jobs)
@@ -272,7 +273,7 @@ def _refuse_foreign_cases(found, out_dir, spec) -> None:
 
 def _refuse_over_memory(size: int, what: str) -> None:
     """A case built whole in memory that cannot fit in it is refused, not run into the OOM killer."""
-    from harness.casefile import physical_memory
+    from gen.core.casefile import physical_memory
     memory = physical_memory()
     if memory is not None and size > memory:
         raise InputError(f"{what}: its tensors take {size / 1e6:.1f} MB, it is built in memory and this machine "
@@ -291,7 +292,7 @@ def _refuse_over_free_space(needed: int, out_dir) -> None:
 
 def _baseline_on_device(baseline: str | None, device: str | None) -> str | None:
     """gen's --baseline as it runs on --device (BackendLoadError for a backend without devices)."""
-    from harness.backend import with_device
+    from harness.backends import with_device
 
     if device is None:
         return baseline
@@ -302,10 +303,11 @@ def _baseline_on_device(baseline: str | None, device: str | None) -> str | None:
 
 def _gen_described(descriptor: str, specs, baseline, device, out_dir) -> None:
     """`opcase gen --case`: write the one case of ``descriptor``."""
-    from gen.descriptor import DescriptorError, write_described
+    from gen.core.descriptor import DescriptorError
+    from gen.descriptor import write_described
     from gen.generate import GenerationError
-    from gen.spec import SpecError
-    from harness.backend import BackendLoadError
+    from gen.core.spec import SpecError
+    from gen.core.backend import BackendLoadError
 
     _check_writable("-o", out_dir, directory=True)
     try:
@@ -365,7 +367,7 @@ def _shard(text: str | None) -> tuple[int, int] | None:
 
 def _run_files(paths, rerun_failed, filter_text) -> list[Path]:
     """The case files a run covers: PATHS (or the failures of --rerun-failed), then --filter."""
-    from harness.casefile import find
+    from gen.core.casefile import find
     from harness.gate import BaselineError, load_results
     from harness.selection import case_key, failed_in
 
@@ -400,7 +402,7 @@ def _run_files(paths, rerun_failed, filter_text) -> list[Path]:
 
 
 def _warn_mixed_versions(files) -> None:
-    from harness.casefile import mixed_versions
+    from gen.core.casefile import mixed_versions
     for op, count in mixed_versions(files).items():
         click.echo(f"warning: the {op} cases come from {count} versions of its spec or generator "
                    f"(an -o reused across versions?); their verdicts are not comparable", err=True)
@@ -463,7 +465,8 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     skipped or mistrusted; --allow-empty makes that 0); 128+N stopped by signal N (SIGTERM, SIGHUP).
     Python backends other than reference and lowp run in a worker process unless --in-process.
     """
-    from harness.backend import BackendLoadError, load_backend, with_device
+    from gen.core.backend import BackendLoadError
+    from harness.backends import load_backend, with_device
     from harness.efficiency import ProfileError, load_profile
     from harness.gate import GATE_FAILING, BaselineError, gate_summary, judge_against, load_baseline
     from harness.junit import junit_xml
@@ -471,7 +474,7 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     from harness.report import Progress, fails, judged, summary_text, to_json, write_atomic
     from harness.runner import RunOptions
     from harness.selection import in_shard
-    from harness.timing import TimingPlan
+    from gen.core.timing import TimingPlan
 
     shard = _shard(shard_text)
     resources = _ray_resources(executor, address, resources_text, jobs)
@@ -597,7 +600,7 @@ def _implementation(backend):
 def _warn_declarations(backend, files) -> None:
     """Before the run, once: what the backend declares that names no kernel or dtype it could be
     given (exec: lines of `COMMAND --list-supported`), on stderr."""
-    from gen.registry import known_ops
+    from gen.core.registry import known_ops
     from harness.selection import case_key
 
     warnings_of = getattr(_implementation(backend), "declaration_warnings", None)
@@ -610,7 +613,7 @@ def _warn_declarations(backend, files) -> None:
 
 def _why_nothing_judged(results, backend, backend_spec: str, shard_text, n_selected: int, rerun_failed) -> list[str]:
     """Why a run judged no case: what was (not) selected, or what the backend declared."""
-    from harness.runner import MISTRUSTED, SKIPPED
+    from gen.core.verdict import MISTRUSTED, SKIPPED
 
     if not results:
         if shard_text:
@@ -647,7 +650,8 @@ def backends_(names):
     Give NAMES (any --backend value, e.g. exec:'./my_kernels') to describe just those.
     Cases of a kernel or dtype a backend does not support are skipped by `opcase run`, not failed.
     """
-    from harness.backend import BUILTIN_NAMES, BackendLoadError, load_backend
+    from gen.core.backend import BUILTIN_NAMES, BackendLoadError
+    from harness.backends import load_backend
     from harness import plugins
 
     # (name, loader): what to describe and how to load it; exec:COMMAND alone has no loader
@@ -683,7 +687,7 @@ def backends_(names):
 
 def _supported_lines(backend) -> list[str]:
     """'OP  DTYPE ...' for each known kernel, from the backend's supports(op, dtype)."""
-    from gen.registry import known_ops, spec_for
+    from gen.core.registry import known_ops, spec_for
 
     ops = known_ops()
     width = max(map(len, ops), default=0)
@@ -717,7 +721,8 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text):
     a trusted backend fails, or fails to run, is a finding.
     Exit status: 0 no findings; 1 findings; 2 usage or input error; 5 a backend judged no case.
     """
-    from harness.backend import BackendLoadError, load_backend
+    from gen.core.backend import BackendLoadError
+    from harness.backends import load_backend
     from harness.calibrate import BackendRun, calibration, table_lines
     from harness.parallel import run_cases, runs_isolated
     from harness.report import write_atomic
@@ -786,7 +791,9 @@ def power(paths, backend_spec, json_path, max_size, filter_text):
     """
     import signal
 
-    from harness.backend import BackendLoadError, load_backend
+    from gen.core.backend import BackendLoadError
+
+    from harness.backends import load_backend
     from harness.power import table_lines
     from harness.report import write_atomic
 
@@ -880,7 +887,7 @@ def baseline_update(results_paths, out_path, allow_failing):
 @click.option("--values", "n_values", default=6, show_default=True, help="How many leading values to show per tensor.")
 def show(case_path, n_values):
     """Print a case readably, with a command that reruns just it."""
-    from harness.casefile import CaseFileError, load
+    from gen.core.casefile import CaseFileError, load
     from harness.runner import repro_command
 
     try:
@@ -927,10 +934,11 @@ def show(case_path, n_values):
 def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout):
     """Find the smallest case that fails like CASE_FILE on --backend: same status, same failing
     metrics or NaN/Inf mismatches.  Prints its one-line descriptor and the sizes before and after."""
-    from gen.descriptor import DescriptorError
-    from gen.spec import SpecError
-    from harness.backend import BackendLoadError, load_backend
-    from harness.casefile import CaseFileError
+    from gen.core.descriptor import DescriptorError
+    from gen.core.spec import SpecError
+    from gen.core.backend import BackendLoadError
+    from harness.backends import load_backend
+    from gen.core.casefile import CaseFileError
     from harness.shrink import ShrinkError, shrink_case
 
     _check_writable("-o", out_dir, directory=True)

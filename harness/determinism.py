@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.casefile import Case
+from gen.core.casefile import Case
 
 # Elements compared per block, so that comparing two network-scale outputs makes no full-size temporary.
 _BLOCK_ELEMS = 1 << 20

@@ -79,9 +79,9 @@ def theory_io_bytes(case) -> int:
 
 def theory_ops(case) -> tuple[float | None, str]:
     """(ops, '') or (None, why not)."""
-    from gen.checks import TensorInfo
-    from gen.expr import ExprError, evaluate
-    from gen.registry import spec_for
+    from gen.core.backend import TensorInfo
+    from gen.core.expr import ExprError, evaluate
+    from gen.core.registry import spec_for
 
     try:
         spec = spec_for(case.op)

@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 
-from harness.casefile import drop_pages
-from harness.metrics import _DENOM_OFFSET, small_golden_eps
+from gen.core.casefile import drop_pages
+from gen.core.metrics import _DENOM_OFFSET, small_golden_eps
 
 # Heat-map cells per axis, and channel-profile bins: enough to show where an error sits,
 # few enough that a report with many failing cases stays small.

@@ -21,8 +21,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.runner import FAILING, PASSED, CaseResult
-from harness.timing import slowdown_limit_us
+from gen.core.verdict import FAILING, PASSED, CaseResult
+from gen.core.timing import slowdown_limit_us
 
 BASELINE_FORMAT = "opcase-baseline"
 BASELINE_VERSION = 1

@@ -19,9 +19,10 @@ import math
 
 from harness.report import (WORST_SHOWN, coordinates, fails, format_number, summary, summary_text,
                             threshold_source)
-from harness.runner import FAILED, STATUSES, CaseResult, output_fails
+from gen.core.verdict import FAILED, STATUSES, CaseResult
 
 # Failing cases shown in full (their plots); the rest are listed with their REPRO lines, so that a
+from harness.runner import output_fails
 # run where everything fails still makes a report a browser opens quickly.
 DETAILED_FAILURES = 40
 # Cases per kernel in a timing plot.

@@ -7,7 +7,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.casefile import SUFFIX, Case, contained_path, element_count, find, load, physical_memory, save
+from gen.core.casefile import SUFFIX, Case, contained_path, element_count, find, load, physical_memory, save
 
 MLUOPS_SUFFIXES = (".pb", ".prototxt", ".pbtxt")
 
@@ -39,10 +39,11 @@ def complete_imported(case: Case, baseline_name: str | None) -> Case:
     A call that breaks one of the spec's checks becomes an expected rejection: that is
     what a conforming implementation must do with it.
     """
-    from gen.checks import TensorInfo, first_failure
+    from gen.core.backend import TensorInfo
+    from gen.core.checks import first_failure
     from gen.generate import GENERATOR_VERSION, Generator
-    from gen.registry import spec_for
-    from harness.backend import load_backend
+    from gen.core.registry import spec_for
+    from harness.backends import load_backend
 
     spec = spec_for(case.op)
     case.generator_version, case.spec_sha256, case.spec_path = GENERATOR_VERSION, spec.sha256, spec.path.name
@@ -125,9 +126,9 @@ def import_file(source: Path, name: str, header, out_dir: Path, baseline: str | 
     """Import one case (``header``: it read without data) as ``name``; ``written`` maps the
     targets of this import so far to their sources, and gains this one's."""
     from gen.generate import GenerationError
-    from gen.registry import UnknownOp
-    from gen.spec import SpecError
-    from harness.backend import BackendLoadError
+    from gen.core.registry import UnknownOp
+    from gen.core.spec import SpecError
+    from gen.core.backend import BackendLoadError
     from harness.mluops import MluopsError, case_from_mluops, load_mluops
     from harness.mluops.writer import SUITE
 
@@ -165,7 +166,7 @@ def import_file(source: Path, name: str, header, out_dir: Path, baseline: str | 
 
 def export_file(source: Path, out_dir: Path, text: bool, written: dict[Path, Path]) -> Outcome:
     """Export one case; ``written`` maps the targets of this export so far to their sources."""
-    from harness.casefile import CaseFileError
+    from gen.core.casefile import CaseFileError
     from harness.mluops import save_mluops
 
     try:

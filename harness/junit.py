@@ -21,7 +21,7 @@ from collections import defaultdict
 
 from harness.gate import GATE_FAILING
 from harness.report import INCOMPLETE_REASON, case_line, failure_details
-from harness.runner import ERROR, FAILING, MISTRUSTED, SKIPPED, CaseResult
+from gen.core.verdict import ERROR, FAILING, MISTRUSTED, SKIPPED, CaseResult
 
 # XML 1.0 cannot hold most control characters, which backend messages sometimes do.
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")

@@ -24,7 +24,7 @@ from typing import Callable
 
 import numpy as np
 
-from harness.backend import Backend, InvalidArgument, OutputSpec, Request
+from gen.core.backend import Backend, InvalidArgument, Request, TensorInfo
 
 GENERIC, CHECKS, PLANTED, CONTROL = "generic", "checks", "planted", "control"
 # Vector widths (in elements) whose last, partial block a kernel may drop or fill wrongly.
@@ -253,7 +253,7 @@ def _swap_hw(call: Call) -> dict:
     outputs = {}
     for name, o in request.outputs.items():
         shape = swap(o.shape, o.layout)
-        outputs[name] = OutputSpec(shape, o.dtype, o.layout) if shape is not None else o
+        outputs[name] = TensorInfo(shape, o.dtype, o.layout) if shape is not None else o
     produced = call.run_base(dataclasses.replace(request, inputs=inputs, outputs=outputs))
     return _requested_shapes(produced, request)
 
@@ -296,8 +296,8 @@ def _perturb(param: str, delta: int):
 
 def _without_check(check_id: str):
     def apply(call: Call) -> dict:
-        from gen.checks import failures
-        from gen.registry import spec_for
+        from gen.core.checks import failures
+        from gen.core.registry import spec_for
         from harness.backends.builtin import run_in_dtype, request_tensors
         spec = spec_for(call.request.op)
         if check_id not in {c.id for c in failures(spec, request_tensors(spec, call.request), call.request.params)}:
@@ -308,7 +308,8 @@ def _without_check(check_id: str):
 
 def _planted(compute):
     def apply(call: Call) -> dict:
-        from harness.backends.builtin import check_request, round_to
+        from gen.core.rounding import round_to
+        from harness.backends.builtin import check_request
         check_request(call.request)
         produced = compute(call.request)
         return {n: round_to(produced[n], o.dtype) for n, o in call.request.outputs.items()}

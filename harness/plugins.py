@@ -45,7 +45,8 @@ def origin(ep: metadata.EntryPoint) -> str:
 
 def load(ep: metadata.EntryPoint):
     """The backend an entry point names (a harness.Backend), or BackendLoadError."""
-    from harness.backend import BackendLoadError, wrap_backend
+    from gen.core.backend import BackendLoadError
+    from harness.backends import wrap_backend
     try:
         obj = ep.load()
     except Exception as exc:  # noqa: BLE001 - any import-time failure is the plugin's, report it

@@ -185,7 +185,7 @@ def _enter(environment: dict) -> None:
 
 @lru_cache(maxsize=None)
 def _backend(backend_spec: str):
-    from harness.backend import load_backend
+    from harness.backends import load_backend
     return load_backend(backend_spec)
 
 
@@ -194,7 +194,7 @@ def _run_task(environment: dict, path: str, backend_spec: str, options, start_lo
     _enter(environment)
     if start_log is not None:
         start_log.started.remote(key)
-    from harness.backend import BackendLoadError
+    from gen.core.backend import BackendLoadError
     from harness.parallel import run_guarded
     try:
         backend = _backend(backend_spec)
@@ -227,7 +227,8 @@ class _StartLog:
 
 def _error(path: Path, backend_spec: str, options, message: str):
     from harness.parallel import identify_result
-    from harness.runner import ERROR, new_result
+    from gen.core.verdict import ERROR
+    from harness.runner import new_result
     result = new_result(path, backend_spec, options)
     identify_result(result)
     result.status, result.message = ERROR, message
@@ -336,7 +337,7 @@ class _Run:
     def _collect(self, ref) -> None:
         index, attempt = self.out.pop(ref)
         self.started.pop((index, attempt), None)
-        from harness.runner import CaseResult
+        from gen.core.verdict import CaseResult
         try:
             result = CaseResult.from_json(self.ray.get(ref))
         except self.ray.exceptions.RayError as exc:

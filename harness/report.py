@@ -9,11 +9,12 @@ from pathlib import Path
 
 import click
 
-from harness.casefile import atomic_write
+from gen.core.casefile import atomic_write
 from harness.error_map import axis_letters
 from harness.gate import GATE_FAILING
-from harness.metrics import json_float
-from harness.runner import FAILED, FAILING, MISTRUSTED, PASSED, SKIPPED, STATUSES, CaseResult, output_fails
+from gen.core.metrics import json_float
+from gen.core.verdict import FAILED, FAILING, MISTRUSTED, PASSED, SKIPPED, STATUSES, CaseResult
+from harness.runner import output_fails
 
 _LABEL = {"passed": "PASS", "failed": "FAIL", "wrongly-accepted": "FAIL", "wrongly-rejected": "FAIL",
           "error": "ERROR", "skipped": "SKIP", "mistrusted": "WARN", "nondeterministic": "FAIL"}

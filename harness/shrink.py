@@ -25,15 +25,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from gen.checks import failures
-from gen.expr import ExprError, evaluate, names_in
-from gen.descriptor import describe, explicit_of, plan_of, values_ref, write_described
+from gen.core.checks import failures
+from gen.core.expr import ExprError, evaluate, names_in
+from gen.core.descriptor import describe
+from gen.descriptor import explicit_of, plan_of, values_ref, write_described
 from gen.generate import (GenerationError, tensor_infos, case_path, interface_params, layout_of,
                           total_bytes)
-from gen.spec import Spec, SpecError
-from harness.casefile import load
+from gen.core.spec import Spec, SpecError
+from gen.core.casefile import load
 from harness.parallel import run_cases
-from harness.runner import ERROR, FAILED, FAILING, CaseResult, RunOptions, mistrust
+from gen.core.verdict import ERROR, FAILED, FAILING, CaseResult, mistrust
+from harness.runner import RunOptions
 
 DEFAULT_MAX_TRIES = 200
 DEFAULT_SECONDS = 600.0
@@ -266,7 +268,7 @@ def shrink_case(case_file: Path, backend, backend_spec: str, out_dir: Path, base
                 timeout: float | None = None, on_step: Callable[[str], None] = lambda line: None) -> Shrunk:
     """Shrink the failing case ``case_file`` on ``backend``; write the smallest one under ``out_dir``."""
     from gen.parallel import generator_of
-    from gen.registry import spec_for
+    from gen.core.registry import spec_for
     started = time.monotonic()
     case = load(case_file)
     original = describe(case.op, case.suite, case.name, case.seed, case.note)

@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from gen.generate import Generator, case_path, plan_suite
-from gen.registry import spec_for
-from harness.backend import Backend, InvalidArgument, Request, load_backend
-from harness.backends.builtin import round_to
-from harness.casefile import find
+from gen.core.registry import spec_for
+from gen.core.backend import Backend, InvalidArgument, Request
+from harness.backends import load_backend
+from gen.core.rounding import round_to
+from gen.core.casefile import find
 from harness.runner import run_case
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,7 +99,7 @@ def checked_backend(name: str, compute, skip_check: str | None = None) -> Backen
 
     `compute(request) -> {output: float64 array}`; results are rounded to the output dtypes.
     """
-    from gen.checks import failures
+    from gen.core.checks import failures
     from harness.backends.builtin import request_tensors
 
     def run(request: Request) -> dict:
@@ -129,7 +130,7 @@ def assert_each_missing_check_caught(invalid_dir: Path, op: str) -> None:
     """For every testable check of `op`: a backend making all checks but that one fails exactly
     that check's case in `invalid_dir`, and no other."""
     import gen
-    from harness.runner import FAILING
+    from gen.core.verdict import FAILING
 
     def compute(request):
         out_shapes = {name: o.shape for name, o in request.outputs.items()}

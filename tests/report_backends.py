@@ -8,9 +8,9 @@ import os
 import numpy as np
 
 from harness.backends.builtin import reference
-from harness.casefile import load
+from gen.core.casefile import load
 from harness.error_map import axes_of
-from harness.runner import request_for
+from gen.core.verdict import request_for
 
 _reference = reference()
 # Where the call count starts: set by restart(), and read by a worker process that imports this

@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 import gen
-from harness.backend import InvalidArgument
+from gen.core.backend import InvalidArgument
 from harness.backends.builtin import reference
 
 _reference = reference()

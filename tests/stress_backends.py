@@ -10,9 +10,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from harness.backends.builtin import run_in_dtype, check_request, round_to, round_toward_zero
+from gen.core.rounding import round_to, round_toward_zero
 
 # The vector width whose last, partial block the channel-tail bugs drop.
+
+from harness.backends.builtin import run_in_dtype, check_request
 NARROW_BLOCK, WIDE_BLOCK = 16, 64
 # Float32 represents every whole number up to this one, and only every other one past it.
 FLOAT32_EXACT = 2**24

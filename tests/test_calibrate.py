@@ -13,9 +13,9 @@ from click.testing import CliRunner
 from gen.planted.deform_roi_pool import deform_roi_pool_compute
 from conftest import REPO, checked_backend
 from harness.calibrate import headroom, threshold_ratio
-from harness.casefile import find, load, save
+from gen.core.casefile import find, load, save
 from harness.cli import main
-from harness.runner import CaseResult, FAILING
+from gen.core.verdict import CaseResult, FAILING
 
 COMMITTED = REPO / "cases"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.casefile import Case, CaseFileError, Tensor, Threshold, load, save
+from gen.core.casefile import Case, CaseFileError, Tensor, Threshold, load, save
 
 
 def _case(big: int = 10) -> Case:
@@ -90,7 +90,7 @@ def test_written_files_get_the_umask_mode_not_mkstemps_0600(tmp_path):
     import os
     import stat
 
-    from harness.casefile import SidecarWriter, SpillFile
+    from gen.core.casefile import SidecarWriter, SpillFile
     old = os.umask(0o022)
     try:
         save(_case(big=100), tmp_path / "c.opcase", sidecar_bytes=16)

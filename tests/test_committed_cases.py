@@ -7,7 +7,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from conftest import REPO
-from harness.casefile import load
+from gen.core.casefile import load
 from harness.cli import main
 
 CASES = REPO / "cases"
@@ -35,7 +35,7 @@ def test_committed_suite_is_current(tmp_path, monkeypatch):
 
 def _same_case(a: Path, b: Path) -> bool:
     """Tensors bit for bit, everything else equal, thresholds too: the metrics that set them sum
-    in a fixed order (harness.metrics._fixed_order_sum), so they are the same bits on any CPU."""
+    in a fixed order (gen.core.metrics._fixed_order_sum), so they are the same bits on any CPU."""
     ca, cb = load(a), load(b)
     for kind in ("inputs", "outputs"):
         ta, tb = getattr(ca, kind), getattr(cb, kind)

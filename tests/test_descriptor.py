@@ -11,10 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import REPO
-from gen.descriptor import (DESCRIBED, DescriptorError, describe, explicit_of, parse, plan_of, values_ref,
-                            write_described)
-from gen.registry import spec_for
-from harness.casefile import find, load
+from gen.core.descriptor import DESCRIBED, DescriptorError, describe, parse
+from gen.descriptor import explicit_of, plan_of, values_ref, write_described
+from gen.core.registry import spec_for
+from gen.core.casefile import find, load
 from harness.cli import main
 
 CASES = REPO / "cases"

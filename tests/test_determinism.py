@@ -10,8 +10,8 @@ import pytest
 
 import report_backends
 from conftest import REPO, run_cli
-from gen.spec import SpecError, load_spec
-from harness.casefile import load, save
+from gen.core.spec import SpecError, load_spec
+from gen.core.casefile import load, save
 from harness.determinism import first_difference
 
 # A committed case with dynamic thresholds: last-bit noise stays within them.
@@ -149,7 +149,7 @@ def test_first_difference_counts_across_blocks(monkeypatch):
 
 def test_border_align_backward_declares_nondeterministic_sums_and_its_cases_carry_it(tmp_path):
     from gen.generate import Generator, plan_suite
-    from harness.backend import load_backend
+    from harness.backends import load_backend
     spec = load_spec(REPO / "specs" / "border_align_backward.yaml")
     assert spec.nondeterministic_sums
     plan = plan_suite(spec, "boundary", None, 0)[0]

@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, generate
-from harness.backend import BackendLoadError, wrap_backend, load_backend
+from gen.core.backend import BackendLoadError
+from harness.backends import load_backend, wrap_backend
 from harness.backends.exec_backend import ExecBackend
-from harness.casefile import find
+from gen.core.casefile import find
 from harness.runner import run_case
 
 EXAMPLE = REPO / "tests" / "exec_example"
-PROTO = REPO / "harness" / "proto" / "opcase.proto"
+PROTO = REPO / "gen" / "core" / "proto" / "opcase.proto"
 PURE_IO = ("masked_im2col_forward", "psamask_forward", "psamask_backward")
 OPCASE = [sys.executable, "-c", "import sys; from harness.cli import main; sys.argv[0] = 'opcase'; main()"]
 

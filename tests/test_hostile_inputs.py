@@ -13,12 +13,12 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import REPO
-from gen.expr import ExprError, evaluate
+from gen.core.expr import ExprError, evaluate
 from gen.generate import Generator, plan_suite
-from gen.registry import UnknownOp, spec_for
-from gen.spec import TRUST_ENV, SpecError, load_spec
-from harness import casefile
-from harness.casefile import CaseFileError, find, load
+from gen.core.registry import UnknownOp, spec_for
+from gen.core.spec import TRUST_ENV, SpecError, load_spec
+from gen.core import casefile
+from gen.core.casefile import CaseFileError, find, load
 from harness.cli import main
 
 PSAMASK = (REPO / "specs" / "psamask_forward.yaml").read_text()

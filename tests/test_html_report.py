@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO, run_cli
-from harness.casefile import load
+from gen.core.casefile import load
 from harness.error_map import MAX_CELLS, error_map
 from report_backends import tile_of
 
@@ -117,7 +117,7 @@ def test_timing_plots_with_repeat(tmp_path):
 
 def test_headroom_is_the_tightest_metric_over_its_threshold():
     from harness.html_report import headroom
-    from harness.runner import CaseResult
+    from gen.core.verdict import CaseResult
     r = CaseResult(path="x", thresholds={"y": [{"metric": "diff1", "value": 1e-3, "actual": 5e-4, "passed": True},
                                               {"metric": "diff2", "value": 1e-3, "actual": 8e-4, "passed": True}],
                                         "z": [{"metric": "diff3_2", "value": 0.0, "actual": 0.0, "passed": True}]})

@@ -18,14 +18,15 @@ import gen
 import kernels
 from conftest import (CONFORMANCE, assert_each_missing_check_caught, checked_backend, failed_metrics, generate, run_dir,
                       statuses)
+from gen.core.backend import BUILTIN_NAMES, BackendLoadError
+from gen.core.casefile import element_count, find, load
+from gen.core.registry import spec_for
+from gen.core.verdict import ERROR, FAILED, FAILING, PASSED, fails_only_by_its_own_error_over_the_cap
 from gen.generate import draw_inputs, interface_params, layout_of, plan_suite
 from gen.planted import correct, planted
-from gen.registry import spec_for
-from harness.backend import BUILTIN_NAMES, BackendLoadError, load_backend
-from harness.casefile import element_count, find, load
+from harness.backends import load_backend
 from harness.interop import import_all
 from harness.mluops import case_from_mluops, load_mluops, save_mluops
-from harness.runner import ERROR, FAILED, FAILING, PASSED, fails_only_by_its_own_error_over_the_cap
 
 OPS = kernels.ops()
 

@@ -1,4 +1,4 @@
-"""harness.metrics against a plain whole-array float64 formulation of ACCURACY.md."""
+"""gen.core.metrics against a plain whole-array float64 formulation of ACCURACY.md."""
 
 import json
 import math
@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from harness import metrics
-from harness.metrics import compare, passes, small_golden_eps
+from gen.core import metrics
+from gen.core.metrics import compare, passes, small_golden_eps
 
 CHUNK_SIZES = [7, 64, 1 << 20]
 

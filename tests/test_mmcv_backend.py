@@ -6,10 +6,13 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+
+from gen.core import registry
 from click.testing import CliRunner
 
 from gen.mmcv import carafe
-from harness.backend import BUILTIN_NAMES, InvalidArgument, OutputSpec, Request, load_backend
+from gen.core.backend import BUILTIN_NAMES, InvalidArgument, Request, TensorInfo
+from harness.backends import load_backend
 from harness.backends import mmcv_backend
 
 PARAMS = {"kernel_size": 3, "group_size": 2, "scale_factor": 2}
@@ -23,7 +26,7 @@ def backward_request(params=PARAMS, dtype="float16"):
               "grad_output": rng.normal(size=(1, 3 * s, 4 * s, 6)).astype(dtype)}
     shapes = {"grad_input": inputs["input"].shape, "grad_mask": inputs["mask"].shape}
     return Request(op="carafe_backward", params=dict(params), inputs=inputs,
-                   outputs={name: OutputSpec(shapes[name], np.dtype(dtype), "NHWC") for name in shapes})
+                   outputs={name: TensorInfo(shapes[name], np.dtype(dtype), "NHWC") for name in shapes})
 
 
 def test_mmcv_is_a_builtin_backend():
@@ -54,7 +57,7 @@ def test_supports(op, dtype, supported):
 def test_an_emulation_that_fails_to_import_is_not_taken_for_a_missing_one(monkeypatch):
     def broken(name):
         raise ModuleNotFoundError("No module named 'somedependency'", name="somedependency")
-    monkeypatch.setattr(mmcv_backend.importlib, "import_module", broken)
+    monkeypatch.setattr(registry.importlib, "import_module", broken)
     with pytest.raises(ModuleNotFoundError):
         mmcv_backend.supports("carafe_forward", "float32")
 

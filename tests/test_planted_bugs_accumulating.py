@@ -9,8 +9,8 @@ import numpy as np
 
 from conftest import checked_backend, failed_metrics, run_dir, statuses
 from gen.planted.border_align import border_align_backward_compute
-from harness.backends.builtin import round_toward_zero
-from harness.runner import FAILED
+from gen.core.rounding import round_toward_zero
+from gen.core.verdict import FAILED
 
 
 def test_round_toward_zero_bias_is_caught_by_diff4(suites):

@@ -17,13 +17,13 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import REPO
-from gen.registry import known_ops, spec_for
+from gen.core.registry import known_ops, spec_for
 from harness.backends.builtin import reference
-from harness.casefile import load, save
+from gen.core.casefile import load, save
 from harness.cli import main
-from harness.backend import InvalidArgument
+from gen.core.backend import InvalidArgument
 from harness.mutants import CONTROL, Call, NotApplicable, controls, mutants, outcome, same_outcome
-from harness.runner import request_for
+from gen.core.verdict import request_for
 
 COMMITTED = REPO / "cases"
 CARAFE_F32 = COMMITTED / "carafe_forward/random/r001-N1-H3-W3-G4-Cg3-C12-kernel_size5-group_size4-scale_factor1-float32.opcase"

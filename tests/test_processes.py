@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run_cli
-from harness.backend import wrap_backend
+from harness.backends import wrap_backend
 from harness.backends.exec_backend import ExecBackend
 from harness.runner import run_case
 

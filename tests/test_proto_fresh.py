@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SCHEMAS = [REPO / "harness" / "proto" / "opcase.proto", REPO / "harness" / "mluops" / "mluops_case.proto"]
+SCHEMAS = [REPO / "gen" / "core" / "proto" / "opcase.proto", REPO / "harness" / "mluops" / "mluops_case.proto"]
 
 
 @pytest.mark.parametrize("schema", [s for s in SCHEMAS if s.exists()], ids=lambda p: p.name)

@@ -8,9 +8,9 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import pure_io_suite
-from harness.casefile import find, load
+from gen.core.casefile import find, load
 from harness.cli import main
-from harness.timing import is_slowdown, slowdown_limit_us
+from gen.core.timing import is_slowdown, slowdown_limit_us
 
 
 @pytest.fixture(scope="module")

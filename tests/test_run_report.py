@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from conftest import REPO, pure_io_suite, run_cli
-from harness.casefile import find, load
+from gen.core.casefile import find, load
 from harness.report import Progress, coordinates
-from harness.runner import CaseResult
+from gen.core.verdict import CaseResult
 from run_backends import PLANTED_ERROR, planted_index
 
 TESTS = REPO / "tests"

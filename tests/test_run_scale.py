@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import pure_io_suite, run_cli
-from harness.casefile import find
+from gen.core.casefile import find
 from harness.selection import case_key, in_shard
 
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from conftest import pure_io_suite, run_cli
-from harness.backend import load_backend
-from harness.casefile import find, load, save
+from harness.backends import load_backend
+from gen.core.casefile import find, load, save
 from harness.runner import run_case
 
 

@@ -10,14 +10,16 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import REPO
-from gen.checks import failures
-from gen.descriptor import Explicit, parse, plan_of, write_described
+from gen.core.checks import failures
+from gen.core.descriptor import Explicit, parse
+from gen.descriptor import plan_of, write_described
 from gen.generate import tensor_infos, interface_params, layout_of, plan_suite, total_bytes
-from gen.registry import spec_for
-from harness.backend import load_backend
-from harness.casefile import load
+from gen.core.registry import spec_for
+from harness.backends import load_backend
+from gen.core.casefile import load
 from harness.cli import main
-from harness.runner import FAILED, PASSED, WRONGLY_ACCEPTED, run_case
+from gen.core.verdict import FAILED, PASSED, WRONGLY_ACCEPTED
+from harness.runner import run_case
 from harness.shrink import candidates, shrink_case
 
 OP = "carafe_forward"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gen.generate import Generator, plan_suite
-from gen.spec import SpecError, load_spec
+from gen.core.spec import SpecError, load_spec
 
 GOOD = (Path(__file__).resolve().parents[1] / "specs" / "psamask_forward.yaml").read_text()
 

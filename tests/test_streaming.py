@@ -11,9 +11,9 @@ import pytest
 import gen.generate as generate
 import gen.values as values
 from gen.generate import Generator, plan_suite
-from gen.registry import known_ops, spec_for
-from harness.backend import load_backend
-from harness.casefile import load
+from gen.core.casefile import load
+from gen.core.registry import known_ops, spec_for
+from harness.backends import load_backend
 
 
 def _cases(op: str, suite: str, count: int = 3):
@@ -75,7 +75,7 @@ def test_value_draws_do_not_depend_on_chunk_size(monkeypatch, dist):
 
 
 def test_spill_file_holds_the_draw_and_its_digest(tmp_path, monkeypatch):
-    from harness.casefile import SpillFile
+    from gen.core.casefile import SpillFile
     dist = {"dist": "normal", "mean": 0, "std": 2}
     in_memory = values._plain(np.random.default_rng(4), dist, np.empty((300, 7), np.float16))
     spill = SpillFile(tmp_path / "c.opcase", (300, 7), np.float16)

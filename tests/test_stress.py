@@ -10,13 +10,14 @@ from click.testing import CliRunner
 
 import stress_backends
 from conftest import REPO
-from gen.checks import first_failure
+from gen.core.checks import first_failure
 from gen.generate import tensor_infos, channel_tails, interface_params, layout_of, plan_suite, total_bytes
-from gen.spec import SUITES, SpecError, load_spec
-from harness.backend import Backend
-from harness.casefile import element_count, find, load
+from gen.core.spec import SUITES, SpecError, load_spec
+from gen.core.backend import Backend
+from gen.core.casefile import element_count, find, load
 from harness.cli import main
-from harness.runner import FAILING, PASSED, run_case
+from gen.core.verdict import FAILING, PASSED
+from harness.runner import run_case
 
 SPECS = sorted((REPO / "specs").glob("*.yaml"))
 MAX_SIZE = 64_000_000          # the README's main command: --max-size 64MB

@@ -14,12 +14,12 @@ import gen.generate
 import gen.sampled
 from conftest import REPO
 from gen.generate import Generator, baseline_units_fn, case_path, plan_suite
-from gen.registry import known_ops, spec_for
+from gen.core.registry import known_ops, spec_for
 from gen.sampled import GoldenCapture, estimate, sample_order
-from harness.backend import load_backend
+from harness.backends import load_backend
 from harness.backends import mmcv_backend
-from harness.casefile import find, load
-from harness.metrics import compare
+from gen.core.casefile import find, load
+from gen.core.metrics import compare
 
 DYNAMIC = sorted(op for op in known_ops() if spec_for(op).criteria.mode == "dynamic")
 # The kernels whose mmcv baseline can compute a sample of its output (`<kernel>_units`).
@@ -158,7 +158,7 @@ def test_large_cases_sample_and_small_ones_do_not():
 
 _METRICS_PROBE = """
 import numpy as np
-from harness.metrics import compare
+from gen.core.metrics import compare
 for seed in range(8):
     rng = np.random.default_rng(seed)
     golden = rng.standard_normal(300_001)

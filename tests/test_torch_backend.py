@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 from conftest import CONFORMANCE  # noqa: E402
 from harness.backends import torch_backend  # noqa: E402  (needs torch)
-from harness.backends.torch_backend import InvalidArgument  # noqa: E402
+from gen.core.backend import InvalidArgument  # noqa: E402
 # The backend is checked in float64 against the kernels' slow oracles (tests/kernels/), as the references are.
 from kernels import record  # noqa: E402
 from test_ref_border_align import slow_forward as slow_border_align_forward  # noqa: E402

@@ -14,10 +14,11 @@ from click.testing import CliRunner
 
 from conftest import REPO, generate, run_cli
 from gen.generate import GenerationError, Generator, case_path, plan_suite
-from gen.registry import spec_for
-from harness.backend import InvalidArgument, load_backend
+from gen.core.registry import spec_for
+from gen.core.backend import InvalidArgument
+from harness.backends import load_backend
 from harness.backends.builtin import lowp
-from harness.casefile import find, load
+from gen.core.casefile import find, load
 from harness.cli import main
 from harness.selection import in_shard
 

@@ -72,12 +72,12 @@ def test_wheel_carries_every_module_and_spec(wheel):
     expected = {p.relative_to(REPO).as_posix() for package in ("gen", "harness")
                 for p in (REPO / package).rglob("*.py")}
     expected |= {f"gen/specs/{p.name}" for p in (REPO / "specs").glob("*.yaml")}
-    expected |= {"harness/proto/opcase.proto"}
+    expected |= {"gen/core/proto/opcase.proto"}
     assert expected - names == set()
 
 
 def test_installed_package_reads_its_own_specs(installed, tmp_path):
-    probe = ("import gen, harness, gen.registry as r; print(gen.__file__); print(harness.__file__); "
+    probe = ("import gen, harness, gen.core.registry as r; print(gen.__file__); print(harness.__file__); "
              "print(r.specs_dir()); print(' '.join(r.known_ops()))")
     lines = run([installed / "python", "-c", probe], cwd=tmp_path).stdout.splitlines()
     venv_root = installed.parent.resolve()
@@ -87,7 +87,7 @@ def test_installed_package_reads_its_own_specs(installed, tmp_path):
 
 
 def test_installed_opcase_generates_and_passes(installed, tmp_path):
-    specs = run([installed / "python", "-c", "from gen.registry import specs_dir; print(specs_dir())"],
+    specs = run([installed / "python", "-c", "from gen.core.registry import specs_dir; print(specs_dir())"],
                 cwd=tmp_path).stdout.strip()
     opcase = installed / "opcase"
     run([opcase, "gen", *(Path(specs) / f"{op}.yaml" for op in SMALL_SPECS), "--suite", "random", "--count", "2",

@@ -1,4 +1,4 @@
-"""Kernel-specific planted bugs, as data per kernel family: each module holds PLANTED
+"""Kernel-specific planted bugs, as data per kernel (or kernel family): each module holds PLANTED
 ({op: {bug name: compute}}), CORRECT ({op: compute}, the same copy with no bug) and optionally
 CONTROLS ({op: {name: compute}}: legitimate variants, such as another summation order, that
 every case must pass).
@@ -6,28 +6,16 @@ every case must pass).
 A ``compute(request) -> {output: array}`` returns float64 results (or results already in the
 output dtype, for the bugs that round on their own); `opcase power` and the tests make it a
 backend with the spec's parameter checks before it and rounding to the output dtypes after.
-The harness names no kernel: a kernel's bugs are found by convention, in the module of its
-family (op ``<family>_forward`` or ``<family>_backward``: ``gen.planted.<family>``).
+The harness names no kernel: a kernel's bugs are found by convention
+(gen.core.registry.kernel_module: ``gen.planted.<op>``, else ``gen.planted.<family>``).
 """
 from __future__ import annotations
 
-import importlib
-import re
+from gen.core.registry import kernel_module
 
 
 def _module(op: str):
-    from gen.registry import known_ops
-
-    if op not in known_ops():   # only the specs' op names pick a module
-        return None
-    family = re.sub(r"_(forward|backward)\Z", "", op)
-    name = f"{__name__}.{family}"
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name == name:
-            return None
-        raise
+    return kernel_module(__name__, op)
 
 
 def planted(op: str) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.backends.builtin import round_toward_zero
+from gen.core.rounding import round_toward_zero
 
 
 def _out_dtype(request, name):

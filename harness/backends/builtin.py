@@ -13,40 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.backend import Backend, InvalidArgument, Request
-
-
-# How a float result may be rounded to the output dtype: the reference rounds to nearest once;
-# the others are what `opcase power` plants (toward zero, a bug) or tolerates (twice, through
-# float32, as a float32 kernel that converts its result to half does).
-ROUNDINGS = ("nearest", "toward_zero", "via_float32")
-
-
-def round_to(array: np.ndarray, dtype, rounding: str = "nearest") -> np.ndarray:
-    """Round a float64 result to the output dtype: once to nearest (ties to even) by default."""
-    dtype = np.dtype(dtype)
-    array = np.asarray(array)
-    if dtype.kind in "iu":
-        return np.rint(array).astype(dtype)
-    if rounding == "via_float32" and dtype.itemsize < 4:
-        return array.astype(np.float32).astype(dtype)
-    if rounding == "toward_zero" and array.dtype != dtype:
-        return round_toward_zero(array, dtype)
-    return array.astype(dtype, copy=False)
-
-
-def round_toward_zero(a64: np.ndarray, dtype) -> np.ndarray:
-    """a64 rounded to `dtype` by truncation (toward zero) instead of to nearest."""
-    a64 = np.asarray(a64, dtype=np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        nearest = a64.astype(dtype)                                   # past the largest value: inf
-        away = np.abs(nearest.astype(np.float64)) > np.abs(a64)      # false for NaN and for exact inf
-    return np.where(away, np.nextafter(nearest, np.zeros_like(nearest)), nearest).astype(dtype)
+from gen.core.backend import Backend, InvalidArgument, Request
+from gen.core.rounding import round_to
 
 
 def request_tensors(spec, request: Request) -> dict:
     """What the spec's checks see of a call: each tensor's shape, dtype name and layout."""
-    from gen.checks import TensorInfo
+    from gen.core.backend import TensorInfo
 
     tensors = {name: TensorInfo(tuple(a.shape), a.dtype.name, request.layouts.get(name, spec.inputs[name].layout))
                for name, a in request.inputs.items() if name in spec.inputs}
@@ -59,8 +32,8 @@ def check_request(request: Request, skip_checks=()):
     """Apply the spec's parameter checks in the doc's order; raise InvalidArgument on the first
     that fails.  Returns the spec.  ``skip_checks``: ids of checks left out (`opcase power`'s
     planted missing check)."""
-    from gen.checks import failures, first_failure
-    from gen.registry import spec_for
+    from gen.core.checks import failures, first_failure
+    from gen.core.registry import spec_for
 
     spec = spec_for(request.op)
     tensors = request_tensors(spec, request)
@@ -92,7 +65,7 @@ def run_in_dtype(request: Request, compute_dtype, rounding: str = "nearest", ski
 
 
 def supports_from_spec(op: str, dtype: str) -> bool:
-    from gen.registry import spec_for, known_ops
+    from gen.core.registry import spec_for, known_ops
     return op in known_ops() and (not dtype or dtype in spec_for(op).dtypes)
 
 

@@ -4,7 +4,7 @@
 
 For every call the harness makes a fresh temporary directory and writes into it
 
-    request.pb                 a serialized ``opcase.Case`` (harness/proto/opcase.proto), plain,
+    request.pb                 a serialized ``opcase.Case`` (gen/core/proto/opcase.proto), plain,
                                with no CaseFile envelope: op, params, inputs (data inline, or for a
                                tensor over 1 MiB a ``sidecar`` whose ``path`` names a raw
                                little-endian C-order file in the same directory), and the outputs'
@@ -56,11 +56,11 @@ from pathlib import Path
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from harness.backend import BackendLoadError, InvalidArgument, Request
-from harness.casefile import DEFAULT_SIDECAR_BYTES, le_bytes_view, value_to_pb, write_sidecar
+from gen.core.backend import BackendLoadError, InvalidArgument, Request
+from gen.core.casefile import DEFAULT_SIDECAR_BYTES, le_bytes_view, value_to_pb, write_sidecar
 from harness.parallel import kill_process_group
-from harness.proto import opcase_pb2 as pb
-from harness.timing import BackendProtocolError
+from gen.core.proto import opcase_pb2 as pb
+from gen.core.timing import BackendProtocolError
 
 PREFIX = "exec:"
 TIMEOUT_ENV = "OPCASE_EXEC_TIMEOUT"

@@ -1,18 +1,16 @@
 """The `mmcv` backend: mmcv 2.2.0's CUDA kernels, their float16 and float32 arithmetic
 emulated bit for bit in numpy (gen.mmcv).
 
-A kernel is found by convention, so the harness names none: op ``<family>_forward`` or
-``<family>_backward`` is the function of that name in module ``gen.mmcv.<family>``.  The
+A kernel is found by convention, so the harness names none: op ``<op>`` is the function of that
+name in module ``gen.mmcv.<op>`` or ``gen.mmcv.<family>`` (gen.core.registry.kernel_function).  The
 spec's parameter checks run first, in the doc's order, as in the `reference` backend.
 """
 from __future__ import annotations
 
-import importlib
-import re
-
 import numpy as np
 
-from harness.backend import Backend, InvalidArgument, Request
+from gen.core.registry import kernel_function
+from gen.core.backend import Backend, InvalidArgument, Request
 from harness.backends.builtin import check_request
 
 DTYPES = ("float16", "float32")   # mmcv's scalar_t: at::Half or float
@@ -20,24 +18,8 @@ _PACKAGE = "gen.mmcv"
 
 
 def kernel(op: str):
-    """The emulation of ``op`` (a function of inputs and params), or None where there is none.
-
-    Only the specs' op names are looked up: a name from a case file never picks a module itself.
-    """
-    from gen.registry import known_ops
-
-    if op not in known_ops():
-        return None
-    family = re.sub(r"_(forward|backward)\Z", "", op)
-    module_name = f"{_PACKAGE}.{family}"
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name == module_name:
-            return None
-        raise
-    function = getattr(module, op, None)
-    return function if callable(function) else None
+    """The emulation of ``op`` (a function of inputs and params), or None where there is none."""
+    return kernel_function(_PACKAGE, op)
 
 
 def supports(op: str, dtype: str) -> bool:

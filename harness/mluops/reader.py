@@ -15,11 +15,13 @@ import numpy as np
 from google.protobuf import text_format, unknown_fields
 from google.protobuf.message import DecodeError
 
-from harness.casefile import SpillFile, element_count
+from gen.core.registry import spec_for
+from gen.core.casefile import SpillFile, element_count
 from harness.mluops import mluops_case_pb2 as pb
 from harness.mluops import random_data
-from harness.mluops.schema import (DTYPES, KERNELS, METRICS, KernelFormat, MluopsFormatError,
-                                   UnsupportedKernel, layout_name, nominal_shape_of_absent)
+from harness.mluops.schema import (DTYPES, METRICS, KernelFormat, MluopsFormatError,
+                                   UnsupportedKernel, kernel_format, layout_name,
+                                   nominal_shape_of_absent)
 
 # Random inputs bigger than this are drawn chunk by chunk into a raw file in ``out_dir`` (when
 # given) and returned memory-mapped; data files bigger than this are memory-mapped in place.
@@ -132,7 +134,7 @@ def _raise_if_other_kernel(path: Path, text: str) -> None:
         text_format.Parse(text, lenient, allow_unknown_field=True)
     except text_format.ParseError:
         return
-    if lenient.op_name and lenient.op_name not in KERNELS:
+    if lenient.op_name and kernel_format(lenient.op_name) is None:
         raise UnsupportedKernel(path, lenient.op_name)
 
 
@@ -197,7 +199,7 @@ def load_mluops(path: str | os.PathLike, out_dir: str | os.PathLike | None = Non
     """
     path = Path(path)
     node = read_node(path)
-    kernel = KERNELS.get(node.op_name)
+    kernel = kernel_format(node.op_name)
     if kernel is None:
         raise UnsupportedKernel(path, node.op_name)
     params = _params(path, node, kernel)
@@ -212,6 +214,8 @@ def load_mluops(path: str | os.PathLike, out_dir: str | os.PathLike | None = Non
 
 
 def _params(path: Path, node: pb.Node, kernel: KernelFormat) -> dict:
+    if kernel.param_field is None:
+        return {}
     if not node.HasField(kernel.param_field):
         raise MluopsFormatError(f"{path}: {kernel.op} case has no {kernel.param_field}")
     message = getattr(node, kernel.param_field)
@@ -248,8 +252,9 @@ def _input_tensors(path: Path, node: pb.Node, kernel: KernelFormat, params: dict
 def _absent_tensor(kernel: KernelFormat, name: str, params: dict, present: dict[str, MluTensor]) -> MluTensor:
     shapes = {n: t.shape for n, t in present.items()}
     first = next(iter(present.values()))
+    layout = spec_for(kernel.op).inputs[name].layout
     return MluTensor(name=name, mlu_id="", shape=nominal_shape_of_absent(kernel, name, params, shapes),
-                     dtype=first.dtype, layout="ARRAY", source=ABSENT)
+                     dtype=first.dtype, layout=layout, source=ABSENT)
 
 
 def _output_tensors(path: Path, node: pb.Node, kernel: KernelFormat) -> dict[str, MluTensor]:

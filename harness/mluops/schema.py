@@ -2,7 +2,8 @@
 describe and how their tensors, params, dtypes, layouts and metrics map to opcase's.
 
 mluop_gtest identifies tensors by position (``tensor_desc_[i]`` in each kernel's executor),
-not by id, so each kernel lists its opcase tensor names in mlu-ops' positional order.
+not by id, so each kernel's spec lists its tensor names in mlu-ops' positional order (its
+`mluops:` block); this module names no kernel.
 """
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gen.core.expr import ExprError, evaluate
+from gen.core.registry import known_ops, spec_for
+from gen.core.spec import Spec, SpecError, line_of
 from harness.mluops import mluops_case_pb2 as pb
 
 
@@ -22,12 +26,11 @@ class MluopsFormatError(MluopsError):
 
 
 class UnsupportedKernel(MluopsError):
-    """A well-formed case for a kernel that is not one of opcase's seven."""
+    """A well-formed case for a kernel that opcase has no spec (with an `mluops:` block) for."""
 
     def __init__(self, path, op_name: str):
-        neighbour = " (an mlu-ops kernel whose cases sit beside opcase's)" if op_name in NEIGHBOUR_KERNELS else ""
-        super().__init__(f"{path}: op_name {op_name!r} is not one of opcase's kernels{neighbour}; "
-                         f"supported: {', '.join(sorted(KERNELS))}")
+        super().__init__(f"{path}: op_name {op_name!r} is not one of opcase's kernels; "
+                         f"supported: {', '.join(sorted(kernels()))}")
         self.op_name = op_name
 
 
@@ -37,40 +40,68 @@ class KernelFormat:
     op_type: int                     # mlu-ops' OpType value
     inputs: tuple[str, ...]          # opcase names in mlu-ops' positional order
     outputs: tuple[str, ...]
-    param_field: str                 # the Node field carrying the params
+    param_field: str | None          # the Node field carrying the params
     params: tuple[str, ...]          # param names, the same in opcase and mlu-ops
     optional_inputs: tuple[str, ...] = ()  # trailing inputs a case may leave out
+    fixed: tuple[tuple[str, int], ...] = ()  # constant param-message fields (carafe's dimnb)
 
 
-KERNELS = {k.op: k for k in [
-    KernelFormat("psamask_forward", pb.PSAMASK_FORWARD, ("x",), ("y",), "psamask_forward_param",
-                 ("psa_type", "h_mask", "w_mask")),
-    KernelFormat("psamask_backward", pb.PSAMASK_BACKWARD, ("dy",), ("dx",), "psamask_backward_param",
-                 ("psa_type", "h_mask", "w_mask")),
-    KernelFormat("masked_im2col_forward", pb.MASKED_IM2COL_FORWARD, ("feature", "mask_h_idx", "mask_w_idx"),
-                 ("data_col",), "masked_im2col_forward_param", ("kernel_h", "kernel_w", "pad_h", "pad_w")),
-    KernelFormat("carafe_forward", pb.CARAFE_FORWARD, ("input", "mask"), ("output",), "carafe_param",
-                 ("kernel_size", "group_size", "scale_factor")),
-    KernelFormat("carafe_backward", pb.CARAFE_BACKWARD, ("input", "mask", "grad_output"),
-                 ("grad_input", "grad_mask"), "carafe_param", ("kernel_size", "group_size", "scale_factor")),
-    KernelFormat("deform_roi_pool_forward", pb.DEFORM_ROI_POOL_FORWARD, ("input", "rois", "offset"),
-                 ("output",), "deform_roi_pool_forward_param",
-                 ("pooled_height", "pooled_width", "spatial_scale", "sampling_ratio", "gamma"),
-                 optional_inputs=("offset",)),
-    KernelFormat("border_align_backward", pb.BORDER_ALIGN_BACKWARD, ("grad_output", "boxes", "argmax_idx"),
-                 ("grad_input",), "border_align_param", ("pool_size",)),
-]}
+def kernel_format(op_name: str) -> KernelFormat | None:
+    """How mlu-ops describes kernel ``op_name``: read from its spec's `mluops:` block (specs/README.md);
+    None for a name with no spec or a spec without the block.  A block that names what the proto
+    lacks is the spec's error (SpecError, with its file and line)."""
+    if op_name not in known_ops():     # only the specs' names: a case's op_name never picks a file itself
+        return None
+    return _format_of(spec_for(op_name))
 
-# mlu-ops kernels next to opcase's (their cases sit beside ours) that opcase does not implement.
-NEIGHBOUR_KERNELS = {"border_align_forward", "deform_roi_pool_backward"}
+
+def kernels() -> dict[str, KernelFormat]:
+    """Every kernel whose cases opcase reads and writes in mlu-ops' format."""
+    formats = {op: kernel_format(op) for op in known_ops()}
+    return {op: kernel for op, kernel in formats.items() if kernel is not None}
+
+
+def _format_of(spec: Spec) -> KernelFormat | None:
+    mapping = spec.mluops
+    if mapping is None:
+        return None
+    line = line_of(spec.raw, "mluops")
+    if mapping.op_type not in pb.OpType.keys():
+        raise SpecError(spec.path, line, f"mluops.op_type {mapping.op_type!r} is no OpType of mluops_case.proto")
+    message_fields = pb.Node.DESCRIPTOR.fields_by_name
+    if mapping.param_field is not None:
+        if mapping.param_field not in message_fields or message_fields[mapping.param_field].message_type is None:
+            raise SpecError(spec.path, line, f"mluops.param_field {mapping.param_field!r} is no message field "
+                                             f"of mluops_case.proto's Node")
+        fields = message_fields[mapping.param_field].message_type.fields_by_name
+        unknown = [name for name in (*spec.params, *dict(mapping.fixed)) if name not in fields]
+        if unknown:
+            raise SpecError(spec.path, line, f"mluops.param_field {mapping.param_field}: the proto's message has "
+                                             f"no field(s) {', '.join(unknown)}")
+    elif spec.params:
+        raise SpecError(spec.path, line, "mluops.param_field: the kernel has params, so mlu-ops needs the field")
+    return KernelFormat(op=spec.op, op_type=pb.OpType.Value(mapping.op_type), inputs=mapping.inputs,
+                        outputs=mapping.outputs, param_field=mapping.param_field, params=tuple(spec.params),
+                        optional_inputs=tuple(n for n in mapping.inputs if spec.inputs[n].optional),
+                        fixed=mapping.fixed)
 
 
 def nominal_shape_of_absent(kernel: KernelFormat, name: str, params: dict,
                             shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
-    """The shape an optional input would have had (opcase records absent inputs with one)."""
-    if kernel.op == "deform_roi_pool_forward" and name == "offset":
-        return (shapes["rois"][0], 2, params["pooled_height"], params["pooled_width"])
-    raise KeyError(f"{kernel.op} has no optional input {name!r}")
+    """The shape an optional input would have had (opcase records absent inputs with one): its spec
+    shape, with the dims the present tensors' shapes fix (a dim is fixed by an axis whose spec entry
+    is that dim's bare name)."""
+    spec = spec_for(kernel.op)
+    dims = {}
+    for tensor, shape in shapes.items():
+        for entry, size in zip(spec.inputs[tensor].shape, shape):
+            if isinstance(entry, str) and entry.isidentifier() and entry not in spec.params:
+                dims.setdefault(entry, int(size))
+    try:
+        return tuple(int(evaluate(entry, {**dims, **params})) for entry in spec.inputs[name].shape)
+    except (ExprError, TypeError, ValueError) as exc:
+        raise KeyError(f"{kernel.op}: the shape of absent input {name!r} does not follow from the case ({exc})") \
+            from None
 
 
 # mlu-ops DataType name <-> numpy dtype, for the dtypes opcase has.

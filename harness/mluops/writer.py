@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 from google.protobuf import text_format
 
-from harness import casefile
-from harness.casefile import atomic_write
+from gen.core import casefile
+from gen.core.casefile import atomic_write
 from harness.mluops import mluops_case_pb2 as pb
 from harness.mluops.reader import ABSENT, MluCase
-from harness.mluops.schema import CRITERION_OF, DTYPE_ENUM_OF, KERNELS, KernelFormat, layout_enum
+from harness.mluops.schema import CRITERION_OF, DTYPE_ENUM_OF, KernelFormat, kernel_format, layout_enum
 
 DEFAULT_PATH_THRESHOLD_BYTES = 1 << 20
 SUITE = "mluops"                     # the suite of every imported case
@@ -38,7 +38,7 @@ def save_mluops(case: casefile.Case, path: str | os.PathLike, text: bool = False
     lacks it.  Tensors over ``path_threshold_bytes`` go to ``<case stem>.<in|out>.<tensor>.bin``
     beside the case.  Data files are written first, the case last, each atomically.
     """
-    kernel = KERNELS.get(case.op)
+    kernel = kernel_format(case.op)
     if kernel is None:
         raise ValueError(f"case {case.name}: kernel {case.op!r} has no mlu-ops case format in opcase")
     if case.expect != "ok":
@@ -74,11 +74,13 @@ def _set_params(node: pb.Node, case: casefile.Case, kernel: KernelFormat) -> Non
     missing = [p for p in kernel.params if p not in case.params]
     if missing:
         raise ValueError(f"case {case.name}: {kernel.op} needs param(s) {', '.join(missing)}")
+    if kernel.param_field is None:
+        return
     message = getattr(node, kernel.param_field)
     for name in kernel.params:
         setattr(message, name, case.params[name])
-    if kernel.param_field == "carafe_param":
-        message.dimnb = len(case.inputs["input"].shape)   # mluOpSetCarafeDescriptor's dimNb
+    for name, value in kernel.fixed:
+        setattr(message, name, value)
 
 
 def _ordered(case: casefile.Case, names: tuple[str, ...], tensors: dict, kind: str,

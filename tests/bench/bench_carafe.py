@@ -65,8 +65,8 @@ def whole_case_generation(repeat: int) -> None:
     import tempfile
 
     from gen.generate import Generator, plan_suite
-    from gen.registry import spec_for
-    from harness.backend import load_backend
+    from gen.core.registry import spec_for
+    from harness.backends import load_backend
 
     spec = spec_for("carafe_forward")
     plan = next(p for p in plan_suite(spec, "network") if p.name == "fpn_h128_c256-float32")

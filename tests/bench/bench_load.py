@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.casefile import Case, Tensor, load, save
+from gen.core.casefile import Case, Tensor, load, save
 
 
 def main(gigabytes: float) -> None:

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.casefile import load
+from gen.core.casefile import load
 
 GB = 1e9
 

@@ -1,4 +1,4 @@
-"""Throughput of harness.metrics.compare on float32 pairs.
+"""Throughput of gen.core.metrics.compare on float32 pairs.
 
     python tests/bench/bench_metrics.py [ELEMENTS] [--repeat R]
 
@@ -20,7 +20,7 @@ import numpy as np
 
 # Runs from a checkout without installing the package.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from harness.metrics import compare  # noqa: E402
+from gen.core.metrics import compare  # noqa: E402
 
 WHOLE_ARRAY_MAX_ELEMS = 10_000_000
 

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from gen.registry import spec_for
+from gen.core.registry import spec_for
 from gen.generate import Generator, plan_suite
 
 

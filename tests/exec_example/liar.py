@@ -8,8 +8,8 @@ option: every kernel is tried), except in MODE list-backward, which declares psa
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repository: harness.proto
-from harness.proto import opcase_pb2 as pb  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repository: gen.core.proto
+from gen.core.proto import opcase_pb2 as pb  # noqa: E402
 
 mode = sys.argv[1]
 if sys.argv[2:] == ["--list-supported"]:

@@ -2,7 +2,7 @@
 // (the pure-IO kernels), with the parameter checks of their design docs, in the docs' order.
 //
 // Build (from the repository root):
-//   mkdir -p build && protoc -Iharness/proto --cpp_out=build harness/proto/opcase.proto
+//   mkdir -p build && protoc -Igen/core/proto --cpp_out=build gen/core/proto/opcase.proto
 //   g++ -O2 -std=c++17 -Ibuild tests/exec_example/pure_io_kernels.cpp build/opcase.pb.cc -lprotobuf -o build/pure_io_kernels
 // Use:
 //   opcase run cases --backend exec:build/pure_io_kernels

@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fuzzing import ESCAPE_DIR, REPO, examples, fuzz_settings, fuzzing, opcase
-from harness.casefile import FORMAT_VERSION, SUFFIX
-from harness.proto import opcase_pb2 as pb
+from gen.core.casefile import FORMAT_VERSION, SUFFIX
+from gen.core.proto import opcase_pb2 as pb
 
 CI_EXAMPLES = 300
 SMALL_CASE_BYTES = 6000

@@ -220,7 +220,7 @@ REGRESSIONS = [
 def test_gen_in_process_reads_an_edited_spec_again():
     """gen's plan cache is keyed by the spec's path: a spec edited between two in-process calls
     (as between two fuzz examples) must not be served the old plans under the new names."""
-    from harness.casefile import load
+    from gen.core.casefile import load
     with fuzzing("specs (edited in process)") as (sandbox, figures):
         work = sandbox.reset()
         tree = copy.deepcopy(TREES["psamask_forward.yaml"])

@@ -14,7 +14,7 @@ import importlib
 from pathlib import Path
 from types import ModuleType
 
-from gen.registry import known_ops
+from gen.core.registry import known_ops
 
 RECORDS_DIR = Path(__file__).resolve().parent
 CONFORMANCE_DIR = RECORDS_DIR.parent / "conformance"

@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from harness.casefile import drop_pages
+from gen.core.casefile import drop_pages
 
 __all__ = ["compare", "passes", "small_golden_eps"]
 

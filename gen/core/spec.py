@@ -17,8 +17,9 @@ from pathlib import Path
 
 import yaml
 
-from gen.expr import ExprError, compile_expr
-from harness.casefile import PLAIN_NAME_RULE, is_plain_name
+from gen.core.backend import BUILTIN_NAMES
+from gen.core.expr import ExprError, compile_expr
+from gen.core.casefile import PLAIN_NAME_RULE, is_plain_name
 
 METRICS = ("diff1", "diff2", "diff3", "diff3_2", "diff4")
 FLOAT_DTYPES = ("float16", "float32", "float64")
@@ -150,6 +151,17 @@ class Criteria:
     baseline: str = "lowp"
 
 
+@dataclass(frozen=True)
+class MluopsMapping:
+    """How mlu-ops' case files (harness/mluops) describe the kernel: its Node's OpType, the Node field
+    that carries the params, and the tensors in mlu-ops' positional order (mluop_gtest's tensor_desc_[i])."""
+    op_type: str                       # the OpType name in mluops_case.proto
+    param_field: str | None            # None: the kernel has no param message
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    fixed: tuple[tuple[str, int], ...] = ()  # constant param-message fields opcase does not model
+
+
 @dataclass
 class Spec:
     op: str
@@ -169,6 +181,7 @@ class Spec:
     # The kernel may add floats in any order (atomics): repeated calls may differ in their last
     # bits, so `opcase run --bitwise` asks only that their verdicts agree.
     nondeterministic_sums: bool = False
+    mluops: MluopsMapping | None = None
     raw: dict = field(default_factory=dict, repr=False)
 
     def resolve(self, dotted: str, what: str):
@@ -378,7 +391,6 @@ def _criteria(v: _Validator, node) -> Criteria:
     for rate in rates:
         if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0:
             v.fail(body, "rates", "criteria.dynamic: rates must be positive numbers")
-    from harness.backend import BUILTIN_NAMES
     baseline = body.get("baseline", "lowp")
     if baseline not in BUILTIN_NAMES:
         v.fail(body, "baseline", f"criteria.dynamic.baseline: {baseline!r} is not a built-in backend "
@@ -549,8 +561,44 @@ def _stress(v: _Validator, suites, node, spec_inputs, spec_outputs):
                 _entry(v, index_width[limit], f"suites.stress.index_width.{limit}", spec_inputs, need_name=False)
 
 
+def _field_name(v: _Validator, node, key, where) -> str:
+    value = node.get(key)
+    if not isinstance(value, str) or not value.isidentifier():
+        v.fail(node, key, f"{where}: '{key}' must be an identifier")
+    return value
+
+
+def _mluops(v: _Validator, raw, inputs: dict, outputs: dict) -> MluopsMapping | None:
+    """The spec's `mluops:` block, or None where the spec has none (mlu-ops cannot carry the kernel)."""
+    if raw.get("mluops") is None:
+        return None
+    node = v.mapping(raw, "mluops", "spec")
+    v.allow_keys(node, ["op_type", "param_field", "inputs", "outputs", "fixed"], "mluops")
+    v.require_keys(node, ["op_type", "inputs", "outputs"], "mluops")
+    op_type = _field_name(v, node, "op_type", "mluops")
+    param_field = _field_name(v, node, "param_field", "mluops") if node.get("param_field") is not None else None
+    order = {}
+    for kind, tensors in (("inputs", inputs), ("outputs", outputs)):
+        names = node[kind]
+        if not isinstance(names, list) or sorted(map(str, names)) != sorted(tensors):
+            v.fail(node, kind, f"mluops.{kind} must list each of the spec's {kind} once, in mlu-ops' "
+                               f"positional order ({', '.join(tensors)})")
+        order[kind] = tuple(map(str, names))
+    optional = [n for n in order["inputs"] if inputs[n].optional]
+    if optional and order["inputs"][-len(optional):] != tuple(optional):
+        v.fail(node, "inputs", "mluops.inputs: optional inputs come last (a case leaves them out from the end)")
+    fixed = v.optional_mapping(node, "fixed", "mluops")
+    for name, value in fixed.items():
+        if not str(name).isidentifier() or isinstance(value, bool) or not isinstance(value, int):
+            v.fail(fixed, name, f"mluops.fixed: {name!r} must be an identifier with an integer value")
+    if fixed and param_field is None:
+        v.fail(node, "fixed", "mluops.fixed needs a param_field to put its fields in")
+    return MluopsMapping(op_type=op_type, param_field=param_field, inputs=order["inputs"],
+                         outputs=order["outputs"], fixed=tuple((str(k), int(x)) for k, x in fixed.items()))
+
+
 _TOP_KEYS = ["op", "doc", "summary", "reference", "dtypes", "params", "inputs", "outputs", "checks",
-             "criteria", "suites", "theory_ops", "nondeterministic_sums"]
+             "criteria", "suites", "theory_ops", "nondeterministic_sums", "mluops"]
 
 
 def load_spec(path) -> Spec:
@@ -606,4 +654,4 @@ def load_spec(path) -> Spec:
                 summary=str(raw.get("summary", "")), reference=str(raw["reference"]), dtypes=list(dtypes),
                 params=params, inputs=inputs, outputs=outputs, checks=checks, criteria=criteria,
                 suites=suites, theory_ops=str(raw.get("theory_ops", "")),
-                nondeterministic_sums=nondeterministic_sums, raw=raw)
+                nondeterministic_sums=nondeterministic_sums, mluops=_mluops(v, raw, inputs, outputs), raw=raw)

@@ -25,7 +25,7 @@ from typing import Iterator
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from harness.proto import opcase_pb2 as pb
+from gen.core.proto import opcase_pb2 as pb
 
 FORMAT_VERSION = 1
 SUFFIX = ".opcase"
@@ -473,7 +473,7 @@ def _check_complete(case: Case, path: Path) -> None:
     """Every input the call passes carries data (goldens may be missing: a case before
     completion is readable, runner.run_loaded refuses to judge it); every threshold names a
     known metric."""
-    from gen.spec import METRICS
+    from gen.core.spec import METRICS
     missing = [t.name for t in case.inputs.values() if not t.absent and t.data is None]
     if missing:
         raise CaseFileError(f"{path}: input(s) {missing} carry no data (neither inline nor a sidecar)")

@@ -1,27 +1,9 @@
 """Evaluating a spec's parameter checks on the tensors and params of a call."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from gen.expr import ExprError, evaluate
-from gen.spec import Check, Spec
-from harness.casefile import element_count
-
-
-@dataclass(frozen=True)
-class TensorInfo:
-    """What a check may ask of a tensor: its declared shape, dtype name and layout."""
-    shape: tuple
-    dtype: str
-    layout: str
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return element_count(self.shape)
+from gen.core.backend import TensorInfo
+from gen.core.expr import ExprError, evaluate
+from gen.core.spec import Check, Spec
 
 
 def check_env(spec: Spec, tensors: dict[str, TensorInfo | None], params: dict) -> dict:

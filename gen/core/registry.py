@@ -1,0 +1,82 @@
+"""Where the committed specs live, loading them by operator name, and finding each kernel's parts
+by convention.
+
+A kernel ``<op>`` is its spec ``specs/<op>.yaml`` plus, in each package that holds one kind of
+part (gen.ops: the float64 reference the spec names; gen.mmcv: the mmcv emulation; gen.planted:
+the planted bugs; harness.backends.torch_kernels: the torch implementation), a module named
+after the kernel, ``<package>.<op>``, or after its family, ``<package>.<family>``, where a forward
+and a backward share code (family: the op without ``_forward``/``_backward``).  Nothing lists
+kernels: a new kernel is its own files.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from gen.core.spec import Spec, load_spec
+from gen.core.casefile import is_plain_name
+
+
+class UnknownOp(LookupError):
+    """An operator with no spec."""
+
+
+def specs_dir() -> Path:
+    """OPCASE_SPECS if set; else the specs an installed wheel carries inside the gen package (gen/specs/,
+    mapped from the top-level specs/ in pyproject.toml); else, in a clone, the repository's specs/."""
+    if os.environ.get("OPCASE_SPECS"):
+        return Path(os.environ["OPCASE_SPECS"])
+    package = Path(__file__).resolve().parent.parent     # gen/
+    installed = package / "specs"
+    return installed if installed.is_dir() else package.parent / "specs"
+
+
+def known_ops() -> list[str]:
+    return sorted(p.stem for p in specs_dir().glob("*.yaml"))
+
+
+@lru_cache(maxsize=None)
+def spec_for(op: str) -> Spec:
+    # ``op`` may come from a case file: only a plain name, so the path stays in specs_dir().
+    path = specs_dir() / f"{op}.yaml" if is_plain_name(op) else None
+    if path is None or not path.is_file():
+        raise UnknownOp(f"no spec for operator {op!r} in {specs_dir()} (known: {', '.join(known_ops())})")
+    return load_spec(path)
+
+
+def family_of(op: str) -> str:
+    return re.sub(r"_(forward|backward)\Z", "", op)
+
+
+def kernel_module(package: str, op: str):
+    """The module of ``package`` that holds ``op``'s part (``<package>.<op>``, else
+    ``<package>.<family>``), or None.  Only the specs' op names are looked up: a name read from a
+    case file never picks a module itself."""
+    if op not in known_ops():
+        return None
+    for name in dict.fromkeys((op, family_of(op))):
+        module_name = f"{package}.{name}"
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                continue
+            raise
+        if name == op or callable(getattr(module, op, None)) or _holds_tables_for(module, op):
+            return module
+    return None
+
+
+def _holds_tables_for(module, op: str) -> bool:
+    # Planted-bug modules hold tables keyed by op rather than a function named after it.
+    return any(isinstance(table, dict) and op in table for table in vars(module).values())
+
+
+def kernel_function(package: str, op: str):
+    """The function named ``op`` in ``op``'s module of ``package`` (see kernel_module), or None."""
+    module = kernel_module(package, op)
+    function = getattr(module, op, None) if module is not None else None
+    return function if callable(function) else None

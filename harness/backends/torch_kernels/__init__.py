@@ -1,0 +1,1 @@
+"""The torch backend's kernels, one module per kernel or kernel family (see common.py)."""
