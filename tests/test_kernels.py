@@ -18,7 +18,7 @@ import gen
 import kernels
 from conftest import (CONFORMANCE, assert_each_missing_check_caught, checked_backend, failed_metrics, generate, run_dir,
                       statuses)
-from gen.core.backend import BUILTIN_NAMES, BackendLoadError
+from gen.core.backend import BUILTIN_NAMES, BackendLoadError, Request, TensorInfo
 from gen.core.casefile import element_count, find, load
 from gen.core.registry import spec_for
 from gen.core.verdict import ERROR, FAILED, FAILING, PASSED, fails_only_by_its_own_error_over_the_cap
@@ -113,6 +113,38 @@ def test_reference_matches_oracle(op, suite):
     assert not mismatched, f"{op}: reference != oracle in {len(mismatched)} case(s):\n" + "\n".join(mismatched[:10])
 
 
+# ----------------------------------------------------------------------------- mmcv's own test data
+
+def _claiming_backend(name: str, op: str, dtype: str):
+    """The built-in backend ``name`` if it claims ``op`` in ``dtype``; else skip (torch is an optional extra)."""
+    try:
+        loaded = load_backend(name)
+    except BackendLoadError as exc:
+        pytest.skip(str(exc))
+    if not loaded.supports(op, dtype):
+        pytest.skip(f"{name} does not claim {op} in {dtype}")
+    return loaded
+
+
+@pytest.mark.parametrize("backend", BUILTIN_NAMES)
+@pytest.mark.parametrize("op", OPS)
+def test_backend_reproduces_mmcv_data(op, backend):
+    data = getattr(kernels.record(op), "mmcv_data", None)
+    if data is None:
+        pytest.skip(f"{op}'s record has no mmcv test data")
+    spec = spec_for(op)
+    for name, params, inputs, expected, tolerance in data():
+        loaded = _claiming_backend(backend, op, np.dtype(next(iter(expected.values())).dtype).name)
+        request = Request(op=op, params=dict(params), inputs=dict(inputs),
+                          outputs={n: TensorInfo(tuple(e.shape), e.dtype, spec.outputs[n].layout)
+                                   for n, e in expected.items()},
+                          layouts={n: spec.inputs[n].layout for n in inputs})
+        got = loaded.run(request)
+        for output, e in expected.items():
+            error = np.abs(got[output].astype(np.float64) - e).max() / np.abs(e).max()
+            assert error <= tolerance, f"{op} {name}: {backend}'s {output} is {error:.3g} off mmcv's data"
+
+
 # ----------------------------------------------------------------------------- backends and bugs on the suites
 
 def _failing(results) -> list:
@@ -137,8 +169,7 @@ def test_backend_passes_generated_suite(suites, op, backend):
         loaded = load_backend(backend)
     except BackendLoadError as exc:       # torch is an optional extra
         pytest.skip(str(exc))
-    claimed = [d for d in spec_for(op).dtypes if loaded.supports(op, d)]
-    if not claimed:
+    if not any(loaded.supports(op, dtype) for dtype in spec_for(op).dtypes):
         pytest.skip(f"{backend} does not claim {op}")
     results = run_dir(suites(op), loaded)
     assert [r for r in results if r.status == PASSED], f"{op}: {backend} passed nothing: {statuses(results)}"

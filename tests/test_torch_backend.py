@@ -1,4 +1,5 @@
-"""The torch backend against mmcv's own data and against slow loop implementations of OPS.md."""
+"""The torch backend against mmcv's own data and, in float64, against the kernels' slow oracles.
+(Against mmcv's psamask and carafe data, and on every generated suite: tests/test_kernels.py.)"""
 
 from __future__ import annotations
 
@@ -54,52 +55,6 @@ def nhwc_to_nchw(a):
 # ------------------------------------------------------------------------------------------
 # Conformance against mmcv's own test data
 # ------------------------------------------------------------------------------------------
-
-
-def load_bin(folder, name, shape):
-    return np.fromfile(MMCV_DATA / folder / name, dtype="<f4").reshape(shape)
-
-
-def relative_error(actual, expected):
-    return float(np.abs(actual.astype(np.float64) - expected).sum() / np.abs(expected).sum())
-
-
-@pytest.mark.parametrize("psa_type, golden", [(0, "psa_output_collect.bin"),
-                                              (1, "psa_output_distribute.bin")])
-def test_psamask_matches_mmcv_data(psa_type, golden):
-    x = nchw_to_nhwc(load_bin("for_psa_mask", "psa_input.bin", (4, 16, 8, 8)))
-    expected = nchw_to_nhwc(load_bin("for_psa_mask", golden, (4, 64, 8, 8)))
-    params = dict(psa_type=psa_type, h_mask=4, w_mask=4)
-    y = run("psamask_forward", params, {"x": x}, {"y": ((4, 8, 8, 64), "float32")})["y"]
-    np.testing.assert_array_equal(y, expected)
-
-
-def carafe_data():
-    feat = nchw_to_nhwc(load_bin("for_carafe", "carafe_feat.bin", (2, 64, 3, 3)))
-    mask = nchw_to_nhwc(load_bin("for_carafe", "carafe_mask.bin", (2, 100, 6, 6)))
-    return feat, mask, dict(kernel_size=5, group_size=4, scale_factor=2)
-
-
-def test_carafe_forward_matches_mmcv_data():
-    feat, mask, params = carafe_data()
-    expected = nchw_to_nhwc(load_bin("for_carafe", "carafe_output.bin", (2, 64, 6, 6)))
-    out = run("carafe_forward", params, {"input": feat, "mask": mask},
-              {"output": ((2, 6, 6, 64), "float32")})["output"]
-    assert relative_error(out, expected) < 1e-4
-    np.testing.assert_allclose(out, expected, atol=1e-3)
-
-
-def test_carafe_backward_matches_mmcv_data():
-    feat, mask, params = carafe_data()
-    expected_feat_grad = nchw_to_nhwc(load_bin("for_carafe", "carafe_feat_grad.bin", (2, 64, 3, 3)))
-    expected_mask_grad = nchw_to_nhwc(load_bin("for_carafe", "carafe_mask_grad.bin", (2, 100, 6, 6)))
-    grads = run("carafe_backward", params,
-                {"input": feat, "mask": mask, "grad_output": np.ones((2, 6, 6, 64), np.float32)},
-                {"grad_input": ((2, 3, 3, 64), "float32"), "grad_mask": ((2, 6, 6, 100), "float32")})
-    assert relative_error(grads["grad_input"], expected_feat_grad) < 1e-4
-    assert relative_error(grads["grad_mask"], expected_mask_grad) < 1e-4
-    np.testing.assert_allclose(grads["grad_input"], expected_feat_grad, atol=1e-3)
-    np.testing.assert_allclose(grads["grad_mask"], expected_mask_grad, atol=1e-3)
 
 
 def test_masked_conv_matches_mmcv_data():

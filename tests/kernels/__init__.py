@@ -5,7 +5,10 @@ A record holds ``OP`` (its kernel's name), ``oracle(inputs, params, out_shapes) 
 array}`` (a slow literal-loop implementation written straight from the formulas, against which the
 reference is checked) and ``CONFORMANCE`` (paths under tests/conformance/ of the kernel's mlu-ops
 case files).  Optionally ``ACCEPTED_BUGS = {planted bug name: why}``: planted bugs the docs'
-accuracy rule lets pass, since they fail only cases the reference interface fails as well.
+accuracy rule lets pass, since they fail only cases the reference interface fails as well; and
+``mmcv_data() -> [(name, params, inputs, outputs, tolerance)]``: mmcv's own test data for the kernel
+(tests/conformance/mmcv/, read with mmcv_array), which every backend claiming the kernel reproduces
+within ``tolerance`` (the largest error over the largest output magnitude; 0: exactly).
 The other modules here (bilinear, carafe, ...) are what a family's oracles share.
 """
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 from types import ModuleType
+
+import numpy as np
 
 from gen.core.registry import known_ops
 
@@ -61,3 +66,10 @@ def conformance_files(op: str) -> list[Path]:
 def accepted_bugs(op: str) -> dict[str, str]:
     """{planted bug name: why the docs' rule lets it pass} of the record (empty where none)."""
     return dict(getattr(record(op), "ACCEPTED_BUGS", {}))
+
+
+def mmcv_array(folder: str, name: str, shape) -> np.ndarray:
+    """An NCHW float32 array of mmcv's test data (tests/conformance/mmcv/<folder>/<name>, raw
+    little-endian), as the NHWC array opcase's kernels take."""
+    array = np.fromfile(CONFORMANCE_DIR / "mmcv" / folder / name, dtype="<f4").reshape(shape)
+    return np.ascontiguousarray(array.transpose(0, 2, 3, 1))

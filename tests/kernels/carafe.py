@@ -1,5 +1,16 @@
-"""What carafe's two directions share, literally (OPS.md, CARAFE; doc 000)."""
+"""What carafe's two directions share, literally (OPS.md, CARAFE; doc 000), and mmcv's test data."""
 from __future__ import annotations
+
+from kernels import mmcv_array
+
+# mmcv's CARAFE test: kernel 5, group 4, scale 2 on a 2 x 64 x 3 x 3 input; float32 on the GPU.
+MMCV_PARAMS = {"kernel_size": 5, "group_size": 4, "scale_factor": 2}
+MMCV_TOLERANCE = 1e-5
+
+
+def mmcv_inputs() -> dict:
+    return {"input": mmcv_array("for_carafe", "carafe_feat.bin", (2, 64, 3, 3)),
+            "mask": mmcv_array("for_carafe", "carafe_mask.bin", (2, 100, 6, 6))}
 
 
 def taps(x_shape, params):

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.carafe import taps
+from kernels import mmcv_array
+from kernels.carafe import MMCV_PARAMS, MMCV_TOLERANCE, mmcv_inputs, taps
 
 OP = "carafe_backward"
 CONFORMANCE = ["mlu-ops/carafe_backward/case_0.prototxt"]
@@ -17,3 +18,11 @@ def oracle(inputs, params, out_shapes=None):
         grad_input[n, iy, ix, c] += float(mask[n, ho, wo, mc]) * g
         grad_mask[n, ho, wo, mc] += float(x[n, iy, ix, c]) * g
     return {"grad_input": grad_input, "grad_mask": grad_mask}
+
+
+def mmcv_data():
+    """mmcv's gradients for grad_output = ones."""
+    inputs = {**mmcv_inputs(), "grad_output": np.ones((2, 6, 6, 64), np.float32)}
+    return [("mmcv_test", MMCV_PARAMS, inputs,
+             {"grad_input": mmcv_array("for_carafe", "carafe_feat_grad.bin", (2, 64, 3, 3)),
+              "grad_mask": mmcv_array("for_carafe", "carafe_mask_grad.bin", (2, 100, 6, 6))}, MMCV_TOLERANCE)]

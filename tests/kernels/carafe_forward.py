@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.carafe import taps
+from kernels import mmcv_array
+from kernels.carafe import MMCV_PARAMS, MMCV_TOLERANCE, mmcv_inputs, taps
 
 OP = "carafe_forward"
 CONFORMANCE = ["mlu-ops/carafe_forward/case_0.prototxt"]
@@ -30,3 +31,8 @@ def oracle(inputs, params, out_shapes=None):
     for n, ho, wo, c, iy, ix, mc in taps(x.shape, params):
         out[n, ho, wo, c] += float(x[n, iy, ix, c]) * float(mask[n, ho, wo, mc])
     return {"output": out}
+
+
+def mmcv_data():
+    return [("mmcv_test", MMCV_PARAMS, mmcv_inputs(),
+             {"output": mmcv_array("for_carafe", "carafe_output.bin", (2, 64, 6, 6))}, MMCV_TOLERANCE)]

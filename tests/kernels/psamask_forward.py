@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernels import mmcv_array
 from kernels.psamask import moves
 
 OP = "psamask_forward"
@@ -21,3 +22,11 @@ def oracle(inputs, params, out_shapes=None):
         else:
             y[n, row, col, h * W + w] = float(x[n, h, w, entry])
     return {"y": y}
+
+
+def mmcv_data():
+    """mmcv's psamask test data: COLLECT and DISTRIBUTE of one input with a 4 x 4 mask, exactly."""
+    x = mmcv_array("for_psa_mask", "psa_input.bin", (4, 16, 8, 8))
+    return [(f"psa_type{psa_type}", {"psa_type": psa_type, "h_mask": 4, "w_mask": 4}, {"x": x},
+             {"y": mmcv_array("for_psa_mask", f"psa_output_{stem}.bin", (4, 64, 8, 8))}, 0.0)
+            for psa_type, stem in ((0, "collect"), (1, "distribute"))]
