@@ -114,11 +114,12 @@ def spec_of(text: str, spec_paths=()) -> Spec:
         raise DescriptorError(str(exc)) from None
 
 
-def write_described(text: str, out_dir, baseline: str | None = None, spec_paths=()):
+def write_described(text: str, out_dir, load_baseline, baseline: str | None = None, spec_paths=()):
     """Write the case of descriptor ``text`` under ``out_dir`` as `opcase gen` lays cases out;
-    return its path.  ``baseline``: the backend for dynamic thresholds (default: the spec's)."""
+    return its path.  ``baseline``: the backend for dynamic thresholds (default: the spec's),
+    loaded with ``load_baseline`` (gen.jobs.BaselineLoader)."""
     from gen.generate import case_path
-    from gen.parallel import generator_of
+    from gen.jobs import generator_of
     spec = spec_of(text, spec_paths)
     plan = plan_of(spec, text)
-    return generator_of(spec, baseline).write(plan, case_path(out_dir, plan, spec.op))
+    return generator_of(spec, baseline, load_baseline).write(plan, case_path(out_dir, plan, spec.op))

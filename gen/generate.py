@@ -15,6 +15,7 @@ from gen.core.backend import TensorInfo
 
 from gen.core.checks import failures, first_failure
 from gen.core.descriptor import case_seed
+from gen.core.registry import kernel_function
 from gen.core.expr import ExprError, evaluate
 from gen.sampled import SAMPLE_ABOVE_ELEMENTS, GoldenCapture, Units, estimate, sample_order
 from gen.core.spec import SUITES, Spec, SpecError, line_of
@@ -714,8 +715,7 @@ def baseline_units_fn(baseline: str, spec: Spec):
     have one (mmcv: gen.mmcv.<family>); None for any other baseline or kernel."""
     if baseline != "mmcv":
         return None
-    from harness.backends.mmcv_backend import kernel
-    function = kernel(spec.op)
+    function = kernel_function("gen.mmcv", spec.op)
     if function is None:
         return None
     return getattr(sys.modules[function.__module__], f"{function.__name__}_units", None)

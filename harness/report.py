@@ -2,14 +2,11 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections import Counter
-from pathlib import Path
 
 import click
 
-from gen.core.casefile import atomic_write
 from harness.error_map import axis_letters
 from harness.gate import GATE_FAILING
 from gen.core.metrics import json_float
@@ -178,12 +175,6 @@ def summary_text(results: list[CaseResult], gate: dict | None = None) -> str:
 
 def _status_order(item) -> int:
     return STATUSES.index(item[0]) if item[0] in STATUSES else len(STATUSES)
-
-
-def write_atomic(path: str | os.PathLike, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, text.encode("utf-8"))
 
 
 def _json_safe(value):

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from conftest import REPO
 from gen.core.descriptor import DESCRIBED, DescriptorError, describe, parse
+from harness.backends import load_backend
 from gen.descriptor import explicit_of, plan_of, values_ref, write_described
 from gen.core.registry import spec_for
 from gen.core.casefile import find, load
@@ -38,7 +39,7 @@ def test_every_committed_case_regenerates_from_its_descriptor(tmp_path):
     for path in committed:
         descriptor = _descriptor_of(path)
         assert descriptor, f"{path}: no descriptor"
-        made = write_described(descriptor, tmp_path)
+        made = write_described(descriptor, tmp_path, load_backend)
         assert made.relative_to(tmp_path) == path.relative_to(CASES), descriptor
         if _files_of(made) != _files_of(path):
             differ.append(descriptor)
@@ -69,7 +70,7 @@ def test_the_issues_example_descriptor_makes_its_case_and_names_itself(tmp_path)
     assert case.params == {"kernel_size": 11, "group_size": 4, "scale_factor": 2}
     assert case.inputs["input"].shape == (1, 5, 7, 28) and case.inputs["mask"].shape == (1, 10, 14, 4 * 11 * 11)
     assert _descriptor_of(made) == EXAMPLE
-    again = write_described(EXAMPLE, tmp_path / "b")
+    again = write_described(EXAMPLE, tmp_path / "b", load_backend)
     assert again.relative_to(tmp_path / "b") == made.relative_to(tmp_path / "a")
     assert _files_of(again) == _files_of(made)
 
@@ -84,7 +85,8 @@ def test_explicit_form_of_a_case_draws_the_same_tensors(tmp_path, named):
     plan = plan_of(spec, named)
     explicit = explicit_of(spec, plan, values_ref(plan)).text()
     assert isinstance(parse(explicit), type(parse(EXAMPLE)))
-    a, b = load(write_described(named, tmp_path / "named")), load(write_described(explicit, tmp_path / "explicit"))
+    a = load(write_described(named, tmp_path / "named", load_backend))
+    b = load(write_described(explicit, tmp_path / "explicit", load_backend))
     assert b.suite == DESCRIBED and (b.expect, b.expect_check) == (a.expect, a.expect_check)
     for kind in ("inputs", "outputs"):
         for name, t in getattr(a, kind).items():

@@ -251,7 +251,7 @@ def test_huge_shape_is_refused_without_max_size(tmp_path):
 
 
 def test_case_built_in_memory_must_fit_in_memory(tmp_path, monkeypatch):
-    from harness import interop
+    from harness.cli import interop
     monkeypatch.setattr(casefile, "physical_memory", lambda: 10_000)
     monkeypatch.setattr(interop, "physical_memory", lambda: 10_000)
     path = REPO / "specs" / "psamask_forward.yaml"

@@ -17,8 +17,9 @@ MLUOPS = CONFORMANCE / "mlu-ops"
 def test_conformance_files_import_and_pass_reference(tmp_path):
     out = tmp_path / "imported"
     files = sorted(MLUOPS.rglob("*.prototxt"))
-    # Each file sits in a folder named after its kernel; the kernels with a spec are opcase's.
+    # Each file sits in a folder named after its kernel: every one is a kernel opcase has a spec for.
     ours = [f for f in files if f.parent.name in kernels()]
+    assert len(files) == 11 and ours == files
     result = CliRunner().invoke(main, ["import", str(MLUOPS), "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert result.output.strip().splitlines()[-1] == f"{len(ours)} written, {len(files) - len(ours)} skipped, 0 error"

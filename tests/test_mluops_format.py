@@ -1,6 +1,7 @@
 """mlu-ops case files: mlu-ops' own cases read into opcase, opcase cases written and read back."""
 from __future__ import annotations
 
+import os
 import tracemalloc
 from pathlib import Path
 
@@ -389,3 +390,21 @@ def test_binary_case_under_another_suffix_is_recognised(tmp_path):
     path = save_mluops(_masked_im2col_case(), tmp_path / "case")
     renamed = path.rename(tmp_path / "case.bin")
     assert load_mluops(renamed).op == "masked_im2col_forward"
+
+
+@pytest.mark.parametrize("command", ["import", "export"])
+def test_a_spec_whose_mluops_block_the_proto_lacks_is_one_line_exit_2(tmp_path, command):
+    import subprocess
+    import sys
+
+    from conftest import REPO
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    text = (REPO / "specs" / "psamask_forward.yaml").read_text()
+    (specs / "psamask_forward.yaml").write_text(text.replace("op_type: PSAMASK_FORWARD", "op_type: PSAMASK_FORWARDX"))
+    source = CONFORMANCE / "mlu-ops" / "psamask_forward" if command == "import" else REPO / "cases" / "psamask_forward"
+    done = subprocess.run([sys.executable, "-m", "harness.cli", command, str(source), "-o", str(tmp_path / "out")],
+                          capture_output=True, text=True, env={**os.environ, "OPCASE_SPECS": str(specs)}, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines() == [f"Error: {specs / 'psamask_forward.yaml'}:12: mluops.op_type "
+                                                f"'PSAMASK_FORWARDX' is no OpType of mluops_case.proto"]

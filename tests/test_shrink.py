@@ -20,7 +20,7 @@ from gen.core.casefile import load
 from harness.cli import main
 from gen.core.verdict import FAILED, PASSED, WRONGLY_ACCEPTED
 from harness.runner import run_case
-from harness.shrink import candidates, shrink_case
+from harness.cli.shrink import candidates, shrink_case
 
 OP = "carafe_forward"
 # Each planted bug (tests/shrink_backends.py) and the dim or param it needs past its threshold.
@@ -42,7 +42,7 @@ def network_case(tmp_path_factory) -> Path:
     spec = spec_for(OP)
     plans = [p for p in plan_suite(spec, "network") if p.dtype == "float32" and total_bytes(spec, p) <= 64 << 20]
     largest = max(plans, key=lambda p: total_bytes(spec, p))
-    return write_described(f"{OP}:network:{largest.name}", tmp_path_factory.mktemp("network"))
+    return write_described(f"{OP}:network:{largest.name}", tmp_path_factory.mktemp("network"), load_backend)
 
 
 def _checks_broken(spec, descriptor: str) -> list[str]:

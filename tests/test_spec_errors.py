@@ -83,3 +83,20 @@ def test_all_zero_golden_is_refused(tmp_path):
 def test_committed_specs_load():
     for path in sorted((Path(__file__).resolve().parents[1] / "specs").glob("*.yaml")):
         assert load_spec(path).op == path.stem
+
+
+@pytest.mark.parametrize("edits, needle, message", [
+    ([("  y: {dtype: T,", "  y: {dtype: int32,"), ("  static: {diff3_2: 0}", "  dynamic: {metrics: [diff1], rates: [10]}")],
+     "y: {dtype: int32", "dynamic criteria judge floating"),
+    ([("  outputs: [y]", "  outputs: [y, y]")], "outputs: [y, y]", "mluops.outputs must list each"),
+    ([("  inputs: [x]", "  inputs: []")], "inputs: []", "mluops.inputs must list each"),
+])
+def test_spec_edits_refused_with_file_and_line(tmp_path, edits, needle, message):
+    text = GOOD
+    for old, new in edits:
+        assert old in text
+        text = text.replace(old, new, 1)
+    with pytest.raises(SpecError) as info:
+        load_spec(_write(tmp_path, text))
+    assert info.value.line == _line_of(text, needle)
+    assert message in info.value.message

@@ -22,7 +22,7 @@ from gen.core.casefile import find, load
 from gen.core.metrics import compare
 
 DYNAMIC = sorted(op for op in known_ops() if spec_for(op).criteria.mode == "dynamic")
-# The kernels whose mmcv baseline can compute a sample of its output (`<kernel>_units`).
+# The kernels whose mmcv emulation can compute a sample of its outputs (gen.sampled): found, not listed.
 SAMPLED = [op for op in DYNAMIC if baseline_units_fn("mmcv", spec_for(op)) is not None]
 
 

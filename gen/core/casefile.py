@@ -176,9 +176,14 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write(path: Path, chunks: Iterator[bytes] | bytes) -> None:
+def atomic_write(path: Path, chunks: Iterator[bytes] | bytes | str) -> None:
     """Write to a temporary file beside ``path`` and rename it into place: readers see the old
-    file or the whole new one, never a part."""
+    file or the whole new one, never a part.  Text is written as UTF-8; missing parent folders
+    are made."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(chunks, str):
+        chunks = chunks.encode("utf-8")
     fd, tmp = temporary_beside(path)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -645,6 +645,12 @@ def load_spec(path) -> Spec:
     if dup:
         v.fail(raw, "checks", f"check ids must be unique: {sorted(dup)}")
     criteria = _criteria(v, raw["criteria"])
+    if criteria.mode == "dynamic":
+        # The docs' dynamic rule scales a baseline's float error; an index output has no such error.
+        for name, tensor in outputs.items():
+            if tensor.dtype != "T" and tensor.dtype not in FLOAT_DTYPES:
+                v.fail(raw["outputs"], name, f"output '{name}' is {tensor.dtype}: dynamic criteria judge floating "
+                                             f"outputs only; judge this kernel with static criteria")
     suites = _suites(v, raw["suites"], inputs, outputs)
     resolve_callable(raw["reference"], path, "reference", line_of(raw, "reference"))
     nondeterministic_sums = raw.get("nondeterministic_sums", False)

@@ -25,7 +25,7 @@ _CHUNK_ELEMENTS = 1 << 21
 
 
 @dataclass
-class _Bins:
+class Bins:
     """The sampling grid of every bin, flattened in (roi, ph, pw) order."""
     batch: np.ndarray     # image of each bin's roi
     y0: np.ndarray        # start_h + ph*bin_h (offset included)
@@ -40,7 +40,7 @@ class _Bins:
         return self.grid_h * self.grid_w
 
 
-def _bins(rois, offset, params, dtype) -> _Bins:
+def bin_geometry(rois, offset, params, dtype) -> Bins:
     PH, PW = int(params["pooled_height"]), int(params["pooled_width"])
     sampling_ratio = int(params["sampling_ratio"])
     scale, gamma, half = dtype(params["spatial_scale"]), dtype(params["gamma"]), dtype(0.5)
@@ -69,14 +69,14 @@ def _bins(rois, offset, params, dtype) -> _Bins:
     def per_bin(per_roi):
         return np.broadcast_to(per_roi[:, None, None], (R, PH, PW)).reshape(-1)
 
-    return _Bins(batch=per_bin(rois[:, 0].astype(np.int64)),
+    return Bins(batch=per_bin(rois[:, 0].astype(np.int64)),
                  y0=(start_h + ph * bin_h[:, None, None]).reshape(-1),
                  x0=(start_w + pw * bin_w[:, None, None]).reshape(-1),
                  bin_h=per_bin(bin_h), bin_w=per_bin(bin_w),
                  grid_h=per_bin(grid_h), grid_w=per_bin(grid_w))
 
 
-def _bin_sums(features: np.ndarray, bins: _Bins, dtype) -> np.ndarray:
+def _bin_sums(features: np.ndarray, bins: Bins, dtype) -> np.ndarray:
     """[bins, C]: the sum of each bin's bilinear samples."""
     _, H, W, C = features.shape
     pixels = features.reshape(-1, C)
@@ -112,7 +112,7 @@ def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
     # An empty map has nothing to sample (doc 3.8: zero H or W still succeeds).
     if output.size == 0 or H == 0 or W == 0:
         return {"output": output}
-    bins = _bins(rois, offset, params, dtype)
+    bins = bin_geometry(rois, offset, params, dtype)
     sums = _bin_sums(features, bins, dtype)
     sums /= np.maximum(bins.samples, 1).astype(dtype)[:, None]
     return {"output": sums.reshape(output.shape)}

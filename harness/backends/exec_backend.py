@@ -58,7 +58,7 @@ from google.protobuf.message import DecodeError
 
 from gen.core.backend import BackendLoadError, InvalidArgument, Request
 from gen.core.casefile import DEFAULT_SIDECAR_BYTES, le_bytes_view, value_to_pb, write_sidecar
-from harness.parallel import kill_process_group
+from harness.workers import kill_process_group
 from gen.core.proto import opcase_pb2 as pb
 from gen.core.timing import BackendProtocolError
 

@@ -7,7 +7,7 @@ from harness.backends.torch_kernels.common import (BilinearCorners, as_4d, as_te
                                                   int_param, nchw_to_nhwc, require)
 
 
-def _border_start_and_stride(boxes, pool_size):
+def border_start_and_stride(boxes, pool_size):
     """Start point and per-step stride of each border as [N, K, 4] tensors, borders in the
     order top, left, bottom, right (border e owns channels e*C .. e*C+C-1 of grad_input)."""
     x1, y1, x2, y2 = boxes.unbind(-1)
@@ -37,7 +37,7 @@ def backward(grad_output, boxes, argmax_idx, pool_size, height, width):
     if grad_input.numel() == 0 or grad_output.numel() == 0:
         return grad_input.reshape(n, 4 * channels, height, width)
 
-    start_x, start_y, stride_x, stride_y = _border_start_and_stride(boxes, pool_size)
+    start_x, start_y, stride_x, stride_y = border_start_and_stride(boxes, pool_size)
     steps = argmax_idx.to(grad_output.dtype)
     # The maximum sits at start + stride * argmax (one multiplication, as the kernel does).
     x = start_x[:, None] + stride_x[:, None] * steps

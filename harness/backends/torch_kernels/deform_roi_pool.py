@@ -8,13 +8,13 @@ from harness.backends.torch_kernels.common import (BilinearCorners, as_4d, as_te
 
 # Upper bound on the elements of one [samples, channels] block, so that rois with many sample
 # points do not need one huge temporary.
-_SAMPLE_BLOCK_ELEMENTS = 1 << 22
+SAMPLE_BLOCK_ELEMENTS = 1 << 22
 # Rois so large that sampling_ratio 0 asks for more points than this are not computed
 # (the index tensors alone would not fit in memory).
 _MAX_SAMPLE_POINTS = 1 << 26
 
 
-class _RoiBins:
+class RoiBins:
     """Per roi geometry and per bin sampling origin of deform_roi_pool."""
 
     def __init__(self, rois, offset, pooled_height, pooled_width, spatial_scale,
@@ -54,7 +54,7 @@ def _adaptive_grid(bin_size: torch.Tensor) -> torch.Tensor:
     return torch.ceil(bin_size.clamp(0, _MAX_SAMPLE_POINTS)).long()
 
 
-def _deform_roi_pool_samples(bins: _RoiBins):
+def sample_points(bins: RoiBins):
     """Flat list of all sample points: the bin and the roi each belongs to and its (iy, ix)."""
     device = bins.batch.device
     roi_count = bins.batch.shape[0]
@@ -91,12 +91,12 @@ def forward(features, rois, offset, pooled_height, pooled_width,
     if roi_count == 0 or height == 0 or width == 0:  # no pixel to sample: all samples are 0
         return pooled.reshape(roi_count, pooled_height, pooled_width, channels)
 
-    bins = _RoiBins(rois, offset, pooled_height, pooled_width, spatial_scale,
+    bins = RoiBins(rois, offset, pooled_height, pooled_width, spatial_scale,
                     sampling_ratio, gamma)
     require(bool(((bins.batch >= 0) & (bins.batch < batch)).all()),
              f"a roi's batch index lies outside [0, {batch})")
-    sample_bin, sample_roi, iy, ix = _deform_roi_pool_samples(bins)
-    block = max(1, _SAMPLE_BLOCK_ELEMENTS // max(channels, 1))
+    sample_bin, sample_roi, iy, ix = sample_points(bins)
+    block = max(1, SAMPLE_BLOCK_ELEMENTS // max(channels, 1))
     for begin in range(0, sample_bin.shape[0], block):
         part = slice(begin, begin + block)
         b, r = sample_bin[part], sample_roi[part]

@@ -7,7 +7,16 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from gen.core.casefile import SUFFIX, Case, contained_path, element_count, find, load, physical_memory, save
+from gen.core.backend import BackendLoadError, TensorInfo
+from gen.core.casefile import (SUFFIX, Case, CaseFileError, contained_path, element_count, find, load,
+                               physical_memory, save)
+from gen.core.checks import first_failure
+from gen.core.registry import UnknownOp, spec_for
+from gen.core.spec import SpecError
+from gen.generate import GENERATOR_VERSION, GenerationError, Generator
+from harness.backends import load_backend
+from harness.mluops import MluopsError, UnsupportedKernel, case_from_mluops, load_mluops, save_mluops
+from harness.mluops.writer import SUITE
 
 MLUOPS_SUFFIXES = (".pb", ".prototxt", ".pbtxt")
 
@@ -39,11 +48,6 @@ def complete_imported(case: Case, baseline_name: str | None) -> Case:
     A call that breaks one of the spec's checks becomes an expected rejection: that is
     what a conforming implementation must do with it.
     """
-    from gen.core.backend import TensorInfo
-    from gen.core.checks import first_failure
-    from gen.generate import GENERATOR_VERSION, Generator
-    from gen.core.registry import spec_for
-    from harness.backends import load_backend
 
     spec = spec_for(case.op)
     case.generator_version, case.spec_sha256, case.spec_path = GENERATOR_VERSION, spec.sha256, spec.path.name
@@ -81,13 +85,14 @@ def _one_file(source: Path, step):
     is, must not stop the others."""
     try:
         return step()
+    except SpecError:
+        raise                     # an installed spec that cannot say how mlu-ops carries its kernel: no file can
     except Exception as exc:  # noqa: BLE001 - see above; the file is reported as an error
         return Outcome(source, "error", f"{type(exc).__name__}: {exc}")
 
 
 def _header(source: Path):
     """The file's MluCase without data, or its Outcome when it cannot be imported."""
-    from harness.mluops import MluopsError, UnsupportedKernel, load_mluops
     try:
         return load_mluops(source, with_data=False)
     except UnsupportedKernel as exc:
@@ -125,12 +130,6 @@ def import_file(source: Path, name: str, header, out_dir: Path, baseline: str | 
                 written: dict[Path, Path]) -> Outcome:
     """Import one case (``header``: it read without data) as ``name``; ``written`` maps the
     targets of this import so far to their sources, and gains this one's."""
-    from gen.generate import GenerationError
-    from gen.core.registry import UnknownOp
-    from gen.core.spec import SpecError
-    from gen.core.backend import BackendLoadError
-    from harness.mluops import MluopsError, case_from_mluops, load_mluops
-    from harness.mluops.writer import SUITE
 
     try:
         target = contained_path(out_dir, header.op, SUITE, f"{name}{SUFFIX}")
@@ -156,7 +155,7 @@ def import_file(source: Path, name: str, header, out_dir: Path, baseline: str | 
             case = case_from_mluops(mlu, name)
             complete_imported(case, baseline)
             save(case, target)
-        except (MluopsError, UnknownOp, SpecError, GenerationError, BackendLoadError) as exc:
+        except (MluopsError, UnknownOp, GenerationError, BackendLoadError) as exc:
             return Outcome(source, "error", str(exc))
         except OSError as exc:
             return Outcome(source, "error", f"cannot write {target}: {exc.strerror or exc}")
@@ -166,8 +165,6 @@ def import_file(source: Path, name: str, header, out_dir: Path, baseline: str | 
 
 def export_file(source: Path, out_dir: Path, text: bool, written: dict[Path, Path]) -> Outcome:
     """Export one case; ``written`` maps the targets of this export so far to their sources."""
-    from gen.core.casefile import CaseFileError
-    from harness.mluops import save_mluops
 
     try:
         case = load(source)
@@ -192,4 +189,4 @@ def export_file(source: Path, out_dir: Path, text: bool, written: dict[Path, Pat
 
 def export_all(paths, out_dir: Path, text: bool) -> list[Outcome]:
     written: dict[Path, Path] = {}
-    return [export_file(p, out_dir, text, written) for p in find(paths)]
+    return [_one_file(p, lambda: export_file(p, out_dir, text, written)) for p in find(paths)]

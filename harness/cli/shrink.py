@@ -12,7 +12,7 @@ is one run that `opcase run` would mistrust (a one-element golden, say: a fixed 
 show it is fixed on it).
 
 Candidates are written as ordinary case files and run as `opcase run` runs them
-(harness.parallel.run_cases); the original case is run once, as it is, to learn how it fails.
+(harness.workers.run_cases); the original case is run once, as it is, to learn how it fails.
 """
 from __future__ import annotations
 
@@ -25,17 +25,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from gen.core.checks import failures
-from gen.core.expr import ExprError, evaluate, names_in
-from gen.core.descriptor import describe
-from gen.descriptor import explicit_of, plan_of, values_ref, write_described
-from gen.generate import (GenerationError, tensor_infos, case_path, interface_params, layout_of,
-                          total_bytes)
-from gen.core.spec import Spec, SpecError
 from gen.core.casefile import load
-from harness.parallel import run_cases
+from gen.core.checks import failures
+from gen.core.descriptor import describe
+from gen.core.expr import ExprError, evaluate, names_in
+from gen.core.registry import spec_for
+from gen.core.spec import Spec, SpecError
 from gen.core.verdict import ERROR, FAILED, FAILING, CaseResult, mistrust
+from gen.descriptor import explicit_of, plan_of, values_ref, write_described
+from gen.generate import GenerationError, case_path, interface_params, layout_of, tensor_infos, total_bytes
+from gen.jobs import generator_of
+from harness.backends import load_backend
 from harness.runner import RunOptions
+from harness.workers import run_cases
 
 DEFAULT_MAX_TRIES = 200
 DEFAULT_SECONDS = 600.0
@@ -267,8 +269,6 @@ def shrink_case(case_file: Path, backend, backend_spec: str, out_dir: Path, base
                 max_tries: int = DEFAULT_MAX_TRIES, seconds: float = DEFAULT_SECONDS,
                 timeout: float | None = None, on_step: Callable[[str], None] = lambda line: None) -> Shrunk:
     """Shrink the failing case ``case_file`` on ``backend``; write the smallest one under ``out_dir``."""
-    from gen.parallel import generator_of
-    from gen.core.registry import spec_for
     started = time.monotonic()
     case = load(case_file)
     original = describe(case.op, case.suite, case.name, case.seed, case.note)
@@ -284,7 +284,7 @@ def shrink_case(case_file: Path, backend, backend_spec: str, out_dir: Path, base
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".opcase-shrink-", dir=out_dir))
     try:
-        shrinker = Shrinker(spec, generator_of(spec, baseline), backend, backend_spec, work, max_tries, seconds,
+        shrinker = Shrinker(spec, generator_of(spec, baseline, load_backend), backend, backend_spec, work, max_tries, seconds,
                             timeout, on_step)
         on_step("running the original case")
         first = shrinker.run_file(Path(case_file))
@@ -295,7 +295,7 @@ def shrink_case(case_file: Path, backend, backend_spec: str, out_dir: Path, base
     finally:
         shutil.rmtree(work, ignore_errors=True)
     descriptor = explicit_of(spec, best, values_ref(start)).text()
-    path = write_described(descriptor, out_dir, baseline, (spec.path,))
+    path = write_described(descriptor, out_dir, load_backend, baseline, (spec.path,))
     return Shrunk(original=original, descriptor=descriptor, path=path, failure=wanted,
                   bytes_before=total_bytes(spec, start), bytes_after=total_bytes(spec, best),
                   tries=len(shrinker.tried), seconds=time.monotonic() - started, tried=shrinker.tried,

@@ -17,6 +17,37 @@ from pathlib import Path
 import click
 import numpy as np
 
+from gen.core.backend import BUILTIN_NAMES, BackendLoadError
+from gen.core.casefile import CaseFileError, atomic_write, find, load, mixed_versions, physical_memory
+from gen.core.descriptor import DescriptorError
+from gen.core.registry import UnknownOp, known_ops, spec_for
+from gen.core.spec import SUITES, SpecError, load_spec
+from gen.core.timing import TimingPlan
+from gen.core.verdict import MISTRUSTED, SKIPPED
+from gen.descriptor import write_described
+from gen.generate import GenerationError, builds_in_memory, case_path, foreign_case, plan_suite, total_bytes
+from gen.jobs import Task, write_all
+from harness import plugins
+from harness.backends import load_backend, with_device
+from harness.backends.exec_backend import TIMEOUT_ENV
+from harness.calibrate import BackendRun, calibration
+from harness.calibrate import table_lines as calibration_table
+from harness.cli.interop import export_all, import_all
+from harness.cli import ray_executor
+from harness.cli.ray_executor import ExecutorError, TaskLost, import_ray, parse_resources
+from harness.cli.shrink import ShrinkError, shrink_case
+from harness.efficiency import ProfileError, load_profile
+from harness.gate import (GATE_FAILING, BaselineError, BaselineRefused, gate_summary, judge_against, load_baseline,
+                          load_results, updated_baseline)
+from harness.html_report import html_report
+from harness.junit import incomplete_junit_xml, junit_xml
+from harness.power import measure as measure_power
+from harness.power import table_lines as power_table
+from harness.report import Progress, fails, incomplete_json, judged, summary_text, to_json
+from harness.runner import RunOptions, repro_command
+from harness.selection import case_key, failed_in, in_shard
+from harness.workers import Stopped, run_cases, runs_isolated, stop_on_signals
+
 SIZE_UNITS = {"": 1, "B": 1, "K": 10**3, "KB": 10**3, "KIB": 1024, "M": 10**6, "MB": 10**6, "MIB": 1024**2,
               "G": 10**9, "GB": 10**9, "GIB": 1024**3, "T": 10**12, "TB": 10**12, "TIB": 1024**4}
 
@@ -92,7 +123,6 @@ def _finite_seconds(ctx, param, value):
 
 
 def _suites(text: str) -> list[str]:
-    from gen.core.spec import SUITES
     names = list(SUITES) if text.strip() == "all" else [s.strip() for s in text.split(",") if s.strip()]
     unknown = [s for s in names if s not in SUITES]
     if unknown or not names:
@@ -105,7 +135,6 @@ def _exits_on_signals(command):
     temporary files removed), then exiting 128 + the signal's number."""
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
-        from harness.parallel import Stopped, stop_on_signals
         try:
             with stop_on_signals():
                 return command(*args, **kwargs)
@@ -147,7 +176,6 @@ def _executor_options(command):
 
 def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
     """The Ray task options of --executor ray (None for local), or a usage error."""
-    from harness.ray_executor import ExecutorError, import_ray, parse_resources
 
     if executor != "ray":
         for option, value in (("--address", address), ("--resources", resources_text)):
@@ -198,15 +226,8 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
         return
     if not specs:
         raise InputError("give operator SPECS (YAML), or --case DESCRIPTOR")
-    from gen.generate import (GenerationError, builds_in_memory, case_path, foreign_case, plan_suite,
-                              total_bytes)
     from concurrent.futures.process import BrokenProcessPool
 
-    from gen.parallel import Task, write_all
-    from gen.core.registry import UnknownOp
-    from gen.core.spec import SpecError, load_spec
-    from gen.core.backend import BackendLoadError
-    from harness.backends import load_backend
 
     suites = _suites(suite_text)
     resources = _ray_resources(executor, address, resources_text, jobs)
@@ -235,7 +256,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
                     if builds_in_memory(spec, plan):
                         _refuse_over_memory(size, f"{spec.op}/{suite}/{plan.name}")
                     tasks.append(Task(str(spec.path), spec.op, suite, plan.name, index, count, seed, baseline,
-                                      str(case_path(Path(out_dir), plan, spec.op))))
+                                      str(case_path(Path(out_dir), plan, spec.op)), load_backend))
     except (SpecError, GenerationError, BackendLoadError) as exc:
         raise InputError(str(exc)) from None
     _refuse_over_free_space(needed, out_dir)
@@ -273,7 +294,6 @@ def _refuse_foreign_cases(found, out_dir, spec) -> None:
 
 def _refuse_over_memory(size: int, what: str) -> None:
     """A case built whole in memory that cannot fit in it is refused, not run into the OOM killer."""
-    from gen.core.casefile import physical_memory
     memory = physical_memory()
     if memory is not None and size > memory:
         raise InputError(f"{what}: its tensors take {size / 1e6:.1f} MB, it is built in memory and this machine "
@@ -292,7 +312,6 @@ def _refuse_over_free_space(needed: int, out_dir) -> None:
 
 def _baseline_on_device(baseline: str | None, device: str | None) -> str | None:
     """gen's --baseline as it runs on --device (BackendLoadError for a backend without devices)."""
-    from harness.backends import with_device
 
     if device is None:
         return baseline
@@ -303,16 +322,11 @@ def _baseline_on_device(baseline: str | None, device: str | None) -> str | None:
 
 def _gen_described(descriptor: str, specs, baseline, device, out_dir) -> None:
     """`opcase gen --case`: write the one case of ``descriptor``."""
-    from gen.core.descriptor import DescriptorError
-    from gen.descriptor import write_described
-    from gen.generate import GenerationError
-    from gen.core.spec import SpecError
-    from gen.core.backend import BackendLoadError
 
     _check_writable("-o", out_dir, directory=True)
     try:
         baseline = _baseline_on_device(baseline, device)
-        path = write_described(descriptor, Path(out_dir), baseline, specs)
+        path = write_described(descriptor, Path(out_dir), load_backend, baseline, specs)
     except (DescriptorError, SpecError, GenerationError, BackendLoadError) as exc:
         raise InputError(str(exc)) from None
     except OSError as exc:
@@ -321,10 +335,9 @@ def _gen_described(descriptor: str, specs, baseline, device, out_dir) -> None:
 
 
 def _write_on_ray(tasks, done, address, resources) -> None:
-    from harness.ray_executor import ExecutorError, TaskLost, write_all
 
     try:
-        write_all(tasks, done, address, resources)
+        ray_executor.write_all(tasks, done, address, resources)
     except ExecutorError as exc:
         raise InputError(str(exc)) from None
     except TaskLost as exc:
@@ -345,13 +358,11 @@ def _progress(total: int, label: str):
 def _start_results_files(json_path, junit_path, backend_spec: str) -> None:
     """Replace the results files with ones saying that the run did not finish, so that a run cut
     short (killed, crashed, stopped by a signal) can never leave an older, complete-looking report."""
-    from harness.junit import incomplete_junit_xml
-    from harness.report import incomplete_json, write_atomic
 
     for option, path, text in (("--json", json_path, incomplete_json), ("--junit", junit_path, incomplete_junit_xml)):
         if path:
             try:
-                write_atomic(path, text(backend_spec))
+                atomic_write(path, text(backend_spec))
             except OSError as exc:
                 raise InputError(f"{option}: cannot write {path}: {exc.strerror or exc}") from None
 
@@ -367,9 +378,6 @@ def _shard(text: str | None) -> tuple[int, int] | None:
 
 def _run_files(paths, rerun_failed, filter_text) -> list[Path]:
     """The case files a run covers: PATHS (or the failures of --rerun-failed), then --filter."""
-    from gen.core.casefile import find
-    from harness.gate import BaselineError, load_results
-    from harness.selection import case_key, failed_in
 
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
@@ -402,7 +410,6 @@ def _run_files(paths, rerun_failed, filter_text) -> list[Path]:
 
 
 def _warn_mixed_versions(files) -> None:
-    from gen.core.casefile import mixed_versions
     for op, count in mixed_versions(files).items():
         click.echo(f"warning: the {op} cases come from {count} versions of its spec or generator "
                    f"(an -o reused across versions?); their verdicts are not comparable", err=True)
@@ -465,16 +472,6 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     skipped or mistrusted; --allow-empty makes that 0); 128+N stopped by signal N (SIGTERM, SIGHUP).
     Python backends other than reference and lowp run in a worker process unless --in-process.
     """
-    from gen.core.backend import BackendLoadError
-    from harness.backends import load_backend, with_device
-    from harness.efficiency import ProfileError, load_profile
-    from harness.gate import GATE_FAILING, BaselineError, gate_summary, judge_against, load_baseline
-    from harness.junit import junit_xml
-    from harness.parallel import run_cases, runs_isolated
-    from harness.report import Progress, fails, judged, summary_text, to_json, write_atomic
-    from harness.runner import RunOptions
-    from harness.selection import in_shard
-    from gen.core.timing import TimingPlan
 
     shard = _shard(shard_text)
     resources = _ray_resources(executor, address, resources_text, jobs)
@@ -495,7 +492,6 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         # The exec backend enforces --timeout itself, on each call: it kills just the command and
         # quotes its output, so it needs no worker process (those of --jobs read the same variable).
         import os
-        from harness.backends.exec_backend import TIMEOUT_ENV
         previous = os.environ.get(TIMEOUT_ENV)
         os.environ[TIMEOUT_ENV] = repr(timeout)
         # Only for this run: an in-process caller (a test, a script) gets its environment back.
@@ -564,12 +560,11 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     if resources is not None:
         run_info["executor"] = {"name": "ray", "address": address, "resources": resources}
     if json_path:
-        write_atomic(json_path, to_json(results, backend_spec, gate, run_info))
+        atomic_write(json_path, to_json(results, backend_spec, gate, run_info))
     if junit_path:
-        write_atomic(junit_path, junit_xml(results, backend_spec))
+        atomic_write(junit_path, junit_xml(results, backend_spec))
     if html_path:
-        from harness.html_report import html_report
-        write_atomic(html_path, html_report(results, backend_spec, gate, run_info))
+        atomic_write(html_path, html_report(results, backend_spec, gate, run_info))
     if any(fails(r) for r in results):
         sys.exit(EXIT_FAILED)
     if not judged(results):
@@ -583,10 +578,9 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
 
 
 def _run_on_ray(files, backend_spec, options, on_result, address, resources, timeout):
-    from harness.ray_executor import ExecutorError, run_cases
 
     try:
-        return run_cases(files, backend_spec, options, on_result, address, resources, timeout,
+        return ray_executor.run_cases(files, backend_spec, options, on_result, address, resources, timeout,
                          notify=lambda line: click.echo(line, err=True))
     except ExecutorError as exc:
         raise InputError(str(exc)) from None
@@ -600,8 +594,6 @@ def _implementation(backend):
 def _warn_declarations(backend, files) -> None:
     """Before the run, once: what the backend declares that names no kernel or dtype it could be
     given (exec: lines of `COMMAND --list-supported`), on stderr."""
-    from gen.core.registry import known_ops
-    from harness.selection import case_key
 
     warnings_of = getattr(_implementation(backend), "declaration_warnings", None)
     if warnings_of is None:
@@ -613,7 +605,6 @@ def _warn_declarations(backend, files) -> None:
 
 def _why_nothing_judged(results, backend, backend_spec: str, shard_text, n_selected: int, rerun_failed) -> list[str]:
     """Why a run judged no case: what was (not) selected, or what the backend declared."""
-    from gen.core.verdict import MISTRUSTED, SKIPPED
 
     if not results:
         if shard_text:
@@ -650,9 +641,6 @@ def backends_(names):
     Give NAMES (any --backend value, e.g. exec:'./my_kernels') to describe just those.
     Cases of a kernel or dtype a backend does not support are skipped by `opcase run`, not failed.
     """
-    from gen.core.backend import BUILTIN_NAMES, BackendLoadError
-    from harness.backends import load_backend
-    from harness import plugins
 
     # (name, loader): what to describe and how to load it; exec:COMMAND alone has no loader
     if names:
@@ -687,7 +675,6 @@ def backends_(names):
 
 def _supported_lines(backend) -> list[str]:
     """'OP  DTYPE ...' for each known kernel, from the backend's supports(op, dtype)."""
-    from gen.core.registry import known_ops, spec_for
 
     ops = known_ops()
     width = max(map(len, ops), default=0)
@@ -721,12 +708,6 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text):
     a trusted backend fails, or fails to run, is a finding.
     Exit status: 0 no findings; 1 findings; 2 usage or input error; 5 a backend judged no case.
     """
-    from gen.core.backend import BackendLoadError
-    from harness.backends import load_backend
-    from harness.calibrate import BackendRun, calibration, table_lines
-    from harness.parallel import run_cases, runs_isolated
-    from harness.report import write_atomic
-    from harness.runner import RunOptions
 
     if json_path is not None:
         _check_writable("--json", json_path)
@@ -751,10 +732,10 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text):
         counts = ", ".join(f"{n} {s}" for s, n in sorted(Counter(r.status for r in results).items()))
         click.echo(f"{spec}: {len(results)} cases in {time.monotonic() - started:.1f} s: {counts}")
     doc = calibration(runs)
-    for line in table_lines(doc):
+    for line in calibration_table(doc):
         click.echo(line)
     if json_path:
-        write_atomic(json_path, json.dumps(doc, indent=1, allow_nan=False) + "\n")
+        atomic_write(json_path, json.dumps(doc, indent=1, allow_nan=False) + "\n")
     if doc["findings"]:
         sys.exit(EXIT_FAILED)
     if doc["summary"]["nothing_judged"]:
@@ -791,11 +772,6 @@ def power(paths, backend_spec, json_path, max_size, filter_text):
     """
     import signal
 
-    from gen.core.backend import BackendLoadError
-
-    from harness.backends import load_backend
-    from harness.power import table_lines
-    from harness.report import write_atomic
 
     if json_path is not None:
         _check_writable("--json", json_path)
@@ -810,11 +786,11 @@ def power(paths, backend_spec, json_path, max_size, filter_text):
         doc, n_files, seconds = _measure_power(paths, specs, base, backend_spec, max_size, filter_text)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    for line in table_lines(doc):
+    for line in power_table(doc):
         click.echo(line)
     click.echo(f"{n_files} case file(s) in {seconds:.1f} s")
     if json_path:
-        write_atomic(json_path, json.dumps(doc, indent=1, allow_nan=False) + "\n")
+        atomic_write(json_path, json.dumps(doc, indent=1, allow_nan=False) + "\n")
     if doc["summary"]["nothing_judged"] and not doc["base_problems"]:   # a failure outranks an empty run
         click.echo(f"exit status {EXIT_NOTHING_JUDGED}: the base {backend_spec} judged no case: nothing was measured",
                    err=True)
@@ -827,7 +803,6 @@ def _measure_power(paths, specs, base, backend_spec, max_size, filter_text):
     temporary directory (removed after), then every case measured."""
     import tempfile
 
-    from harness.power import measure
 
     with tempfile.TemporaryDirectory(prefix="opcase-power-") as generated:
         case_paths = [p for p in paths if p not in specs]
@@ -842,7 +817,7 @@ def _measure_power(paths, specs, base, backend_spec, max_size, filter_text):
         files = _run_files(case_paths, None, filter_text)
         started = time.monotonic()
         with _progress(len(files), "measuring") as advance:
-            doc = measure(files, base, backend_spec, advance)
+            doc = measure_power(files, base, backend_spec, advance)
     return doc, len(files), time.monotonic() - started
 
 
@@ -861,9 +836,6 @@ def baseline_update(results_paths, out_path, allow_failing):
 
     Refuses (exit 1) when any of them failed, unless --allow-failing.
     """
-    from harness.gate import BaselineError, BaselineRefused, load_baseline, load_results, updated_baseline
-    from harness.report import write_atomic
-
     missing = [p for p in results_paths if not Path(p).is_file()]
     if missing:
         raise InputError(f"no such results file: {', '.join(missing)}")
@@ -877,7 +849,7 @@ def baseline_update(results_paths, out_path, allow_failing):
         doc, counts = updated_baseline(docs, existing, allow_failing)
     except BaselineRefused as exc:
         raise click.ClickException(str(exc)) from None
-    write_atomic(out_path, json.dumps(doc, indent=1) + "\n")
+    atomic_write(out_path, json.dumps(doc, indent=1) + "\n")
     click.echo(f"baseline {out_path}: {len(doc['cases'])} cases ({counts['added']} added, "
                f"{counts['changed']} changed, {counts['unchanged']} unchanged)")
 
@@ -887,8 +859,6 @@ def baseline_update(results_paths, out_path, allow_failing):
 @click.option("--values", "n_values", default=6, show_default=True, help="How many leading values to show per tensor.")
 def show(case_path, n_values):
     """Print a case readably, with a command that reruns just it."""
-    from gen.core.casefile import CaseFileError, load
-    from harness.runner import repro_command
 
     try:
         case = load(case_path)
@@ -934,12 +904,6 @@ def show(case_path, n_values):
 def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout):
     """Find the smallest case that fails like CASE_FILE on --backend: same status, same failing
     metrics or NaN/Inf mismatches.  Prints its one-line descriptor and the sizes before and after."""
-    from gen.core.descriptor import DescriptorError
-    from gen.core.spec import SpecError
-    from gen.core.backend import BackendLoadError
-    from harness.backends import load_backend
-    from gen.core.casefile import CaseFileError
-    from harness.shrink import ShrinkError, shrink_case
 
     _check_writable("-o", out_dir, directory=True)
     try:
@@ -995,12 +959,15 @@ def import_(paths, out_dir, baseline, max_size):
 
     A case is named after its file; files of one kernel that share a name (case_0.prototxt in
     several directories) are named after their path under PATH instead."""
-    from harness.interop import import_all
 
     _check_writable("-o", out_dir, directory=True)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    _report_outcomes(import_all(paths, out, baseline, max_size))
+    try:
+        outcomes = import_all(paths, out, baseline, max_size)
+    except SpecError as exc:
+        raise InputError(str(exc)) from None
+    _report_outcomes(outcomes)
 
 
 @main.command("export")
@@ -1010,10 +977,13 @@ def import_(paths, out_dir, baseline, max_size):
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
 def export(paths, fmt, text, out_dir):
     """Export opcase cases in the operator library's own format (mlu-ops)."""
-    from harness.interop import export_all
 
     _check_writable("-o", out_dir, directory=True)
-    _report_outcomes(export_all(paths, Path(out_dir), text))
+    try:
+        outcomes = export_all(paths, Path(out_dir), text)
+    except SpecError as exc:
+        raise InputError(str(exc)) from None
+    _report_outcomes(outcomes)
 
 
 def _report_outcomes(outcomes) -> None:
@@ -1024,7 +994,3 @@ def _report_outcomes(outcomes) -> None:
     counts = {s: sum(o.status == s for o in outcomes) for s in ("written", "skipped", "error")}
     click.echo(", ".join(f"{n} {s}" for s, n in counts.items()))
     sys.exit(1 if counts["error"] else 0)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,7 @@
 """`opcase gen` and `opcase run` on a Ray cluster (`--executor ray`): one case is one Ray task.
 
-A task does for its case exactly what a local worker does (gen.parallel.write_task for gen;
-loading the backend by its --backend string and harness.parallel's guarded run_case for run)
+A task does for its case exactly what a local worker does (gen.jobs.write_task for gen;
+loading the backend by its --backend string and harness.workers's guarded run_case for run)
 and returns only the small result record: the case's arrays move as files on storage every node
 sees, never through the driver.  Tasks run in the driver's working directory, so that relative
 paths (of case files, specs, an exec: command) mean on every node what they mean here, and
@@ -195,7 +195,7 @@ def _run_task(environment: dict, path: str, backend_spec: str, options, start_lo
     if start_log is not None:
         start_log.started.remote(key)
     from gen.core.backend import BackendLoadError
-    from harness.parallel import run_guarded
+    from harness.workers import run_guarded
     try:
         backend = _backend(backend_spec)
     except BackendLoadError as exc:
@@ -206,7 +206,7 @@ def _run_task(environment: dict, path: str, backend_spec: str, options, start_lo
 
 def _write_task(environment: dict, task) -> int:
     _enter(environment)
-    from gen.parallel import write_task
+    from gen.jobs import write_task
     return write_task(task)
 
 
@@ -226,7 +226,7 @@ class _StartLog:
 
 
 def _error(path: Path, backend_spec: str, options, message: str):
-    from harness.parallel import identify_result
+    from harness.workers import identify_result
     from gen.core.verdict import ERROR
     from harness.runner import new_result
     result = new_result(path, backend_spec, options)
@@ -238,7 +238,7 @@ def _error(path: Path, backend_spec: str, options, message: str):
 # --------------------------------------------------------------------------- driver: gen
 
 def write_all(tasks: list, on_done: Callable, address: str | None, resources: dict) -> None:
-    """gen.parallel.write_all on the cluster: every Task is one Ray task; report each as it finishes.
+    """gen.jobs.write_all on the cluster: every Task is one Ray task; report each as it finishes.
 
     A failure (spec or generation error) stops the run and is raised here as the task raised it."""
     with _connected(address) as ray:
@@ -284,7 +284,7 @@ def _first_line(exc: BaseException) -> str:
 
 def run_cases(files: list[Path], backend_spec: str, options, on_result: Callable, address: str | None,
               resources: dict, timeout: float | None = None, notify: Callable[[str], None] = print) -> list:
-    """harness.parallel.run_cases on the cluster; results in ``files`` order, ``on_result`` as each finishes."""
+    """harness.workers.run_cases on the cluster; results in ``files`` order, ``on_result`` as each finishes."""
     with _connected(address) as ray:
         _check_feasible(ray, resources)
         return _Run(ray, files, backend_spec, options, on_result, resources, timeout, notify).run()

@@ -1,11 +1,23 @@
-"""Writing planned cases, serially or in worker processes (`opcase gen --jobs N`)."""
+"""Writing planned cases, serially or in worker processes (`opcase gen --jobs N`).
+
+Dynamic thresholds need a baseline backend; gen does not load backends itself (that is the
+harness's job): the caller hands in ``load_baseline(name) -> Backend`` (the CLI passes
+harness.backends.load_backend), which a Task carries to worker processes by reference."""
 from __future__ import annotations
 
 import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable
+
+from gen.core.backend import Backend
+from gen.core.spec import load_spec
+from gen.generate import Generator, plan_suite
+
+# name -> Backend: how a Generator gets the baseline its dynamic thresholds need.
+BaselineLoader = Callable[[str], Backend]
 
 
 @dataclass(frozen=True)
@@ -19,31 +31,28 @@ class Task:
     seed: int
     baseline: str | None  # --baseline, or None for the spec's
     path: str
+    load_baseline: BaselineLoader
 
 
 @lru_cache(maxsize=None)
-def _generator(spec_path: str, baseline: str | None):
-    from gen.core.spec import load_spec
-    return generator_of(load_spec(spec_path), baseline)
+def _generator(spec_path: str, baseline: str | None, load_baseline: BaselineLoader):
+    return generator_of(load_spec(spec_path), baseline, load_baseline)
 
 
-def generator_of(spec, baseline: str | None):
+def generator_of(spec, baseline: str | None, load_baseline: BaselineLoader) -> Generator:
     """A Generator of ``spec`` with the baseline backend its dynamic thresholds need (default: the spec's)."""
-    from gen.generate import Generator
-    from harness.backends import load_backend
-    backend = load_backend(baseline or spec.criteria.baseline) if spec.criteria.mode == "dynamic" else None
+    backend = load_baseline(baseline or spec.criteria.baseline) if spec.criteria.mode == "dynamic" else None
     return Generator(spec, backend)
 
 
 @lru_cache(maxsize=None)
 def _plans(spec_path: str, suite: str, count: int | None, seed: int):
-    from gen.generate import plan_suite
-    return plan_suite(_generator(spec_path, None).spec, suite, count, seed)
+    return plan_suite(load_spec(spec_path), suite, count, seed)
 
 
 def write_task(task: Task) -> int:
     """Write one case; return the bytes it takes on disk (case file and sidecars)."""
-    generator = _generator(task.spec_path, task.baseline)
+    generator = _generator(task.spec_path, task.baseline, task.load_baseline)
     plan = _plans(task.spec_path, task.suite, task.count, task.seed)[task.index]
     path = generator.write(plan, Path(task.path))
     return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
@@ -74,5 +83,4 @@ def write_all(tasks: list[Task], jobs: int, on_done=lambda task, size: None) -> 
 
 
 def _as_completed(futures):
-    from concurrent.futures import as_completed
     return as_completed(futures)

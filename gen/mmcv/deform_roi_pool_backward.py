@@ -1,0 +1,160 @@
+"""mmcv 2.2.0's deform_roi_pool_backward_cuda_kernel in T (gen.mmcv.half), in one fixed order.
+
+One thread per grad_output element (roi n, channel c, ph, pw): index ((n*C + c)*PH + ph)*PW + pw,
+blocks of 512 (THREADS_PER_BLOCK).  Each thread computes its bin exactly as the forward does
+(gen.mmcv.deform_roi_pool: the same fma fusions, taken over unverified: no mmcv capture of the
+backward exists yet), ``g = grad_output / count`` with count = grid_h * grid_w in T, and for each
+sample (iy, ix) inside the map atomicAdds ``g * w1 .. g * w4`` into grad_input and, with an
+offset,
+
+    ogx = gamma * roi_width  * g * (v11 * (y - y_low) + v10 * (y_high - y) + v01 * (y_low - y) + v00 * (y - y_high))
+    ogy = gamma * roi_height * g * (v11 * (x - x_low) + v01 * (x_high - x) + v10 * (x_low - x) + v00 * (x - x_high))
+
+into grad_offset: products left to right, each rounded to T; the four-term sum fused for
+float32 as the forward's bilinear sum is (ScalarT.mac); (y, x) the unclamped sample.
+
+The atomicAdds have no fixed order on the GPU.  This emulation applies them as
+gen.mmcv.border_align does: block by block, within a block sample step by step ((iy, ix), as
+the threads of a block run their loops together), then statement (w1..w4; ogx and ogy go to
+other elements), warp by warp, lane by lane.  Each add is rounded to T (np.add.at in T).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from gen.mmcv.deform_roi_pool import as_t, bilinear_corners, mul_add, rounded, to_int
+from gen.mmcv.half import F32, ScalarT
+
+_BLOCK = 512                        # THREADS_PER_BLOCK of mmcv's pytorch_cuda_helper.hpp
+# Elements of the per-chunk arrays [blocks, steps, 4 corners, 512 lanes].
+_CHUNK_ELEMENTS = 1 << 22
+
+
+def deform_roi_pool_backward(inputs: dict, params: dict, out_shapes: dict | None = None) -> dict:
+    """grad_output [R, PH, PW, C], input [N, H, W, C], rois [R, 5], offset [R, 2, PH, PW] (or None)
+    -> grad_input [N, H, W, C], grad_offset [R, 2, PH, PW] in T (grad_offset 0 without an offset)."""
+    grad_output, features, rois = inputs["grad_output"], inputs["input"], inputs["rois"]
+    offset = inputs.get("offset")
+    dtype = features.dtype.type
+    PH, PW = int(params["pooled_height"]), int(params["pooled_width"])
+    N, H, W, C = features.shape
+    R = rois.shape[0]
+    grad_input = np.zeros(N * H * W * C, dtype=dtype)
+    grad_offset = np.zeros(R * 2 * PH * PW, dtype=dtype)
+    T = ScalarT(dtype)
+    if grad_output.size and H and W:
+        batch = to_int(rois[:, 0])
+        if np.any((batch < 0) | (batch >= N)):
+            # mmcv would write outside its grad_input: nothing to emulate.
+            raise ValueError(f"deform_roi_pool_backward: rois[:, 0] holds batch indices outside [0, {N})")
+        geometry = _Geometry(rois, offset, params, dtype)
+        threads = R * C * PH * PW
+        blocks = -(-threads // _BLOCK)
+        steps = max(1, int(geometry.grid_h.max(initial=0)) * int(geometry.grid_w.max(initial=0)))
+        chunk = max(1, _CHUNK_ELEMENTS // (steps * 4 * _BLOCK))
+        for first in range(0, blocks, chunk):
+            thread = np.arange(first * _BLOCK, min(threads, (first + chunk) * _BLOCK))
+            _block_chunk(T, thread, grad_output, features, batch, geometry, offset is not None,
+                         grad_input, grad_offset)
+    return {"grad_input": T.result(grad_input.reshape(N, H, W, C)),
+            "grad_offset": T.result(grad_offset.reshape(R, 2, PH, PW))}
+
+
+class _Geometry:
+    """Per roi and per bin values of the kernel's preamble, in T (as gen.mmcv.deform_roi_pool's forward)."""
+
+    def __init__(self, rois, offset, params, dtype):
+        PH, PW = int(params["pooled_height"]), int(params["pooled_width"])
+        sampling_ratio = int(params["sampling_ratio"])
+        scale, self.gamma = as_t(params["spatial_scale"], dtype), as_t(params["gamma"], dtype)
+        minus_half = dtype(-0.5)
+        R = rois.shape[0]
+        start_w, start_h = mul_add(rois[:, 1], scale, minus_half), mul_add(rois[:, 2], scale, minus_half)
+        self.roi_w = mul_add(rois[:, 3], scale, minus_half) - start_w
+        self.roi_h = mul_add(rois[:, 4], scale, minus_half) - start_h
+        self.bin_h, self.bin_w = self.roi_h / as_t(PH, dtype), self.roi_w / as_t(PW, dtype)
+        if sampling_ratio > 0:
+            self.grid_h = self.grid_w = np.full(R, sampling_ratio, dtype=np.int64)
+        else:
+            self.grid_h = to_int(np.ceil(self.bin_h.astype(F32)))
+            self.grid_w = to_int(np.ceil(self.bin_w.astype(F32)))
+        # ``const T count = roi_bin_grid_h * roi_bin_grid_w``: no max(.., 1) in the backward; a
+        # bin without samples never uses it.
+        self.count = as_t(self.grid_h * self.grid_w, dtype)
+        start_h = np.broadcast_to(start_h[:, None, None], (R, PH, PW))
+        start_w = np.broadcast_to(start_w[:, None, None], (R, PH, PW))
+        if offset is not None:
+            start_w = mul_add((self.gamma * self.roi_w)[:, None, None], offset[:, 0], start_w)
+            start_h = mul_add((self.gamma * self.roi_h)[:, None, None], offset[:, 1], start_h)
+        self.bin_y0 = mul_add(as_t(np.arange(PH), dtype)[None, :, None], self.bin_h[:, None, None], start_h)
+        self.bin_x0 = mul_add(as_t(np.arange(PW), dtype)[None, None, :], self.bin_w[:, None, None], start_w)
+
+
+def _block_chunk(T: ScalarT, thread, grad_output, features, batch, geo: _Geometry, with_offset: bool,
+                 grad_input, grad_offset) -> None:
+    """The atomicAdds of the threads ``thread`` (whole blocks, ascending), applied in the fixed order."""
+    dtype = features.dtype.type
+    _, PH, PW, C = grad_output.shape
+    _, H, W, _ = features.shape
+    pw, ph = thread % PW, (thread // PW) % PH
+    c, n = (thread // (PW * PH)) % C, thread // (PW * PH * C)
+    grid_h, grid_w = geo.grid_h[n], geo.grid_w[n]
+    with np.errstate(divide="ignore", invalid="ignore"):      # count 0: a bin without samples
+        g = grad_output[n, ph, pw, c] / geo.count[n]
+        offset_x_scale = geo.gamma * geo.roi_w[n] * g      # (gamma * roi_width) * g, rounded twice
+        offset_y_scale = geo.gamma * geo.roi_h[n] * g
+    y0, x0 = geo.bin_y0[n, ph, pw], geo.bin_x0[n, ph, pw]
+    image = batch[n]
+
+    # Slots [block, step, corner, lane]; a slot a thread does not fill adds nothing.
+    blocks = -(-thread.size // _BLOCK)
+    steps_h, steps_w = int(grid_h.max(initial=0)), int(grid_w.max(initial=0))
+    slots = (blocks, max(steps_h * steps_w, 1), _BLOCK)
+    block, lane = np.divmod(np.arange(thread.size), _BLOCK)         # of each thread in the chunk
+    input_target = np.zeros(slots[:2] + (4, _BLOCK), dtype=np.int64)
+    input_value = np.zeros(slots[:2] + (4, _BLOCK), dtype=dtype)
+    input_used = np.zeros(slots[:2] + (4, _BLOCK), dtype=bool)
+    offset_value = np.zeros((2,) + slots, dtype=dtype)
+    offset_used = np.zeros((2,) + slots, dtype=bool)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for iy in range(steps_h):
+            step_y = as_t(iy + 0.5, dtype) * geo.bin_h[n] / as_t(grid_h, dtype)
+            y = y0 + step_y
+            for ix in range(steps_w):
+                step = iy * steps_w + ix
+                step_x = as_t(ix + 0.5, dtype) * geo.bin_w[n] / as_t(grid_w, dtype)
+                x = x0 + step_x
+                rows, cols, weights, inside = bilinear_corners(y, x, H, W)
+                used = inside & (iy < grid_h) & (ix < grid_w)
+                input_target[block, step, :, lane] = (((image * H + rows) * W + cols) * C + c).T
+                input_value[block, step, :, lane] = (g * weights).T
+                input_used[block, step, :, lane] = np.broadcast_to(used, (4, used.size)).T
+                if not with_offset:
+                    continue
+                pixel = features[image, rows, cols, c].astype(F32)             # v00, v10, v01, v11
+                y_low, y_high = as_t(rows[0], dtype), as_t(rows[2], dtype)
+                x_low, x_high = as_t(cols[0], dtype), as_t(cols[1], dtype)
+                along_x = _four_terms(T, pixel, [y - y_low, y_high - y, y_low - y, y - y_high], (3, 1, 2, 0))
+                along_y = _four_terms(T, pixel, [x - x_low, x_high - x, x_low - x, x - x_high], (3, 2, 1, 0))
+                offset_value[0, block, step, lane] = offset_x_scale * along_x.astype(dtype)
+                offset_value[1, block, step, lane] = offset_y_scale * along_y.astype(dtype)
+                offset_used[0, block, step, lane] = offset_used[1, block, step, lane] = used
+    order = input_used.reshape(-1)
+    np.add.at(grad_input, input_target.reshape(-1)[order], input_value.reshape(-1)[order])
+    if with_offset:
+        target = np.zeros((2,) + slots, dtype=np.int64)
+        bin_index = (n * 2 * PH + ph) * PW + pw
+        for channel in range(2):
+            target[channel, block, :, lane] = (bin_index + channel * PH * PW)[:, None]
+        order = offset_used.reshape(-1)
+        np.add.at(grad_offset, target.reshape(-1)[order], offset_value.reshape(-1)[order])
+
+
+def _four_terms(T: ScalarT, pixel, factors, corners) -> np.ndarray:
+    """``p[a]*f0 + p[b]*f1 + p[c]*f2 + p[d]*f3`` in T (float32 fused as nvcc does: ScalarT.mac),
+    the pixels p [4, S] (v00, v10, v01, v11) in the float32 carrier, the factors in T."""
+    first = corners[0]
+    total = rounded(T, np.multiply(pixel[first], factors[0].astype(F32), dtype=F32))
+    for corner, factor in zip(corners[1:], factors[1:]):
+        total = T.mac(total, pixel[corner], factor.astype(F32))
+    return total

@@ -1,0 +1,91 @@
+"""border_align forward's value generators.  Its reference is gen.ops.border_align:forward
+(mmcv's forward in float64: P+1 points per border, start included, advancing by repeated
+addition, the first maximum kept).
+
+The family's box generator reads the map size from the backward's grad_input [N, H, W, 4C];
+the forward's input has that very shape, so `boxes` hands it over under that name.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from gen.ops import border_align
+
+# The forward doc's worked example (section 1.2, pool_size 1; mmcv's own test input) in mmcv's
+# layout input [N, 4C, H, W] with N = C = 1, H = 3, W = 4; its boxes are the backward's example
+# boxes, and the doc's printed forward output is the backward example's grad_output (argmax_idx
+# the backward example's argmax_idx).
+DOC_EXAMPLE_INPUT_NCHW = [[[[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]],
+                           [[6, 7, 5, 8], [2, 1, 3, 4], [12, 9, 11, 10]],
+                           [[-2, -3, 2, 0], [-4, -5, 1, -1], [-1, -1, -1, -1]],
+                           [[0, -1, 2, 1], [-4, -3, -2, -1], [-1, -2, -3, -4]]]]
+
+
+def boxes(rng: np.random.Generator, ctx, mode: str = "inside", extent: float = 0.5):
+    """boxes [N, K, 4] on the map of `input` [N, H, W, 4C]: gen.ops.border_align.boxes' modes, and
+
+    - grid:      every border point on the quarter-pixel grid inside the map (x1, y1 multiples
+                 of 1/4, sides pool_size times a stride of 0, 1/4 or 1/2): the points, their
+                 repeated additions and their bilinear weights are exact in float16 too, so every
+                 precision samples the same points with the same weights (which of equal samples
+                 is first does not depend on rounding);
+    - off_pixel: like grid, but every point a quarter, half or three quarters of a pixel off
+                 both axes' pixels and short of the last row and column (stride 0 or 1 pixel):
+                 all four bilinear weights are positive, so no 0 * inf ever makes a NaN.
+    """
+    if mode in ("grid", "off_pixel"):
+        N, K, _ = (int(d) for d in ctx.shapes["boxes"])
+        _, H, W, _ = (int(d) for d in ctx.shapes["input"])
+        pool_size = int(ctx.params["pool_size"])
+        sides = _off_pixel_sides if mode == "off_pixel" else _grid_sides
+        x1, x2 = sides(rng, (N, K), W, pool_size)
+        y1, y2 = sides(rng, (N, K), H, pool_size)
+        return np.stack([x1, y1, x2, y2], axis=-1)
+    shapes = {**ctx.shapes, "grad_input": ctx.shapes["input"]}
+    return border_align.boxes(rng, dataclasses.replace(ctx, shapes=shapes), mode=mode, extent=extent)
+
+
+def _grid_sides(rng, shape, size: int, pool_size: int):
+    """Start and end [shape] along an axis of ``size`` pixels: quarter-pixel start, side
+    pool_size * stride with stride in {0, 1/4, 1/2}, both inside [0, size - 1]."""
+    quarters = 4 * (size - 1)                                    # the last pixel, in quarters
+    widest = min(2, quarters // pool_size)                       # stride in quarters: 0 .. 2
+    stride = rng.integers(0, widest, size=shape, endpoint=True)
+    start = rng.integers(0, quarters - pool_size * stride, endpoint=True)
+    return start / 4.0, (start + pool_size * stride) / 4.0
+
+
+def _off_pixel_sides(rng, shape, size: int, pool_size: int):
+    """Start and end [shape] along an axis of ``size`` >= 2 pixels: start a quarter, half or three
+    quarters past a pixel, side pool_size * stride with stride 0 or 1 pixel, the end before the
+    last pixel."""
+    quarters = 4 * (size - 1)
+    stride = np.where(rng.random(shape) < 0.5, 0, 4) * (4 * pool_size + 3 <= quarters)
+    fraction = rng.integers(1, 4, size=shape)
+    whole = rng.integers(0, (quarters - 1 - pool_size * stride - fraction) // 4, endpoint=True)
+    start = 4 * whole + fraction
+    return start / 4.0, (start + pool_size * stride) / 4.0
+
+
+def nonfinite(rng: np.random.Generator, ctx, nan: float = 0.02, inf: float = 0.02):
+    """input [N, H, W, 4C] normal(0, 1) with a fraction ``nan`` of NaN and ``inf`` of infinities,
+    +inf in the even channels, -inf in the odd ones: no sample mixes the two, so every NaN in
+    the output comes from a NaN of the input (its bits fixed), never from inf - inf (whose sign
+    depends on the CPU's arithmetic paths)."""
+    shape = tuple(int(d) for d in ctx.shapes["input"])
+    values = rng.normal(0.0, 1.0, size=shape)
+    signed_inf = np.where(np.arange(shape[-1]) % 2 == 0, np.inf, -np.inf)
+    draw = rng.random(shape)
+    values = np.where(draw < inf, np.broadcast_to(signed_inf, shape), values)
+    return np.where((draw >= inf) & (draw < inf + nan), np.nan, values)
+
+
+def doc_example(rng: np.random.Generator, ctx, tensor: str):
+    """The doc 1.2 worked example in the NHWC layouts: input [1, 3, 4, 4], boxes [1, 12, 4]."""
+    if tensor == "input":
+        return np.array(DOC_EXAMPLE_INPUT_NCHW, dtype=np.float64).transpose(0, 2, 3, 1).copy()
+    if tensor == "boxes":
+        return np.array(border_align.DOC_EXAMPLE_BOXES, dtype=np.float64)[None]
+    raise ValueError(f"doc_example: no tensor {tensor!r}")

@@ -1,0 +1,97 @@
+"""deform_roi_pool backward: the gradients of the forward (gen.ops.deform_roi_pool), as mmcv
+2.2.0's deform_roi_pool_backward_cuda_kernel and mlu-ops' CPU baseline define them.
+
+Each bin (roi r, ph, pw) has the forward's samples (y, x) and count = grid_h * grid_w; with
+g = grad_output[r, ph, pw, :] / count, every sample inside [-1, H] x [-1, W]:
+    grad_input[b, corner, :] += g * w_corner             (the forward's bilinear corners and weights)
+    grad_offset[r, 0, ph, pw] += gamma * roi_w * sum_c g_c * ((v11 - v01) * (y - y_low) + (v10 - v00) * (y_high - y))
+    grad_offset[r, 1, ph, pw] += gamma * roi_h * sum_c g_c * ((v11 - v10) * (x - x_low) + (v01 - v00) * (x_high - x))
+with v00 = input[y_low, x_low], v10 = input[y_low, x_high], v01 = input[y_high, x_low],
+v11 = input[y_high, x_high] and roi_w, roi_h the roi's size before the offset.  (y, x) is the
+sample as computed, NOT clamped: bilinear_interpolate_gradient takes it by value, so in the
+clamp band [-1, 0) the derivative is mmcv's extrapolation, not 0; in the snap band (size-1,
+size] both corners are the last row and the term is 0.  Samples outside add nothing.
+
+Both sums are scatter-adds: here in float64, sample by sample in (roi, ph, pw, iy, ix) order.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from gen.ops.bilinear import bilinear_corners
+# bins and Bins are the family module's private names: they need public ones (reported, issue 13).
+from gen.ops.deform_roi_pool import Bins, bin_geometry
+
+# Samples per chunk: the gathered corners [4, samples, C] stay near this many elements.
+_CHUNK_ELEMENTS = 1 << 21
+
+
+def roi_sizes(rois, params, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """(roi_w, roi_h) [R]: the roi's size in feature cells before any offset, as the forward measures it."""
+    scale, half = dtype(params["spatial_scale"]), dtype(0.5)
+    rois = np.asarray(rois).astype(dtype)
+    roi_w = (rois[:, 3] * scale - half) - (rois[:, 1] * scale - half)
+    roi_h = (rois[:, 4] * scale - half) - (rois[:, 2] * scale - half)
+    return roi_w, roi_h
+
+
+def sample_chunks(bins: Bins, channels: int, dtype):
+    """The forward's sample points, bin by bin, in chunks: (bin_of, y, x) per chunk, unclamped."""
+    counts = bins.samples
+    ends = np.cumsum(counts)
+    total = int(ends[-1]) if ends.size else 0
+    chunk = max(1, _CHUNK_ELEMENTS // (4 * max(channels, 1)))
+    for first in range(0, total, chunk):
+        sample = np.arange(first, min(total, first + chunk))
+        bin_of = np.searchsorted(ends, sample, side="right")
+        iy, ix = np.divmod(sample - (ends[bin_of] - counts[bin_of]), bins.grid_w[bin_of])
+        y = bins.y0[bin_of] + ((iy.astype(dtype) + dtype(0.5)) * bins.bin_h[bin_of]) / bins.grid_h[bin_of].astype(dtype)
+        x = bins.x0[bin_of] + ((ix.astype(dtype) + dtype(0.5)) * bins.bin_w[bin_of]) / bins.grid_w[bin_of].astype(dtype)
+        yield bin_of, y, x
+
+
+def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):
+    """grad_output [R, PH, PW, C], input [N, H, W, C], rois [R, 5], offset [R, 2, PH, PW] or None
+    -> grad_input [N, H, W, C], grad_offset [R, 2, PH, PW] (0 without an offset)."""
+    grad_output, features, rois = inputs["grad_output"], inputs["input"], inputs["rois"]
+    offset = inputs.get("offset")
+    dtype = np.dtype(compute_dtype).type
+    N, H, W, C = features.shape
+    R, PH, PW = rois.shape[0], int(params["pooled_height"]), int(params["pooled_width"])
+    grad_input = np.zeros((N * H * W, C), dtype=dtype)
+    grad_offset = np.zeros((R, 2, PH * PW), dtype=dtype)
+    if grad_output.size == 0 or H == 0 or W == 0:
+        # An empty map has no pixel to receive anything (zero H or W succeeds).
+        return {"grad_input": grad_input.reshape(N, H, W, C), "grad_offset": grad_offset.reshape(R, 2, PH, PW)}
+
+    bins = bin_geometry(rois, offset, params, dtype)
+    # grad_output / count; a bin with no samples never uses it (mmcv divides by count 0 there).
+    bin_grad = grad_output.reshape(-1, C).astype(dtype) / np.maximum(bins.samples, 1).astype(dtype)[:, None]
+    pixels = features.reshape(-1, C)
+    roi_w, roi_h = roi_sizes(rois, params, dtype)
+    gamma = dtype(params["gamma"])
+    offset_x = np.zeros(R * PH * PW, dtype=dtype)
+    offset_y = np.zeros(R * PH * PW, dtype=dtype)
+    for bin_of, y, x in sample_chunks(bins, C, dtype):
+        rows, cols, weights, inside = bilinear_corners(y, x, H, W)
+        bin_of, y, x = bin_of[inside], y[inside], x[inside]
+        rows, cols, weights = rows[:, inside], cols[:, inside], weights[:, inside]
+        g = bin_grad[bin_of]                                                  # [S, C]
+        targets = (bins.batch[bin_of] * H + rows) * W + cols                    # [4, S]
+        # Sample by sample, its four corners in turn: np.add.at adds in index order.
+        np.add.at(grad_input, targets.T.reshape(-1), (weights.T[..., None] * g[:, None, :]).reshape(-1, C))
+        if offset is None:
+            continue
+        # Corners (y_low, x_low), (y_low, x_high), (y_high, x_low), (y_high, x_high).
+        v00, v10, v01, v11 = pixels[targets].astype(dtype, copy=False)
+        y_low, y_high = rows[0].astype(dtype), rows[2].astype(dtype)
+        x_low, x_high = cols[0].astype(dtype), cols[1].astype(dtype)
+        along_x = (v11 - v01) * (y - y_low)[:, None] + (v10 - v00) * (y_high - y)[:, None]
+        along_y = (v11 - v10) * (x - x_low)[:, None] + (v01 - v00) * (x_high - x)[:, None]
+        offset_x += np.bincount(bin_of, weights=(g * along_x).sum(axis=1), minlength=offset_x.size)
+        offset_y += np.bincount(bin_of, weights=(g * along_y).sum(axis=1), minlength=offset_y.size)
+    if offset is not None:
+        per_bin_roi = np.repeat(np.arange(R), PH * PW)
+        grad_offset[:, 0] = (gamma * roi_w[per_bin_roi] * offset_x).reshape(R, PH * PW)
+        grad_offset[:, 1] = (gamma * roi_h[per_bin_roi] * offset_y).reshape(R, PH * PW)
+    return {"grad_input": grad_input.reshape(N, H, W, C), "grad_offset": grad_offset.reshape(R, 2, PH, PW)}

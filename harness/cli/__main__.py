@@ -1,0 +1,4 @@
+"""`python -m harness.cli`: the opcase command."""
+from harness.cli import main
+
+main()
