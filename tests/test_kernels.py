@@ -25,7 +25,7 @@ from gen.core.verdict import ERROR, FAILED, FAILING, PASSED, fails_only_by_its_o
 from gen.generate import draw_inputs, interface_params, layout_of, plan_suite
 from gen.planted import correct, planted
 from harness.backends import load_backend
-from harness.interop import import_all
+from harness.cli.interop import import_all
 from harness.mluops import case_from_mluops, load_mluops, save_mluops
 
 OPS = kernels.ops()
