@@ -1,39 +1,11 @@
-"""The border_align reference (gen/ops/border_align.py): doc 003's worked example, mmcv's test data, and
-the forward against slow loops.  (The backward against its record's oracle on every generated plan:
-tests/test_kernels.py.)"""
+"""The border_align reference (gen/ops/border_align.py): doc 003's worked example, mmcv's test data, its
+float32 path and value generators.  (Forward and backward against their records' slow loops on every
+generated plan: tests/test_kernels.py.)"""
 import numpy as np
 import pytest
 
 from gen.ops import border_align as ba
 from gen.values import ValueContext
-from kernels.bilinear import sample
-from kernels.border_align import border_start_and_stride
-
-
-# ----------------------------------------------------------------------------- slow loops (mmcv's kernel, literally)
-
-def slow_forward(features, boxes, pool_size):
-    """Per border point: the bilinear sample of each channel; the output is the largest along the
-    border, argmax_idx the first point that reaches it."""
-    N, H, W, C4 = features.shape
-    C, K = C4 // 4, boxes.shape[1]
-    output, argmax = np.zeros((N, K, 4, C)), np.zeros((N, K, 4, C), dtype=np.int32)
-    for n in range(N):
-        for k in range(K):
-            for e in range(4):
-                x0, y0, dx, dy = border_start_and_stride(boxes[n, k], e, pool_size)
-                for c in range(C):
-                    def value_at(row, col):
-                        return float(features[n, row, col, e * C + c])
-                    x, y = x0, y0
-                    best, index = sample(value_at, y, x, H, W), 0
-                    for i in range(1, pool_size + 1):
-                        x, y = x + dx, y + dy       # mmcv steps along the border by adding
-                        value = sample(value_at, y, x, H, W)
-                        if value > best:
-                            best, index = value, i
-                    output[n, k, e, c], argmax[n, k, e, c] = best, index
-    return output, argmax
 
 
 # ----------------------------------------------------------------------------- worked examples
@@ -108,17 +80,6 @@ def _case(seed, N, H, W, C, pool_size, box_mode="inside", argmax_mode="forward")
     ctx.inputs["boxes"] = ba.boxes(rng, ctx, mode=box_mode)
     ctx.inputs["argmax_idx"] = ba.argmax_indices(rng, ctx, mode=argmax_mode)
     return ctx
-
-
-@pytest.mark.parametrize("box_mode", ["inside", "edge", "past", "zero_size"])
-@pytest.mark.parametrize("pool_size", [1, 3, 10])
-def test_forward_matches_slow_loops(box_mode, pool_size):
-    ctx = _case(31, 2, 4, 3, 2, pool_size, box_mode)
-    features = np.random.default_rng(32).normal(size=(2, 4, 3, 8))
-    got = ba.forward({"input": features, "boxes": ctx.inputs["boxes"]}, ctx.params)
-    output, argmax = slow_forward(features, ctx.inputs["boxes"], pool_size)
-    np.testing.assert_allclose(got["output"], output, rtol=1e-12, atol=1e-12)
-    np.testing.assert_array_equal(got["argmax_idx"], argmax)
 
 
 def test_backward_needs_the_output_shape():

@@ -16,7 +16,6 @@ from harness.backends import torch_backend  # noqa: E402  (needs torch)
 from gen.core.backend import InvalidArgument  # noqa: E402
 # The backend is checked in float64 against the kernels' slow oracles (tests/kernels/), as the references are.
 from kernels import record  # noqa: E402
-from test_ref_border_align import slow_forward as slow_border_align_forward  # noqa: E402
 
 
 def oracle(op, inputs, params, out_shapes=None):
@@ -267,7 +266,8 @@ BORDER_ALIGN_BOXES = np.array([[[0, 0, 2, 1], [1, 0, 3, 1], [1, 0, 2, 1], [0, 0,
 ])
 def test_border_align_backward_matches_mmcv_test_data(pool_size, expected_nchw):
     """mmcv's own check: input gradient of border_align with grad_output = ones."""
-    _, argmax_idx = slow_border_align_forward(nchw_to_nhwc(BORDER_ALIGN_INPUT), BORDER_ALIGN_BOXES, pool_size)
+    argmax_idx = oracle("border_align_forward", {"input": nchw_to_nhwc(BORDER_ALIGN_INPUT), "boxes": BORDER_ALIGN_BOXES},
+                        dict(pool_size=pool_size))["argmax_idx"]
     grad_input = run("border_align_backward", dict(pool_size=pool_size),
                      {"grad_output": np.ones(argmax_idx.shape, np.float32),
                       "boxes": BORDER_ALIGN_BOXES, "argmax_idx": argmax_idx},
@@ -294,10 +294,10 @@ def test_border_align_backward_worked_example():
                              [[24, 56, 0, 0], [0, 0, 0, 0], [96, 18, 22, 0]],
                              [[0, 0, 0, 0], [0, 0, 6, -6], [0, -4, -2, -6]],
                              [[0, -2, 16, 12], [0, 0, 0, 0], [0, -4, 0, 0]]], np.float32)[None]
-    forward_out, forward_argmax = slow_border_align_forward(nchw_to_nhwc(BORDER_ALIGN_INPUT),
-                                                            BORDER_ALIGN_BOXES, 1)
-    np.testing.assert_array_equal(forward_out[0, :, :, 0], grad_output)
-    np.testing.assert_array_equal(forward_argmax[0, :, :, 0], argmax_idx)
+    forward = oracle("border_align_forward", {"input": nchw_to_nhwc(BORDER_ALIGN_INPUT), "boxes": BORDER_ALIGN_BOXES},
+                     dict(pool_size=1))
+    np.testing.assert_array_equal(forward["output"][0, :, :, 0], grad_output)
+    np.testing.assert_array_equal(forward["argmax_idx"][0, :, :, 0], argmax_idx)
     # mmcv's grad_output [N=1, C=1, K=12, 4] is NHWC [1, 12, 4, 1]
     grad_input = run("border_align_backward", dict(pool_size=1),
                      {"grad_output": grad_output[None, :, :, None],
