@@ -3,8 +3,6 @@ examples, the mmcv emulation's float16 arithmetic, every built-in backend on the
 the planted bugs, the parameter checks and mlu-ops' own case file."""
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -19,20 +17,14 @@ from harness.backends import load_backend
 from harness.cli import main
 from harness.mluops import case_from_mluops, load_mluops, save_mluops
 from gen.core.verdict import FAILING
+from kernels import record
+from kernels.bilinear import sample
 from test_ref_border_align import MMCV_INPUT, MMCV_OUTPUT_POOL_2
 
 OP = "border_align_forward"
 
 
-def _record():
-    """tests/kernels/border_align_forward.py, loaded by path (the generic kit's discovery is not here yet)."""
-    spec = importlib.util.spec_from_file_location("border_align_forward_record", REPO / "tests/kernels" / f"{OP}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-RECORD = _record()
+RECORD = record(OP)
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +122,7 @@ def test_mmcv_float16_walks_the_border_in_half():
     x, stride = boxes[0, 0, 0], (boxes[0, 0, 2] - boxes[0, 0, 0]) / np.float16(P)
     samples = []
     for _ in range(P + 1):
-        samples.append(RECORD._sample(features, 0, 0, H, W, 0.0, float(x)))
+        samples.append(sample(lambda row, col: float(features[0, row, col, 0]), 0.0, float(x), H, W))
         x = np.float16(x + stride)
     assert int(emulated["argmax_idx"][0, 0, 0, 0]) == int(np.argmax(samples))
     assert abs(float(emulated["output"][0, 0, 0, 0]) - max(samples)) <= 2e-3 * abs(max(samples))

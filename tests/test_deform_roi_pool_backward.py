@@ -2,33 +2,25 @@
 backends and the planted bugs against the generated suites, the missing checks, and mlu-ops' own case."""
 from __future__ import annotations
 
-import importlib.util
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import gen
-from conftest import CONFORMANCE, REPO, assert_each_missing_check_caught, checked_backend, generate, run_dir, statuses
+from conftest import CONFORMANCE, assert_each_missing_check_caught, checked_backend, generate, run_dir, statuses
 from gen.generate import draw_inputs, layout_of, plan_suite
 from gen.planted import correct, planted
 from gen.core.registry import spec_for
 from gen.core.verdict import ERROR, FAILED, FAILING, request_for
 from harness.backends import load_backend
 from harness.mluops import case_from_mluops, load_mluops
+from kernels import record
 
 OP = "deform_roi_pool_backward"
 
 
-def _record():
-    path = REPO / "tests" / "kernels" / f"{OP}.py"
-    spec = importlib.util.spec_from_file_location(f"kernel_record_{OP}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-RECORD = _record()
+RECORD = record(OP)
 
 
 def _plans():
