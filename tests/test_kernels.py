@@ -4,7 +4,7 @@ here; nothing names a kernel.
 
 Per kernel: the reference equals the record's slow oracle on the random and boundary plans; every
 backend that claims the kernel passes its generated suite; every planted bug fails it while the bug-free
-copy passes; every testable parameter check, left out, is caught; a case survives the trip to mlu-ops'
+copy and the controls pass; every testable parameter check, left out, is caught; a case survives the trip to mlu-ops'
 format and back; the record's mlu-ops conformance files import and pass the reference.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from gen.core.casefile import element_count, find, load
 from gen.core.registry import spec_for
 from gen.core.verdict import ERROR, FAILED, FAILING, PASSED, fails_only_by_its_own_error_over_the_cap
 from gen.generate import draw_inputs, interface_params, layout_of, plan_suite
-from gen.planted import correct, planted
+from gen.planted import controls, correct, planted
 from harness.backends import load_backend
 from harness.cli.interop import import_all
 from harness.mluops import case_from_mluops, load_mluops, save_mluops
@@ -174,11 +174,13 @@ def test_backend_passes_generated_suite(suites, op, backend):
 
 
 @pytest.mark.parametrize("op", OPS)
-def test_correct_copy_passes(suites, op):
-    compute = correct(op)
-    assert compute is not None and planted(op), f"{op}: gen/planted has no bug-free copy or no planted bugs"
-    results = run_dir(suites(op), checked_backend(f"correct {op}", compute))
-    assert not _failing(results), f"{op}: the bug-free copy fails: {_summary(results)}"
+def test_correct_copy_and_controls_pass(suites, op):
+    """The bug-free copy the planted bugs are made from, and the legitimate variants (controls) of
+    gen/planted, pass every case: a bug's failure is then the bug's."""
+    assert correct(op) is not None and planted(op), f"{op}: gen/planted has no bug-free copy or no planted bugs"
+    for name, compute in {"the bug-free copy": correct(op), **controls(op)}.items():
+        results = run_dir(suites(op), checked_backend(f"{op} {name}", compute))
+        assert not _failing(results), f"{op}: {name} fails: {_summary(results)}"
 
 
 @pytest.fixture(scope="session")
