@@ -3,9 +3,10 @@ the kernel's record tests/kernels/<op>.py (kernels.record).  A kernel with a spe
 here; nothing names a kernel.
 
 Per kernel: the reference equals the record's slow oracle on the random and boundary plans; every
-backend that claims the kernel passes its generated suite; every planted bug fails it while the bug-free
-copy and the controls pass; every testable parameter check, left out, is caught; a case survives the trip to mlu-ops'
-format and back; the record's mlu-ops conformance files import and pass the reference.
+backend that claims the kernel reproduces mmcv's own test data (where the record has some) and passes
+the generated suite; every planted bug fails it while the bug-free copy and the controls pass; every
+testable parameter check, left out, is caught; a case survives the trip to mlu-ops' format and back;
+the record's mlu-ops conformance files import and pass the reference.
 """
 from __future__ import annotations
 
