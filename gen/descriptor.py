@@ -5,7 +5,10 @@ from __future__ import annotations
 import hashlib
 
 from gen.core.descriptor import DESCRIBED, NOTE_PREFIX, RANDOM_NAME, DescriptorError, Explicit, op_of, parse
-from gen.core.spec import SUITES, Spec
+from gen.core.registry import UnknownOp, spec_for
+from gen.core.spec import SUITES, Spec, load_spec
+from gen.generate import Plan, case_path, plan_suite, slug
+from gen.jobs import generator_of
 
 _LONGEST_NAME = 150
 
@@ -22,7 +25,6 @@ def plan_of(spec: Spec, text: str):
 
 def planned_case(spec: Spec, suite: str, name: str):
     """The plan `opcase gen --seed 0` makes for the case ``name`` of ``suite``."""
-    from gen.generate import plan_suite
     count = None
     if suite == "random":
         index = RANDOM_NAME.match(name)
@@ -37,7 +39,6 @@ def planned_case(spec: Spec, suite: str, name: str):
 
 
 def _explicit_plan(spec: Spec, d: Explicit):
-    from gen.generate import Plan
     if d.dtype not in spec.dtypes:
         raise DescriptorError(f"{spec.op}: dtype {d.dtype} is not one of {', '.join(spec.dtypes)}")
     unknown = sorted(set(d.params) - set(spec.params))
@@ -73,7 +74,6 @@ def _values_of(spec: Spec, ref: str) -> dict:
 def _name_of(d: Explicit, text: str) -> str:
     """A file name of the case's shapes and params, with a digest of the whole descriptor so that
     two descriptors never share a file (floats are shown rounded)."""
-    from gen.generate import slug
     shown = "-".join(f"{k}{slug(v)}" for k, v in {**d.dims, **d.params}.items())[:_LONGEST_NAME]
     digest = hashlib.sha256(text.encode()).hexdigest()[:8]
     return f"{shown}-{d.dtype}-{digest}" if shown else f"{d.dtype}-{digest}"
@@ -99,8 +99,6 @@ def values_ref(plan) -> str:
 
 def spec_of(text: str, spec_paths=()) -> Spec:
     """The spec a descriptor is for: among ``spec_paths`` the one of its op, else the installed one."""
-    from gen.core.registry import UnknownOp, spec_for
-    from gen.core.spec import load_spec
     op = op_of(text)
     for path in spec_paths:
         spec = load_spec(path)
@@ -118,8 +116,6 @@ def write_described(text: str, out_dir, load_baseline, baseline: str | None = No
     """Write the case of descriptor ``text`` under ``out_dir`` as `opcase gen` lays cases out;
     return its path.  ``baseline``: the backend for dynamic thresholds (default: the spec's),
     loaded with ``load_baseline`` (gen.jobs.BaselineLoader)."""
-    from gen.generate import case_path
-    from gen.jobs import generator_of
     spec = spec_of(text, spec_paths)
     plan = plan_of(spec, text)
     return generator_of(spec, baseline, load_baseline).write(plan, case_path(out_dir, plan, spec.op))

@@ -11,17 +11,21 @@ from pathlib import Path
 
 import numpy as np
 
-from gen.core.backend import TensorInfo
 
+from gen.core.backend import InvalidArgument, TensorInfo
+from gen.core.casefile import (Case, CaseFileError, SidecarWriter, SpillFile, Tensor, Threshold, contained_path,
+                               drop_pages, element_count, find, read_envelope, save)
 from gen.core.checks import failures, first_failure
 from gen.core.descriptor import case_seed
-from gen.core.registry import kernel_function
 from gen.core.expr import ExprError, evaluate
-from gen.sampled import SAMPLE_ABOVE_ELEMENTS, GoldenCapture, Units, estimate, sample_order
+from gen.core.metrics import StreamingCompare, compare
+from gen.core.registry import kernel_function
+from gen.core.rounding import round_to
 from gen.core.spec import SUITES, Spec, SpecError, line_of
+from gen.core.timing import call
+from gen.core.verdict import FAILED, CaseResult, judge, request_for, validate_outputs
+from gen.sampled import SAMPLE_ABOVE_ELEMENTS, GoldenCapture, Units, estimate, sample_order
 from gen.values import ValueContext, draw
-from gen.core.casefile import (Case, SidecarWriter, SpillFile, Tensor, Threshold, contained_path, drop_pages,
-                              element_count)
 
 GENERATOR_VERSION = "opcase-gen 1"
 # Outputs larger than this (bytes, all outputs of a case) are streamed to disk piece by piece.
@@ -450,7 +454,6 @@ class Generator:
         Outputs over STREAM_OUTPUT_BYTES, of a reference that can yield its outputs in pieces
         (``<fn>_blocks``), are computed and written piece by piece, so that no golden is ever
         whole in memory, let alone in float64."""
-        from gen.core.casefile import save
         if builds_in_memory(self.spec, plan):
             return save(self.build(plan), path)
         pieces = self.spec.reference_blocks_fn
@@ -486,8 +489,6 @@ class Generator:
             tensor.data, tensor.prewritten = spill.seal()
 
     def _stream_goldens(self, case: Case, pieces_fn, writers: dict) -> None:
-        from gen.core.rounding import round_to
-        from gen.core.metrics import StreamingCompare
         present = {n: t.data for n, t in case.inputs.items() if not t.absent}
         out_shapes = {n: tuple(t.shape) for n, t in case.outputs.items()}
         golden = pieces_fn(present, dict(case.params), compute_dtype=np.float64, out_shapes=out_shapes)
@@ -525,7 +526,6 @@ class Generator:
 
         The built-in lowp baseline is the same reference in float32, run in step with the golden,
         so it too never holds a whole output; any other baseline runs on the whole case first."""
-        from gen.core.rounding import round_to
         if self.spec.criteria.mode != "dynamic":
             return None
         if self.baseline is None:
@@ -575,7 +575,6 @@ class Generator:
 
     def complete(self, case: Case) -> Case:
         """Fill in the goldens (rounded once from float64) and the thresholds of a case that has its inputs."""
-        from gen.core.rounding import round_to
         golden64 = self._golden(case)
         for name, t in case.outputs.items():
             t.data = round_to(golden64[name], t.dtype)
@@ -609,8 +608,6 @@ class Generator:
             return {name: static_thresholds(spec, t.dtype.name) for name, t in case.outputs.items()}
         if self.baseline is None:
             raise GenerationError(f"{spec.path}: dynamic thresholds need a baseline backend")
-        from gen.core.metrics import compare
-        from gen.core.verdict import FAILED, CaseResult, judge
         units = self._baseline_units(case, {n: t.data for n, t in case.inputs.items() if not t.absent})
         if units is not None:
             shapes = {n: tuple(t.shape) for n, t in case.outputs.items()}
@@ -651,9 +648,6 @@ class Generator:
     def _baseline_outputs(self, case: Case) -> dict:
         """The baseline's outputs for a valid case, called and checked as `opcase run` calls and
         checks a backend's (its own timing, if it measures it, is dropped)."""
-        from gen.core.backend import InvalidArgument
-        from gen.core.verdict import validate_outputs, request_for
-        from gen.core.timing import call
         try:
             outputs, _, _ = call(self.baseline, request_for(case))
         except InvalidArgument as exc:
@@ -763,7 +757,6 @@ def case_path(out_dir: Path, case_or_plan, op: str) -> Path:
 def foreign_case(out_dir: Path, spec: Spec) -> tuple[Path, str] | None:
     """A case already in OUT/OP written from another version of ``spec`` or by another generator
     (with what it was written from), or None: one directory never mixes the two."""
-    from gen.core.casefile import CaseFileError, find, read_envelope
     for path in find([Path(out_dir) / spec.op]) if (Path(out_dir) / spec.op).is_dir() else []:
         try:
             msg = read_envelope(path)

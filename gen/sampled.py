@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+from gen.core.metrics import DENOM_OFFSET, StreamingCompare
 
 REL_SE_TARGET = 0.02
 FIRST_UNITS = 32
@@ -123,7 +124,6 @@ def estimate(units: Units, capture: GoldenCapture, dtypes: dict, metrics, out_of
     """Grow the sample (a prefix of capture.sample) until each metric in ``metrics`` has a relative
     standard error of at most REL_SE_TARGET, or the sample is whole; ``out_of_range(name,
     mismatches)`` is called on NaN/Inf pattern mismatches (it raises)."""
-    from gen.core.metrics import StreamingCompare
     sample = capture.sample
     sums = {name: [] for name in capture.values}
     size = min(FIRST_UNITS, len(sample))
@@ -149,7 +149,6 @@ def estimate(units: Units, capture: GoldenCapture, dtypes: dict, metrics, out_of
 
 _RATIOS = {"diff1": ("sum_abs_diff", "sum_abs_golden"), "diff2": ("sum_sq_diff", "sum_sq_golden"),
            "diff4": ("n_less", "n_unequal")}
-_DENOM_OFFSET = 1e-9     # gen.core.metrics' offset in diff1 and diff2
 
 
 def _ratios(sums: dict, count: int) -> Estimate:
@@ -165,7 +164,7 @@ def _ratios(sums: dict, count: int) -> Estimate:
             if metric == "diff4":
                 ratio = total_a / total_b if total_b else None
             else:
-                ratio = total_a / (total_b + _DENOM_OFFSET)
+                ratio = total_a / (total_b + DENOM_OFFSET)
             rel = _relative_se(a, b, ratio, n, count)
             if metric == "diff2":
                 ratio, rel = math.sqrt(ratio), rel / 2

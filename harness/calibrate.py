@@ -15,13 +15,13 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass
 
-from gen.core.metrics import _THRESHOLD_METRICS, json_float
+from gen.core.metrics import THRESHOLD_METRICS, json_float
 from gen.core.verdict import (FAILING, MISTRUSTED, SKIPPED, STATUSES, CaseResult,
                               fails_only_by_its_own_error_over_the_cap)
 
 # The metrics whose threshold is a bound on the value.  diff4's threshold is not: `passes`
 # ignores its size (the mlu-ops rule only asks whether every error leans one way).
-BOUNDED_METRICS = _THRESHOLD_METRICS
+BOUNDED_METRICS = THRESHOLD_METRICS
 
 
 @dataclass

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from gen.core.casefile import Case
+from harness.report import coordinates
 
 # Elements compared per block, so that comparing two network-scale outputs makes no full-size temporary.
 _BLOCK_ELEMS = 1 << 20
@@ -74,7 +75,6 @@ class RepeatCheck:
             self._compare_bits(outputs)
 
     def _compare_bits(self, outputs: dict) -> None:
-        from harness.report import coordinates
         for name, first in self.first.items():
             found = first_difference(first, outputs[name])
             if found is None:

@@ -24,6 +24,9 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from gen.core.backend import TensorInfo
+from gen.core.expr import ExprError, evaluate
+from gen.core.registry import spec_for
 
 _SI = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _RATE = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKMGTP]?)\s*(?:B/s|OPS|OP/s|FLOPS|FLOP/s|ops/s)?\s*")
@@ -79,9 +82,6 @@ def theory_io_bytes(case) -> int:
 
 def theory_ops(case) -> tuple[float | None, str]:
     """(ops, '') or (None, why not)."""
-    from gen.core.backend import TensorInfo
-    from gen.core.expr import ExprError, evaluate
-    from gen.core.registry import spec_for
 
     try:
         spec = spec_for(case.op)

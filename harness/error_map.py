@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from gen.core.casefile import drop_pages
-from gen.core.metrics import _DENOM_OFFSET, small_golden_eps
+from gen.core.metrics import DENOM_OFFSET, small_golden_eps
 
 # Heat-map cells per axis, and channel-profile bins: enough to show where an error sits,
 # few enough that a report with many failing cases stays small.
@@ -130,7 +130,7 @@ def error_map(actual: np.ndarray, golden: np.ndarray, layout: str, dtype) -> dic
         wrong = np.flatnonzero(err)
         exact += n_finite - wrong.size
         wrong_err, golden_size = err.reshape(-1)[wrong], np.abs(b.reshape(-1)[wrong])
-        rel = np.where(golden_size < eps, wrong_err, wrong_err / (golden_size + _DENOM_OFFSET))
+        rel = np.where(golden_size < eps, wrong_err, wrong_err / (golden_size + DENOM_OFFSET))
         decade = np.floor(np.log10(rel)).astype(np.int64)
         histogram += np.bincount(np.clip(decade, LOWEST_DECADE, HIGHEST_DECADE) - LOWEST_DECADE, minlength=n_decades)
         flat_stop = flat_start + a.size

@@ -22,7 +22,7 @@ from harness.report import (WORST_SHOWN, coordinates, fails, format_number, summ
 from gen.core.verdict import FAILED, STATUSES, CaseResult
 
 # Failing cases shown in full (their plots); the rest are listed with their REPRO lines, so that a
-from harness.runner import output_fails
+from gen.core.verdict import output_fails
 # run where everything fails still makes a report a browser opens quickly.
 DETAILED_FAILURES = 40
 # Cases per kernel in a timing plot.

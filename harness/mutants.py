@@ -25,6 +25,11 @@ from typing import Callable
 import numpy as np
 
 from gen.core.backend import Backend, InvalidArgument, Request, TensorInfo
+from gen.core.checks import failures
+from gen.core.registry import planted_bugs, planted_controls, spec_for
+from gen.core.rounding import round_to
+from harness.backends import mmcv_backend
+from harness.backends.builtin import check_request, request_tensors, run_in_dtype
 
 GENERIC, CHECKS, PLANTED, CONTROL = "generic", "checks", "planted", "control"
 # Vector widths (in elements) whose last, partial block a kernel may drop or fill wrongly.
@@ -64,7 +69,6 @@ class Call:
     def run_base(self, request: Request) -> dict:
         """The base on a transformed call, after the real call's checks; a call it cannot make makes
         the transformation inapplicable."""
-        from harness.backends.builtin import run_in_dtype, check_request
         spec = check_request(self.request)
         try:
             if self.base_name == "reference":
@@ -126,7 +130,6 @@ def _float(array: np.ndarray) -> bool:
 
 def _round_toward_zero(call: Call) -> dict:
     """The reference's float64 result truncated (another base's result is already rounded)."""
-    from harness.backends.builtin import run_in_dtype
     if call.base_name != "reference":
         raise NotApplicable("needs the reference as base (its unrounded float64 result)")
     return run_in_dtype(call.request, np.float64, rounding="toward_zero")
@@ -202,7 +205,6 @@ def _threshold_baselines(case) -> set:
 
 
 def _mmcv(call: Call) -> dict:
-    from harness.backends import mmcv_backend
     if not mmcv_backend.supports(call.request.op, _dtype_of(call.request)):
         raise NotApplicable("the mmcv backend has no kernel for this op or dtype")
     return mmcv_backend.run(call.request)
@@ -296,9 +298,6 @@ def _perturb(param: str, delta: int):
 
 def _without_check(check_id: str):
     def apply(call: Call) -> dict:
-        from gen.core.checks import failures
-        from gen.core.registry import spec_for
-        from harness.backends.builtin import run_in_dtype, request_tensors
         spec = spec_for(call.request.op)
         if check_id not in {c.id for c in failures(spec, request_tensors(spec, call.request), call.request.params)}:
             return call.base()   # a call the check lets through: leaving it out changes nothing
@@ -308,8 +307,6 @@ def _without_check(check_id: str):
 
 def _planted(compute):
     def apply(call: Call) -> dict:
-        from gen.core.rounding import round_to
-        from harness.backends.builtin import check_request
         check_request(call.request)
         produced = compute(call.request)
         return {n: round_to(produced[n], o.dtype) for n, o in call.request.outputs.items()}
@@ -319,12 +316,10 @@ def _planted(compute):
 # --------------------------------------------------------------------------- controls
 
 def _rounded_twice(call: Call) -> dict:
-    from harness.backends.builtin import run_in_dtype
     return run_in_dtype(call.request, np.float64, rounding="via_float32")
 
 
 def _lowp(call: Call) -> dict:
-    from harness.backends.builtin import run_in_dtype
     return run_in_dtype(call.request, np.float32)
 
 
@@ -341,8 +336,6 @@ def _negative_zero(call: Call) -> dict:
 def mutants(spec, base_name: str) -> list[Mutant]:
     """The generic mutants of a kernel (from its spec: layouts, optional inputs, int params,
     checks) and its planted bugs (gen.planted), in report order."""
-    from gen import planted
-
     found = [Mutant("round_toward_zero", GENERIC, "round toward zero instead of to nearest",
                     "outputs where an ulp is over the thresholds: subnormal ones (there an ulp is a large "
                     "relative error), or a golden of one sign and diff4 among the criteria (the direction "
@@ -388,7 +381,7 @@ def mutants(spec, base_name: str) -> list[Mutant]:
             continue
         found.append(Mutant(f"no_check_{check.id}", CHECKS, f"parameter check '{check.id}' left out",
                             f"an invalid case that breaks '{check.id}'", _without_check(check.id)))
-    for name, compute in planted.planted(spec.op).items():
+    for name, compute in planted_bugs(spec.op).items():
         found.append(Mutant(name, PLANTED, f"planted bug: {name.replace('_', ' ')} (gen/planted)",
                             "a case on which this bug's error is over the thresholds", _planted(compute)))
     return found
@@ -396,8 +389,6 @@ def mutants(spec, base_name: str) -> list[Mutant]:
 
 def controls(spec) -> list[Mutant]:
     """The legitimate variants of a kernel that every case must pass."""
-    from gen import planted
-
     found = [
         Mutant("float32_arithmetic", CONTROL, "the reference computed in float32 arithmetic (the lowp backend)",
                "a float output", _lowp, backend="lowp"),
@@ -407,7 +398,7 @@ def controls(spec) -> list[Mutant]:
         Mutant("mmcv_arithmetic", CONTROL, "mmcv's own arithmetic (its FMA, loop and reduction orders)",
                "thresholds from mmcv, on a kernel mmcv has", _mmcv, _mmcv_baseline, backend="mmcv"),
     ]
-    for name, compute in planted.controls(spec.op).items():
+    for name, compute in planted_controls(spec.op).items():
         found.append(Mutant(name, CONTROL, f"{name.replace('_', ' ')} (gen/planted)", "a float output",
                             _planted(compute)))
     return found

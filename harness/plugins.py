@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from importlib import metadata
 
+from gen.core.backend import BackendLoadError
+
 GROUP = "opcase.backends"
 
 
@@ -45,8 +47,7 @@ def origin(ep: metadata.EntryPoint) -> str:
 
 def load(ep: metadata.EntryPoint):
     """The backend an entry point names (a harness.Backend), or BackendLoadError."""
-    from gen.core.backend import BackendLoadError
-    from harness.backends import wrap_backend
+    from harness.backends import wrap_backend   # harness.backends imports this module
     try:
         obj = ep.load()
     except Exception as exc:  # noqa: BLE001 - any import-time failure is the plugin's, report it

@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from gen.core.backend import Backend
-from harness.mutants import CHECKS, CONTROL, GENERIC, PLANTED, Call, Mutant, NotApplicable, controls, mutants, \
-    outcome, same_outcome
-from gen.core.verdict import FAILING, SKIPPED, fails_only_by_its_own_error_over_the_cap, request_for
 
 # How many failing cases a killed mutant or a failing control lists.
+from gen.core.backend import Backend
+from gen.core.casefile import CaseFileError, load
+from gen.core.registry import spec_for
+from gen.core.verdict import FAILING, SKIPPED, fails_only_by_its_own_error_over_the_cap, request_for
+from harness.mutants import (CHECKS, CONTROL, GENERIC, PLANTED, Call, Mutant, NotApplicable, controls, mutants,
+                             outcome, same_outcome)
 from harness.runner import new_result, run_loaded
 _SHOWN = 3
 KILLED, SURVIVED, NOT_APPLICABLE, PASSED, FAILED = "killed", "survived", "n/a", "passed", "failed"
@@ -86,8 +88,6 @@ def _replay(name: str, result) -> Backend:
 def measure(files: list[Path], base: Backend, base_spec: str,
             on_case: Callable[[str], None] = lambda key: None) -> dict:
     """Run the base, every mutant and every control of each case's kernel on ``files``; the report."""
-    from gen.core.registry import spec_for
-    from gen.core.casefile import CaseFileError, load
 
     tallies: dict[str, list[Tally]] = {}
     cases: Counter = Counter()

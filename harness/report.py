@@ -11,7 +11,7 @@ from harness.error_map import axis_letters
 from harness.gate import GATE_FAILING
 from gen.core.metrics import json_float
 from gen.core.verdict import FAILED, FAILING, MISTRUSTED, PASSED, SKIPPED, STATUSES, CaseResult
-from harness.runner import output_fails
+from gen.core.verdict import output_fails
 
 _LABEL = {"passed": "PASS", "failed": "FAIL", "wrongly-accepted": "FAIL", "wrongly-rejected": "FAIL",
           "error": "ERROR", "skipped": "SKIP", "mistrusted": "WARN", "nondeterministic": "FAIL"}

@@ -21,13 +21,16 @@ from pathlib import Path
 
 import numpy as np
 
-from gen.core.descriptor import describe
 from gen.core.backend import Backend, InvalidArgument, Request
 from gen.core.casefile import Case, CaseFileError, load
-from harness.determinism import RepeatCheck
-from gen.core.verdict import (ERROR, FAILED, MISTRUSTED, NONDETERMINISTIC, PASSED, SKIPPED, WRONGLY_ACCEPTED,
-                              WRONGLY_REJECTED, CaseResult, judge, measure, request_for, validate_outputs)
+from gen.core.descriptor import describe
 from gen.core.timing import BackendProtocolError, TimingPlan, call, summarize
+from gen.core.verdict import (ERROR, FAILED, MISTRUSTED, NONDETERMINISTIC, PASSED, SKIPPED, WRONGLY_ACCEPTED,
+                              WRONGLY_REJECTED, CaseResult, judge, measure, output_fails, request_for,
+                              validate_outputs)
+from harness.determinism import RepeatCheck
+from harness.efficiency import efficiency
+from harness.error_map import error_map
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -159,7 +162,6 @@ def run_loaded(case: Case, backend: Backend, result: CaseResult, options: RunOpt
         return result
     judge(case, produced, result)
     if options.error_maps and result.status == FAILED:
-        from harness.error_map import error_map
         result.error_maps = {name: error_map(produced[name], t.data, t.layout, t.dtype)
                              for name, t in case.outputs.items() if output_fails(result, name)}
     check = RepeatCheck(case, produced, result, measure, lambda: CaseResult(path=result.path)) \
@@ -179,16 +181,8 @@ def run_loaded(case: Case, backend: Backend, result: CaseResult, options: RunOpt
     if check is not None:
         _record_determinism(check, result)
     if options.profile is not None:
-        from harness.efficiency import efficiency
         result.efficiency = efficiency(case, result.seconds, options.profile)
     return result
-
-
-def output_fails(result: CaseResult, output: str) -> bool:
-    """Whether one judged output fails: a threshold not met, none stated, or NaN/Inf mismatches."""
-    verdicts = result.thresholds.get(output, [])
-    return (not verdicts or not all(v["passed"] for v in verdicts)
-            or bool(result.metrics.get(output, {}).get("nan_inf_mismatch")))
 
 
 def _record_determinism(check: RepeatCheck, result: CaseResult) -> None:

@@ -9,6 +9,8 @@ import hashlib
 from pathlib import Path
 
 from gen.core.casefile import SUFFIX
+from gen.core.verdict import FAILING
+from harness.gate import GATE_FAILING, result_key
 
 
 def case_key(path) -> str:
@@ -31,8 +33,6 @@ def in_shard(path, index: int, count: int) -> bool:
 
 def failed_in(results: dict) -> tuple[set[str], set[str]]:
     """(resolved paths, OP/SUITE/NAME keys) of the cases that failed in a results document."""
-    from harness.gate import GATE_FAILING, result_key
-    from gen.core.verdict import FAILING
 
     failed = [c for c in results["cases"] if c["status"] in FAILING or c.get("gate") in GATE_FAILING]
     return {str(Path(c["path"]).resolve()) for c in failed if c.get("path")}, {result_key(c) for c in failed}

@@ -37,7 +37,10 @@ from pathlib import Path
 from typing import Callable
 
 from gen.core.backend import BackendLoadError
+from gen.core.casefile import CaseFileError, read_envelope
+from gen.core.descriptor import describe
 from gen.core.verdict import ERROR, CaseResult
+from harness.backends import load_backend
 from harness.runner import RunOptions, new_result, run_case
 
 _CONTEXT = multiprocessing.get_context("spawn")
@@ -188,8 +191,6 @@ def _serve(conn, backend_spec: str, options: RunOptions, log_path: str) -> None:
     faulthandler.enable(file=sys.stderr, all_threads=True)
     if _STACK_SIGNAL is not None:
         faulthandler.register(_STACK_SIGNAL, file=sys.stderr, all_threads=True)
-    from gen.core.backend import BackendLoadError
-    from harness.backends import load_backend
     try:
         backend = load_backend(backend_spec)
     except BackendLoadError as exc:
@@ -433,8 +434,6 @@ class _Pool:
 
 def identify_result(result: CaseResult) -> None:
     """Fill in op/suite/name/dtype from the case file's header, for a case whose worker died."""
-    from gen.core.descriptor import describe
-    from gen.core.casefile import CaseFileError, read_envelope
     try:
         msg = read_envelope(Path(result.path))
         result.op, result.suite, result.name, result.dtype = msg.op, msg.suite, msg.name, msg.dtype

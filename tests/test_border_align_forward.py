@@ -11,7 +11,7 @@ from conftest import REPO, run_dir, statuses
 from gen.core.casefile import load
 from gen.mmcv.border_align_forward import border_align_forward as mmcv_forward
 from gen.ops import border_align, border_align_forward as values
-from gen.planted import controls, planted
+from gen.core.registry import planted_bugs, planted_controls
 from harness.backends import load_backend
 from harness.cli import main
 from harness.mluops import case_from_mluops, load_mluops
@@ -128,7 +128,7 @@ def test_mmcv_float32_agrees_with_float32_arithmetic_elsewhere(cases):
 # ----------------------------------------------------------------------------- backends on the suites
 
 def test_at_least_four_planted_bugs():
-    assert len(planted(OP)) >= 4 and len(controls(OP)) >= 1
+    assert len(planted_bugs(OP)) >= 4 and len(planted_controls(OP)) >= 1
 
 
 # ----------------------------------------------------------------------------- mlu-ops

@@ -11,7 +11,7 @@ import pytest
 import gen
 from conftest import CONFORMANCE, run_dir
 from gen.generate import draw_inputs, layout_of, plan_suite
-from gen.planted import planted
+from gen.core.registry import planted_bugs
 from gen.core.registry import spec_for
 from gen.core.verdict import FAILED, FAILING, request_for
 from harness.backends import load_backend
@@ -46,7 +46,7 @@ def test_the_oracle_sees_offsets_and_the_clamp_band():
     inputs = _inputs(plan)
     expected = RECORD.oracle(inputs, plan.params, None)
     assert np.abs(expected["grad_offset"]).max() > 0.01
-    clamped = planted(OP)["grad_offset_at_clamped_point"](SimpleNamespace(inputs=inputs, params=plan.params))
+    clamped = planted_bugs(OP)["grad_offset_at_clamped_point"](SimpleNamespace(inputs=inputs, params=plan.params))
     assert np.abs(clamped["grad_offset"] - expected["grad_offset"]).max() > 1e-3
 
 
@@ -74,7 +74,7 @@ def test_mmcv_fails_only_where_it_is_over_the_cap_itself(suite_dir):
 
 
 def test_planted_bugs_are_three_to_five():
-    assert 3 <= len(planted(OP)) <= 5
+    assert 3 <= len(planted_bugs(OP)) <= 5
 
 
 # ----------------------------------------------------------------------------- mlu-ops' own case

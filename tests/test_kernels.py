@@ -21,10 +21,9 @@ from conftest import (CONFORMANCE, assert_each_missing_check_caught, checked_bac
                       statuses)
 from gen.core.backend import BUILTIN_NAMES, BackendLoadError, Request, TensorInfo
 from gen.core.casefile import element_count, find, load
-from gen.core.registry import spec_for
+from gen.core.registry import bug_free_copy, planted_bugs, planted_controls, spec_for
 from gen.core.verdict import ERROR, FAILED, FAILING, PASSED, fails_only_by_its_own_error_over_the_cap
 from gen.generate import draw_inputs, interface_params, layout_of, plan_suite
-from gen.planted import controls, correct, planted
 from harness.backends import load_backend
 from harness.cli.interop import import_all
 from harness.mluops import case_from_mluops, load_mluops, save_mluops
@@ -178,8 +177,8 @@ def test_backend_passes_generated_suite(suites, op, backend):
 def test_correct_copy_and_controls_pass(suites, op):
     """The bug-free copy the planted bugs are made from, and the legitimate variants (controls) of
     gen/planted, pass every case: a bug's failure is then the bug's."""
-    assert correct(op) is not None and planted(op), f"{op}: gen/planted has no bug-free copy or no planted bugs"
-    for name, compute in {"the bug-free copy": correct(op), **controls(op)}.items():
+    assert bug_free_copy(op) is not None and planted_bugs(op), f"{op}: gen/planted has no bug-free copy or no bugs"
+    for name, compute in {"the bug-free copy": bug_free_copy(op), **planted_controls(op)}.items():
         results = run_dir(suites(op), checked_backend(f"{op} {name}", compute))
         assert not _failing(results), f"{op}: {name} fails: {_summary(results)}"
 
@@ -198,13 +197,13 @@ def strict_suites(tmp_path_factory):
     return get
 
 
-@pytest.mark.parametrize("op, bug", [pytest.param(op, bug, id=f"{op}-{bug}") for op in OPS for bug in planted(op)])
+@pytest.mark.parametrize("op, bug", [pytest.param(op, bug, id=f"{op}-{bug}") for op in OPS for bug in planted_bugs(op)])
 def test_planted_bug_fails_the_suite(suites, strict_suites, op, bug):
     """A buggy copy fails at least one case that the reference interface itself passes; a bug the
     record says the docs' rule accepts fails only cases the reference interface fails too, and the
     stricter lowp thresholds catch it."""
     name = f"{op}-{bug}"
-    results = run_dir(suites(op), checked_backend(name, planted(op)[bug]))
+    results = run_dir(suites(op), checked_backend(name, planted_bugs(op)[bug]))
     # A crash would be the copy's fault, not the suite catching the bug.
     assert not [r for r in results if r.status == ERROR], f"{name}: the buggy copy crashed: {_summary(results)}"
     caught = [r for r in results if r.status in FAILING and not _baseline_fails_too(op, r)]
@@ -213,7 +212,7 @@ def test_planted_bug_fails_the_suite(suites, strict_suites, op, bug):
         return
     assert not caught, f"{name}: fails a case the reference interface passes; drop it from ACCEPTED_BUGS: " \
                        f"{_summary(results)}"
-    strict = run_dir(strict_suites(op), checked_backend(name, planted(op)[bug]))
+    strict = run_dir(strict_suites(op), checked_backend(name, planted_bugs(op)[bug]))
     assert [r for r in strict if r.status == FAILED], f"{name}: lowp thresholds no longer catch it: {_summary(strict)}"
 
 

@@ -29,6 +29,8 @@ from gen.core.proto import opcase_pb2 as pb
 
 FORMAT_VERSION = 1
 SUFFIX = ".opcase"
+# The metrics a threshold may name (ACCURACY.md); specs and case files both hold to them.
+METRICS = ("diff1", "diff2", "diff3", "diff3_2", "diff4")
 DEFAULT_SIDECAR_BYTES = 1 << 20
 # Sidecar digests are computed in blocks so that multi-GB tensors never sit in memory twice.
 _HASH_BLOCK = 16 << 20
@@ -478,7 +480,6 @@ def _check_complete(case: Case, path: Path) -> None:
     """Every input the call passes carries data (goldens may be missing: a case before
     completion is readable, runner.run_loaded refuses to judge it); every threshold names a
     known metric."""
-    from gen.core.spec import METRICS
     missing = [t.name for t in case.inputs.values() if not t.absent and t.data is None]
     if missing:
         raise CaseFileError(f"{path}: input(s) {missing} carry no data (neither inline nor a sidecar)")

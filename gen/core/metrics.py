@@ -28,7 +28,7 @@ from gen.core.casefile import drop_pages
 __all__ = ["compare", "passes", "small_golden_eps"]
 
 # Keeps the relative error finite where the golden is zero (ACCURACY.md).
-_DENOM_OFFSET = 1e-9
+DENOM_OFFSET = 1e-9
 # Below this |golden|, diff3 takes the absolute error instead of the relative one.
 _SMALL_GOLDEN_EPS = {np.dtype(np.float16): 1e-4, np.dtype(np.float32): 1e-6}
 # mlu-ops' diff4 rule only asks whether there are at least this many distinct (e, b) pairs.
@@ -36,7 +36,7 @@ _UNIQUE_PAIRS_CAP = 100
 # Largest block converted to float64 at once, so that the ~15 passes over a block run in cache.
 # On the 2-core dev VM, 100 M float32 pairs took 0.37 s in 128 Ki blocks and 0.74 s in 1 Mi.
 _CACHE_BLOCK_ELEMS = 1 << 17
-_THRESHOLD_METRICS = ("diff1", "diff2", "diff3", "diff3_2")
+THRESHOLD_METRICS = ("diff1", "diff2", "diff3", "diff3_2")
 
 
 # How often a pass over memory-mapped operands lets the OS reclaim what it has read.
@@ -118,7 +118,7 @@ def passes(metric: str, value, threshold: float, stats: dict) -> bool:
             return True
         one_sided = value == 0.0 or value == 1.0
         return not (one_sided and stats["n_unique_unequal_pairs"] >= _UNIQUE_PAIRS_CAP)
-    if metric in _THRESHOLD_METRICS:
+    if metric in THRESHOLD_METRICS:
         return value is not None and math.isfinite(value) and value <= threshold
     raise ValueError(f"unknown metric {metric!r}; expected diff1, diff2, diff3, diff3_2 or diff4")
 
@@ -310,7 +310,7 @@ class _Accumulator:
         small_golden = None
         if self._eps > 0.0 and float(np.minimum.reduce(abs_golden)) < self._eps:
             small_golden = np.less(abs_golden, self._eps, out=self._mask[:m])
-        denominator = np.add(abs_golden, _DENOM_OFFSET, out=abs_golden)
+        denominator = np.add(abs_golden, DENOM_OFFSET, out=abs_golden)
         rel_err = np.divide(abs_diff, denominator, out=denominator)
         if small_golden is not None:
             np.copyto(rel_err, abs_diff, where=small_golden)
@@ -480,8 +480,8 @@ def _metrics(acc: _Accumulator) -> dict:
     sum_abs_golden = _exact_sum(acc.sum_abs_golden)
     sum_sq_golden = _exact_sum(acc.sum_sq_golden)
     return {
-        "diff1": _exact_sum(acc.sum_abs_diff) / (sum_abs_golden + _DENOM_OFFSET),
-        "diff2": math.sqrt(_exact_sum(acc.sum_sq_diff) / (sum_sq_golden + _DENOM_OFFSET)),
+        "diff1": _exact_sum(acc.sum_abs_diff) / (sum_abs_golden + DENOM_OFFSET),
+        "diff2": math.sqrt(_exact_sum(acc.sum_sq_diff) / (sum_sq_golden + DENOM_OFFSET)),
         "diff3": acc.max_rel_err,
         "diff3_2": acc.max_abs_err,
         "diff4": acc.n_less / n_unequal if n_unequal else None,
@@ -501,7 +501,7 @@ def _element_report(actual, golden, flat: int, eps: float) -> dict:
     index = tuple(int(i) for i in np.unravel_index(flat, golden.shape))
     actual_value, golden_value = float(actual[index]), float(golden[index])
     abs_err = abs(actual_value - golden_value)
-    rel_err = abs_err if abs(golden_value) < eps else abs_err / (abs(golden_value) + _DENOM_OFFSET)
+    rel_err = abs_err if abs(golden_value) < eps else abs_err / (abs(golden_value) + DENOM_OFFSET)
     return {
         "index": list(index),
         "flat": flat,

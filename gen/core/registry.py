@@ -80,3 +80,24 @@ def kernel_function(package: str, op: str):
     module = kernel_module(package, op)
     function = getattr(module, op, None) if module is not None else None
     return function if callable(function) else None
+
+
+PLANTED_PACKAGE = "gen.planted"
+
+
+def planted_bugs(op: str) -> dict:
+    """{bug name: compute} of ``op``'s planted bugs (gen.planted; empty where there are none)."""
+    module = kernel_module(PLANTED_PACKAGE, op)
+    return dict(getattr(module, "PLANTED", {}).get(op, {})) if module else {}
+
+
+def bug_free_copy(op: str):
+    """The bug-free copy of ``op``'s kernel that its planted bugs are made from (a compute), or None."""
+    module = kernel_module(PLANTED_PACKAGE, op)
+    return getattr(module, "CORRECT", {}).get(op) if module else None
+
+
+def planted_controls(op: str) -> dict:
+    """{name: compute} of ``op``'s kernel-specific controls: variants every case must pass."""
+    module = kernel_module(PLANTED_PACKAGE, op)
+    return dict(getattr(module, "CONTROLS", {}).get(op, {})) if module else {}

@@ -18,10 +18,10 @@ from pathlib import Path
 import yaml
 
 from gen.core.backend import BUILTIN_NAMES
+from gen.core.casefile import METRICS
 from gen.core.expr import ExprError, compile_expr
 from gen.core.casefile import PLAIN_NAME_RULE, is_plain_name
 
-METRICS = ("diff1", "diff2", "diff3", "diff3_2", "diff4")
 FLOAT_DTYPES = ("float16", "float32", "float64")
 TENSOR_DTYPES = FLOAT_DTYPES + ("int32", "int64", "uint8", "bool")
 DISTRIBUTIONS = ("uniform", "normal", "randint", "const", "custom")

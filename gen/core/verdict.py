@@ -23,7 +23,7 @@ import numpy as np
 
 from gen.core.backend import Request, TensorInfo
 from gen.core.casefile import Case, drop_pages
-from gen.core.metrics import compare, passes, small_golden_eps
+from gen.core.metrics import DENOM_OFFSET, compare, passes, small_golden_eps
 
 # Every status a case can end in.  FAILING ones make `opcase run` exit 1.
 PASSED, FAILED, WRONGLY_ACCEPTED, WRONGLY_REJECTED, ERROR, SKIPPED, MISTRUSTED, NONDETERMINISTIC = (
@@ -34,8 +34,6 @@ FAILING = frozenset({FAILED, WRONGLY_ACCEPTED, WRONGLY_REJECTED, ERROR, NONDETER
 # Golden scans (constant? largest magnitude?) read this many elements at a time, so that a
 # memory-mapped golden of many GB is never materialised as a temporary.
 _SCAN_ELEMS = 1 << 20
-# The offset ACCURACY.md adds to denominators; used to bound an all-zero output's metrics.
-_DENOM_OFFSET = 1e-9
 
 
 @dataclass
@@ -147,8 +145,8 @@ def _zeros_pass(golden: np.ndarray, dtype, thresholds, largest: float) -> bool:
     """
     m = largest
     eps = small_golden_eps(dtype)
-    lower = {"diff3_2": m, "diff1": m / (m + _DENOM_OFFSET), "diff2": (m * m / (m * m + _DENOM_OFFSET)) ** 0.5,
-             "diff3": m if m < eps else m / (m + _DENOM_OFFSET)}
+    lower = {"diff3_2": m, "diff1": m / (m + DENOM_OFFSET), "diff2": (m * m / (m * m + DENOM_OFFSET)) ** 0.5,
+             "diff3": m if m < eps else m / (m + DENOM_OFFSET)}
     # A margin above rounding: a bound this close to its threshold is decided by the real comparison.
     if any(th.metric in lower and lower[th.metric] > th.value * (1 + 1e-6) for th in thresholds):
         return False
@@ -208,3 +206,10 @@ def measure(case: Case, produced: dict, result: CaseResult) -> list[str]:
         if not case.criteria.get(name):
             failures.append(f"{name}: the case states no threshold")
     return failures
+
+
+def output_fails(result: CaseResult, output: str) -> bool:
+    """Whether one judged output fails: a threshold not met, none stated, or NaN/Inf mismatches."""
+    verdicts = result.thresholds.get(output, [])
+    return (not verdicts or not all(v["passed"] for v in verdicts)
+            or bool(result.metrics.get(output, {}).get("nan_inf_mismatch")))

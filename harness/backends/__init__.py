@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 
 from gen.core.backend import BUILTIN_NAMES, Backend, BackendLoadError, Request
+from harness.backends import builtin, mmcv_backend
+from harness.backends.builtin import check_request
 
 
 def wrap_backend(name: str, origin: str, obj) -> Backend:
@@ -27,17 +29,15 @@ def wrap_backend(name: str, origin: str, obj) -> Backend:
 
 def _builtin(name: str) -> Backend | None:
     if name in ("reference", "lowp"):
-        from harness.backends import builtin
         return builtin.reference() if name == "reference" else builtin.lowp()
     if name == "mmcv":
-        from harness.backends import mmcv_backend
         return mmcv_backend.backend()
     if name == "torch" or name.startswith("torch@"):
         # torch@DEVICE (what --device makes of 'torch'): the device travels inside the name,
         # so worker processes and REPRO lines load the same backend.
         device = name.partition("@")[2] or "cpu"
         try:
-            from harness.backends import torch_backend
+            from harness.backends import torch_backend   # PyTorch is optional and slow to import: only when named
         except ImportError as exc:
             raise BackendLoadError(f"backend 'torch' needs PyTorch: pip install 'opcase[torch]' ({exc})") from None
         try:
@@ -60,7 +60,6 @@ def with_device(spec: str, device: str | None) -> str:
 
 def checked(backend: Backend) -> Backend:
     """The same backend, making the spec's parameter checks (the doc's order) before it computes."""
-    from harness.backends.builtin import check_request   # builtin imports this package: load when used
 
     def run(request: Request):
         check_request(request)
@@ -77,10 +76,10 @@ def load_backend(spec: str) -> Backend:
     if builtin is not None:
         return builtin
     if spec.startswith("exec:"):
-        from harness.backends import exec_backend
+        from harness.backends import exec_backend   # it imports harness.workers, which imports this package
         command = exec_backend.from_spec(spec)
         return wrap_backend(spec, command.origin, command)
-    from harness import plugins
+    from harness import plugins   # it imports wrap_backend from this package
     entry_point = plugins.find(spec)
     if entry_point is not None:
         return plugins.load(entry_point)

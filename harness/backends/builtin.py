@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from gen.core.backend import Backend, InvalidArgument, Request
+from gen.core.backend import Backend, InvalidArgument, Request, TensorInfo
+from gen.core.checks import failures, first_failure
+from gen.core.registry import known_ops, spec_for
 from gen.core.rounding import round_to
 
 
 def request_tensors(spec, request: Request) -> dict:
     """What the spec's checks see of a call: each tensor's shape, dtype name and layout."""
-    from gen.core.backend import TensorInfo
 
     tensors = {name: TensorInfo(tuple(a.shape), a.dtype.name, request.layouts.get(name, spec.inputs[name].layout))
                for name, a in request.inputs.items() if name in spec.inputs}
@@ -32,8 +33,6 @@ def check_request(request: Request, skip_checks=()):
     """Apply the spec's parameter checks in the doc's order; raise InvalidArgument on the first
     that fails.  Returns the spec.  ``skip_checks``: ids of checks left out (`opcase power`'s
     planted missing check)."""
-    from gen.core.checks import failures, first_failure
-    from gen.core.registry import spec_for
 
     spec = spec_for(request.op)
     tensors = request_tensors(spec, request)
@@ -65,7 +64,6 @@ def run_in_dtype(request: Request, compute_dtype, rounding: str = "nearest", ski
 
 
 def supports_from_spec(op: str, dtype: str) -> bool:
-    from gen.core.registry import spec_for, known_ops
     return op in known_ops() and (not dtype or dtype in spec_for(op).dtypes)
 
 

@@ -29,6 +29,12 @@ import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
+from gen.core.backend import BackendLoadError
+from gen.core.verdict import ERROR, CaseResult
+from gen.jobs import write_task
+from harness.backends import load_backend
+from harness.runner import new_result
+from harness.workers import identify_result, run_guarded
 
 EXTRA = "opcase[ray]"
 # The keys of --resources, as Ray's task options name them.
@@ -185,7 +191,6 @@ def _enter(environment: dict) -> None:
 
 @lru_cache(maxsize=None)
 def _backend(backend_spec: str):
-    from harness.backends import load_backend
     return load_backend(backend_spec)
 
 
@@ -194,8 +199,6 @@ def _run_task(environment: dict, path: str, backend_spec: str, options, start_lo
     _enter(environment)
     if start_log is not None:
         start_log.started.remote(key)
-    from gen.core.backend import BackendLoadError
-    from harness.workers import run_guarded
     try:
         backend = _backend(backend_spec)
     except BackendLoadError as exc:
@@ -206,7 +209,6 @@ def _run_task(environment: dict, path: str, backend_spec: str, options, start_lo
 
 def _write_task(environment: dict, task) -> int:
     _enter(environment)
-    from gen.jobs import write_task
     return write_task(task)
 
 
@@ -226,9 +228,6 @@ class _StartLog:
 
 
 def _error(path: Path, backend_spec: str, options, message: str):
-    from harness.workers import identify_result
-    from gen.core.verdict import ERROR
-    from harness.runner import new_result
     result = new_result(path, backend_spec, options)
     identify_result(result)
     result.status, result.message = ERROR, message
@@ -337,7 +336,6 @@ class _Run:
     def _collect(self, ref) -> None:
         index, attempt = self.out.pop(ref)
         self.started.pop((index, attempt), None)
-        from gen.core.verdict import CaseResult
         try:
             result = CaseResult.from_json(self.ray.get(ref))
         except self.ray.exceptions.RayError as exc:

@@ -1,0 +1,129 @@
+"""The package's layering, read from the imports themselves (an AST walk), so that it cannot rot.
+
+gen.core is the layer gen (the generator) and harness (the judge) both stand on: it imports
+neither.  gen never imports harness; harness imports gen only through gen.core, except in its
+CLI layer (harness.cli: the commands that compose the two).  A kernel's parts outside core
+(gen.ops, gen.mmcv, gen.planted, harness.backends.torch_kernels) are found by convention
+(gen.core.registry), never imported across the line.  A first-party import inside a function
+says why on its line (a comment), and no private name is imported from another module.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+PACKAGES = ("gen", "harness")
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str       # dotted module that imports
+    module: str         # dotted module imported
+    names: tuple        # names taken from it (from-imports)
+    line: int
+    in_function: bool
+    commented: bool     # a comment on the import's lines says why
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _resolve(importer: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = importer.split(".") if is_package else importer.split(".")[:-1]
+    base = base[:len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imports(path: Path) -> list[Import]:
+    source = path.read_text()
+    lines = source.splitlines()
+    tree = ast.parse(source)
+    importer = _module_name(path)
+    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
+    inside = {id(child) for f in functions for child in ast.walk(f) if child is not f}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [(alias.name, ()) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            targets = [(_resolve(importer, path.name == "__init__.py", node), tuple(a.name for a in node.names))]
+        else:
+            continue
+        commented = any("#" in lines[i] for i in range(node.lineno - 1, node.end_lineno))
+        for module, names in targets:
+            if module.split(".")[0] in PACKAGES:
+                found.append(Import(importer, module, names, node.lineno, id(node) in inside, commented))
+    return found
+
+
+def _all_imports() -> list[Import]:
+    return [i for package in PACKAGES for path in sorted((REPO / package).rglob("*.py"))
+            if not path.name.endswith("_pb2.py") for i in _imports(path)]
+
+
+IMPORTS = _all_imports()
+
+
+def _layer(module: str) -> str:
+    if module == "gen.core" or module.startswith("gen.core."):
+        return "core"
+    if module == "harness.cli" or module.startswith("harness.cli."):
+        return "cli"
+    return module.split(".")[0]
+
+
+def _where(i: Import) -> str:
+    return f"{i.importer}:{i.line} imports {i.module}"
+
+
+def test_the_walk_sees_the_imports():
+    # A walk that found nothing would pass every rule below.
+    assert len(IMPORTS) > 200
+    assert any(_layer(i.importer) == "cli" and _layer(i.module) == "gen" for i in IMPORTS)
+    assert any(_layer(i.importer) == "harness" and _layer(i.module) == "core" for i in IMPORTS)
+
+
+def test_core_imports_only_core():
+    assert [_where(i) for i in IMPORTS if _layer(i.importer) == "core" and _layer(i.module) != "core"] == []
+
+
+def test_gen_never_imports_harness():
+    assert [_where(i) for i in IMPORTS if _layer(i.importer) == "gen" and i.module.startswith("harness")] == []
+
+
+def test_harness_reaches_gen_only_through_core_but_at_the_cli():
+    assert [_where(i) for i in IMPORTS if _layer(i.importer) == "harness" and _layer(i.module) == "gen"] == []
+
+
+def test_a_function_local_first_party_import_says_why():
+    assert [_where(i) for i in IMPORTS if i.in_function and not i.commented] == []
+
+
+def test_no_private_name_crosses_modules():
+    crossing = [f"{_where(i)} name {name}" for i in IMPORTS for name in i.names
+                if name.startswith("_") and not name.startswith("__") and i.module != i.importer]
+    assert crossing == []
+
+
+@pytest.mark.parametrize("rule, imports", [
+    (test_gen_never_imports_harness, [Import("gen.generate", "harness.runner", ("judge",), 1, False, False)]),
+    (test_core_imports_only_core, [Import("gen.core.spec", "gen.generate", ("plan_suite",), 1, False, False)]),
+    (test_harness_reaches_gen_only_through_core_but_at_the_cli,
+     [Import("harness.runner", "gen.generate", ("Plan",), 1, False, False)]),
+    (test_a_function_local_first_party_import_says_why,
+     [Import("harness.runner", "gen.core.spec", ("load_spec",), 1, True, False)]),
+    (test_no_private_name_crosses_modules, [Import("harness.runner", "gen.core.spec", ("_tensor",), 1, False, False)]),
+])
+def test_each_rule_catches_its_violation(monkeypatch, rule, imports):
+    monkeypatch.setattr(__import__(__name__), "IMPORTS", IMPORTS + imports)
+    with pytest.raises(AssertionError):
+        rule()
