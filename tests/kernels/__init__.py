@@ -1,5 +1,5 @@
 """The kernels' test-side records (as PyTorch's OpInfo): one module ``kernels.<op>`` per kernel,
-found by convention for every spec in specs/ (gen.registry.known_ops), never listed by hand.
+found by convention for every spec in specs/ (gen.core.registry.known_ops), never listed by hand.
 
 A record holds ``OP`` (its kernel's name), ``oracle(inputs, params, out_shapes) -> {output: float64
 array}`` (a slow literal-loop implementation written straight from the formulas, against which the
