@@ -251,9 +251,10 @@ def test_huge_shape_is_refused_without_max_size(tmp_path):
 
 
 def test_case_built_in_memory_must_fit_in_memory(tmp_path, monkeypatch):
+    import harness.cli
     from harness.cli import interop
-    monkeypatch.setattr(casefile, "physical_memory", lambda: 10_000)
-    monkeypatch.setattr(interop, "physical_memory", lambda: 10_000)
+    for module in (casefile, interop, harness.cli):
+        monkeypatch.setattr(module, "physical_memory", lambda: 10_000)
     path = REPO / "specs" / "psamask_forward.yaml"
     result = _run("gen", path, "--suite", "boundary", "--select", "mask_even_4x6", "-o", tmp_path / "out")
     assert result.exit_code == 2, result.output

@@ -76,21 +76,27 @@ def bin_geometry(rois, offset, params, dtype) -> Bins:
                  grid_h=per_bin(grid_h), grid_w=per_bin(grid_w))
 
 
-def _bin_sums(features: np.ndarray, bins: Bins, dtype) -> np.ndarray:
-    """[bins, C]: the sum of each bin's bilinear samples."""
-    _, H, W, C = features.shape
-    pixels = features.reshape(-1, C)
+def sample_chunks(bins: Bins, channels: int, dtype):
+    """The forward's sample points, bin by bin, in chunks: (bin_of, y, x) per chunk, unclamped."""
     counts = bins.samples
     ends = np.cumsum(counts)
     total = int(ends[-1]) if ends.size else 0
-    sums = np.zeros((counts.size, C), dtype=dtype)
-    chunk = max(1, _CHUNK_ELEMENTS // (4 * C))
+    chunk = max(1, _CHUNK_ELEMENTS // (4 * max(channels, 1)))
     for first in range(0, total, chunk):
         sample = np.arange(first, min(total, first + chunk))
         bin_of = np.searchsorted(ends, sample, side="right")
         iy, ix = np.divmod(sample - (ends[bin_of] - counts[bin_of]), bins.grid_w[bin_of])
         y = bins.y0[bin_of] + ((iy.astype(dtype) + dtype(0.5)) * bins.bin_h[bin_of]) / bins.grid_h[bin_of].astype(dtype)
         x = bins.x0[bin_of] + ((ix.astype(dtype) + dtype(0.5)) * bins.bin_w[bin_of]) / bins.grid_w[bin_of].astype(dtype)
+        yield bin_of, y, x
+
+
+def _bin_sums(features: np.ndarray, bins: Bins, dtype) -> np.ndarray:
+    """[bins, C]: the sum of each bin's bilinear samples."""
+    _, H, W, C = features.shape
+    pixels = features.reshape(-1, C)
+    sums = np.zeros((bins.samples.size, C), dtype=dtype)
+    for bin_of, y, x in sample_chunks(bins, C, dtype):
         rows, cols, weights, _ = bilinear_corners(y, x, H, W)
         corners = pixels[(bins.batch[bin_of] * H + rows) * W + cols].astype(dtype, copy=False)   # [4, S, C]
         corners *= weights[..., None]

@@ -19,11 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from gen.ops.bilinear import bilinear_corners
-# bins and Bins are the family module's private names: they need public ones (reported, issue 13).
-from gen.ops.deform_roi_pool import Bins, bin_geometry
-
-# Samples per chunk: the gathered corners [4, samples, C] stay near this many elements.
-_CHUNK_ELEMENTS = 1 << 21
+from gen.ops.deform_roi_pool import bin_geometry, sample_chunks
 
 
 def roi_sizes(rois, params, dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -33,21 +29,6 @@ def roi_sizes(rois, params, dtype) -> tuple[np.ndarray, np.ndarray]:
     roi_w = (rois[:, 3] * scale - half) - (rois[:, 1] * scale - half)
     roi_h = (rois[:, 4] * scale - half) - (rois[:, 2] * scale - half)
     return roi_w, roi_h
-
-
-def sample_chunks(bins: Bins, channels: int, dtype):
-    """The forward's sample points, bin by bin, in chunks: (bin_of, y, x) per chunk, unclamped."""
-    counts = bins.samples
-    ends = np.cumsum(counts)
-    total = int(ends[-1]) if ends.size else 0
-    chunk = max(1, _CHUNK_ELEMENTS // (4 * max(channels, 1)))
-    for first in range(0, total, chunk):
-        sample = np.arange(first, min(total, first + chunk))
-        bin_of = np.searchsorted(ends, sample, side="right")
-        iy, ix = np.divmod(sample - (ends[bin_of] - counts[bin_of]), bins.grid_w[bin_of])
-        y = bins.y0[bin_of] + ((iy.astype(dtype) + dtype(0.5)) * bins.bin_h[bin_of]) / bins.grid_h[bin_of].astype(dtype)
-        x = bins.x0[bin_of] + ((ix.astype(dtype) + dtype(0.5)) * bins.bin_w[bin_of]) / bins.grid_w[bin_of].astype(dtype)
-        yield bin_of, y, x
 
 
 def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):

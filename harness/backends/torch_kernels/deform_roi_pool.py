@@ -72,6 +72,19 @@ def sample_points(bins: RoiBins):
     return sample_bin, sample_roi, index_in_bin // grid_w, index_in_bin % grid_w
 
 
+def sample_blocks(bins: RoiBins, channels: int, dtype):
+    """Every sample point, in blocks of about SAMPLE_BLOCK_ELEMENTS [samples, channels] elements:
+    (bin, roi, y, x) of each sample of the block."""
+    sample_bin, sample_roi, iy, ix = sample_points(bins)
+    block = max(1, SAMPLE_BLOCK_ELEMENTS // max(channels, 1))
+    for begin in range(0, sample_bin.shape[0], block):
+        part = slice(begin, begin + block)
+        b, r = sample_bin[part], sample_roi[part]
+        y = bins.origin_h[b] + (iy[part].to(dtype) + 0.5) * bins.bin_h[r] / bins.grid_h[r]
+        x = bins.origin_w[b] + (ix[part].to(dtype) + 0.5) * bins.bin_w[r] / bins.grid_w[r]
+        yield b, r, y, x
+
+
 def forward(features, rois, offset, pooled_height, pooled_width,
                             spatial_scale, sampling_ratio, gamma):
     """NCHW features [B,C,H,W], rois [R,5], offset [R,2,PH,PW] or None -> [R,PH,PW,C]."""
@@ -95,13 +108,7 @@ def forward(features, rois, offset, pooled_height, pooled_width,
                     sampling_ratio, gamma)
     require(bool(((bins.batch >= 0) & (bins.batch < batch)).all()),
              f"a roi's batch index lies outside [0, {batch})")
-    sample_bin, sample_roi, iy, ix = sample_points(bins)
-    block = max(1, SAMPLE_BLOCK_ELEMENTS // max(channels, 1))
-    for begin in range(0, sample_bin.shape[0], block):
-        part = slice(begin, begin + block)
-        b, r = sample_bin[part], sample_roi[part]
-        y = bins.origin_h[b] + (iy[part].to(rois.dtype) + 0.5) * bins.bin_h[r] / bins.grid_h[r]
-        x = bins.origin_w[b] + (ix[part].to(rois.dtype) + 0.5) * bins.bin_w[r] / bins.grid_w[r]
+    for b, r, y, x in sample_blocks(bins, channels, rois.dtype):
         corners = BilinearCorners(y, x, height, width)
         image = bins.batch[r]
         values = (corners.w1[:, None] * features[image, :, corners.y_low, corners.x_low]

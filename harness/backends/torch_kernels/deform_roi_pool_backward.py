@@ -13,7 +13,7 @@ import torch
 
 from harness.backends.torch_kernels.common import (BilinearCorners, as_4d, as_tensor, check_rank, compute_dtype,
                                                   float_param, int_param, nhwc_to_nchw, require)
-from harness.backends.torch_kernels.deform_roi_pool import SAMPLE_BLOCK_ELEMENTS, RoiBins, sample_points
+from harness.backends.torch_kernels.deform_roi_pool import RoiBins, sample_blocks
 
 
 def backward(grad_output, features, rois, offset, pooled_height, pooled_width, spatial_scale, sampling_ratio,
@@ -47,13 +47,7 @@ def backward(grad_output, features, rois, offset, pooled_height, pooled_width, s
     # grad_output / count per bin, [bins, C] (a bin without samples never uses it).
     count = (bins.grid_h * bins.grid_w).clamp(min=1).to(features.dtype).repeat_interleave(bins.bins_per_roi)
     bin_grad = grad_output.permute(0, 2, 3, 1).reshape(bins_count, channels) / count[:, None]
-    sample_bin, sample_roi, iy, ix = sample_points(bins)
-    block = max(1, SAMPLE_BLOCK_ELEMENTS // max(channels, 1))
-    for begin in range(0, sample_bin.shape[0], block):
-        part = slice(begin, begin + block)
-        b, r = sample_bin[part], sample_roi[part]
-        y = bins.origin_h[b] + (iy[part].to(rois.dtype) + 0.5) * bins.bin_h[r] / bins.grid_h[r]
-        x = bins.origin_w[b] + (ix[part].to(rois.dtype) + 0.5) * bins.bin_w[r] / bins.grid_w[r]
+    for b, r, y, x in sample_blocks(bins, channels, rois.dtype):
         corners = BilinearCorners(y, x, height, width)
         inside = corners.inside[:, None]
         g = torch.where(inside, bin_grad[b], torch.zeros_like(bin_grad[b]))      # [S, C]
