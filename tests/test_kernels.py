@@ -177,7 +177,9 @@ def test_backend_passes_generated_suite(suites, op, backend):
 def test_correct_copy_and_controls_pass(suites, op):
     """The bug-free copy the planted bugs are made from, and the legitimate variants (controls) of
     gen/planted, pass every case: a bug's failure is then the bug's."""
-    assert bug_free_copy(op) is not None and planted_bugs(op), f"{op}: gen/planted has no bug-free copy or no bugs"
+    if not planted_bugs(op) and bug_free_copy(op) is None:
+        pytest.skip(f"{op} has no planted bugs (gen/planted is optional)")
+    assert bug_free_copy(op) is not None, f"{op}: gen/planted has bugs and no bug-free copy (CORRECT) to check them by"
     for name, compute in {"the bug-free copy": bug_free_copy(op), **planted_controls(op)}.items():
         results = run_dir(suites(op), checked_backend(f"{op} {name}", compute))
         assert not _failing(results), f"{op}: {name} fails: {_summary(results)}"
