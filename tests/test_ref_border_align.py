@@ -1,56 +1,11 @@
-"""The border_align reference (gen/ops/border_align.py): doc 003's worked example, mmcv's test data, slow loops."""
+"""The border_align reference (gen/ops/border_align.py): doc 003's worked example, mmcv's test data, its
+float32 path and value generators.  (Forward and backward against their records' slow loops on every
+generated plan: tests/test_kernels.py.)"""
 import numpy as np
 import pytest
 
 from gen.ops import border_align as ba
 from gen.values import ValueContext
-
-from test_ref_deform_roi_pool import slow_bilinear, slow_bilinear_corners
-
-
-# ----------------------------------------------------------------------------- slow loops (mmcv's kernels, literally)
-
-def _border_start_and_stride(box, border, pool_size):
-    x1, y1, x2, y2 = (float(v) for v in box)
-    width, height = x2 - x1, y2 - y1
-    return {0: (x1, y1, width / pool_size, 0.0), 1: (x1, y1, 0.0, height / pool_size),
-            2: (x2, y2, -(width / pool_size), 0.0), 3: (x2, y2, 0.0, -(height / pool_size))}[border]
-
-
-def slow_forward(features, boxes, pool_size):
-    N, H, W, C4 = features.shape
-    C, K = C4 // 4, boxes.shape[1]
-    output, argmax = np.zeros((N, K, 4, C)), np.zeros((N, K, 4, C), dtype=np.int32)
-    for n in range(N):
-        for k in range(K):
-            for e in range(4):
-                image = features[n, :, :, e * C:(e + 1) * C].astype(np.float64)
-                x, y, dx, dy = _border_start_and_stride(boxes[n, k], e, pool_size)
-                best = slow_bilinear(image, H, W, y, x)
-                index = np.zeros(C, dtype=np.int32)
-                for i in range(1, pool_size + 1):
-                    x, y = x + dx, y + dy
-                    value = slow_bilinear(image, H, W, y, x)
-                    better = value > best
-                    best = np.where(better, value, best)
-                    index[better] = i
-                output[n, k, e], argmax[n, k, e] = best, index
-    return output, argmax
-
-
-def slow_backward(grad_output, boxes, argmax, pool_size, H, W):
-    N, K, _, C = grad_output.shape
-    grad_input = np.zeros((N, H, W, 4 * C))
-    for n in range(N):
-        for k in range(K):
-            for e in range(4):
-                x0, y0, dx, dy = _border_start_and_stride(boxes[n, k], e, pool_size)
-                for c in range(C):
-                    x, y = x0 + dx * float(argmax[n, k, e, c]), y0 + dy * float(argmax[n, k, e, c])
-                    g = float(grad_output[n, k, e, c])
-                    for weight, yy, xx in slow_bilinear_corners(y, x, H, W):
-                        grad_input[n, yy, xx, e * C + c] += g * weight
-    return grad_input
 
 
 # ----------------------------------------------------------------------------- worked examples
@@ -125,26 +80,6 @@ def _case(seed, N, H, W, C, pool_size, box_mode="inside", argmax_mode="forward")
     ctx.inputs["boxes"] = ba.boxes(rng, ctx, mode=box_mode)
     ctx.inputs["argmax_idx"] = ba.argmax_indices(rng, ctx, mode=argmax_mode)
     return ctx
-
-
-@pytest.mark.parametrize("box_mode", ["inside", "edge", "past", "zero_size"])
-@pytest.mark.parametrize("argmax_mode", ["forward", "uniform", "ends"])
-def test_backward_matches_slow_loops(box_mode, argmax_mode):
-    ctx = _case(30, 2, 3, 5, 3, 4, box_mode, argmax_mode)
-    got = ba.backward(ctx.inputs, ctx.params, out_shapes={"grad_input": ctx.shapes["grad_input"]})["grad_input"]
-    expected = slow_backward(ctx.inputs["grad_output"], ctx.inputs["boxes"], ctx.inputs["argmax_idx"], 4, 3, 5)
-    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
-
-
-@pytest.mark.parametrize("box_mode", ["inside", "edge", "past", "zero_size"])
-@pytest.mark.parametrize("pool_size", [1, 3, 10])
-def test_forward_matches_slow_loops(box_mode, pool_size):
-    ctx = _case(31, 2, 4, 3, 2, pool_size, box_mode)
-    features = np.random.default_rng(32).normal(size=(2, 4, 3, 8))
-    got = ba.forward({"input": features, "boxes": ctx.inputs["boxes"]}, ctx.params)
-    output, argmax = slow_forward(features, ctx.inputs["boxes"], pool_size)
-    np.testing.assert_allclose(got["output"], output, rtol=1e-12, atol=1e-12)
-    np.testing.assert_array_equal(got["argmax_idx"], argmax)
 
 
 def test_backward_needs_the_output_shape():

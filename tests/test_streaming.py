@@ -11,16 +11,24 @@ import pytest
 import gen.generate as generate
 import gen.values as values
 from gen.generate import Generator, plan_suite
-from gen.core.registry import spec_for
-from harness.backends import load_backend
 from gen.core.casefile import load
+from gen.core.registry import known_ops, spec_for
+from harness.backends import load_backend
 
 
 def _cases(op: str, suite: str, count: int = 3):
     return plan_suite(spec_for(op), suite, count, seed=3)
 
 
-@pytest.mark.parametrize("op", ["carafe_forward", "carafe_backward"])
+# The kernels whose reference can yield its outputs in pieces (``<fn>_blocks``).
+STREAMED = [op for op in known_ops() if spec_for(op).reference_blocks_fn is not None]
+
+
+def test_some_kernel_streams():
+    assert STREAMED
+
+
+@pytest.mark.parametrize("op", STREAMED)
 @pytest.mark.parametrize("baseline", ["lowp", "torch"])
 def test_streamed_case_equals_in_memory_case(tmp_path, monkeypatch, op, baseline):
     if baseline == "torch":

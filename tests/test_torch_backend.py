@@ -1,4 +1,5 @@
-"""The torch backend against mmcv's own data and against slow loop implementations of OPS.md."""
+"""The torch backend against mmcv's own data and, in float64, against the kernels' slow oracles.
+(Against mmcv's psamask and carafe data, and on every generated suite: tests/test_kernels.py.)"""
 
 from __future__ import annotations
 
@@ -13,13 +14,13 @@ torch = pytest.importorskip("torch")
 from conftest import CONFORMANCE  # noqa: E402
 from harness.backends import torch_backend  # noqa: E402  (needs torch)
 from gen.core.backend import InvalidArgument  # noqa: E402
-# The backend is checked against the same slow loops, straight from OPS.md, as the references.
-from test_pure_io_kernels import slow_masked_im2col, slow_psamask_backward, slow_psamask_forward  # noqa: E402
-from test_ref_border_align import slow_backward as slow_border_align_backward  # noqa: E402
-from test_ref_border_align import slow_forward as slow_border_align_forward  # noqa: E402
-from test_ref_carafe import slow_backward as slow_carafe_backward  # noqa: E402
-from test_ref_carafe import slow_forward as slow_carafe_forward  # noqa: E402
-from test_ref_deform_roi_pool import slow_forward as slow_deform_roi_pool  # noqa: E402
+# The backend is checked in float64 against the kernels' slow oracles (tests/kernels/), as the references are.
+from kernels import record  # noqa: E402
+
+
+def oracle(op, inputs, params, out_shapes=None):
+    """The slow oracle of ``op``'s record."""
+    return record(op).oracle(inputs, params, out_shapes)
 
 MMCV_DATA = CONFORMANCE / "mmcv"
 
@@ -53,52 +54,6 @@ def nhwc_to_nchw(a):
 # ------------------------------------------------------------------------------------------
 # Conformance against mmcv's own test data
 # ------------------------------------------------------------------------------------------
-
-
-def load_bin(folder, name, shape):
-    return np.fromfile(MMCV_DATA / folder / name, dtype="<f4").reshape(shape)
-
-
-def relative_error(actual, expected):
-    return float(np.abs(actual.astype(np.float64) - expected).sum() / np.abs(expected).sum())
-
-
-@pytest.mark.parametrize("psa_type, golden", [(0, "psa_output_collect.bin"),
-                                              (1, "psa_output_distribute.bin")])
-def test_psamask_matches_mmcv_data(psa_type, golden):
-    x = nchw_to_nhwc(load_bin("for_psa_mask", "psa_input.bin", (4, 16, 8, 8)))
-    expected = nchw_to_nhwc(load_bin("for_psa_mask", golden, (4, 64, 8, 8)))
-    params = dict(psa_type=psa_type, h_mask=4, w_mask=4)
-    y = run("psamask_forward", params, {"x": x}, {"y": ((4, 8, 8, 64), "float32")})["y"]
-    np.testing.assert_array_equal(y, expected)
-
-
-def carafe_data():
-    feat = nchw_to_nhwc(load_bin("for_carafe", "carafe_feat.bin", (2, 64, 3, 3)))
-    mask = nchw_to_nhwc(load_bin("for_carafe", "carafe_mask.bin", (2, 100, 6, 6)))
-    return feat, mask, dict(kernel_size=5, group_size=4, scale_factor=2)
-
-
-def test_carafe_forward_matches_mmcv_data():
-    feat, mask, params = carafe_data()
-    expected = nchw_to_nhwc(load_bin("for_carafe", "carafe_output.bin", (2, 64, 6, 6)))
-    out = run("carafe_forward", params, {"input": feat, "mask": mask},
-              {"output": ((2, 6, 6, 64), "float32")})["output"]
-    assert relative_error(out, expected) < 1e-4
-    np.testing.assert_allclose(out, expected, atol=1e-3)
-
-
-def test_carafe_backward_matches_mmcv_data():
-    feat, mask, params = carafe_data()
-    expected_feat_grad = nchw_to_nhwc(load_bin("for_carafe", "carafe_feat_grad.bin", (2, 64, 3, 3)))
-    expected_mask_grad = nchw_to_nhwc(load_bin("for_carafe", "carafe_mask_grad.bin", (2, 100, 6, 6)))
-    grads = run("carafe_backward", params,
-                {"input": feat, "mask": mask, "grad_output": np.ones((2, 6, 6, 64), np.float32)},
-                {"grad_input": ((2, 3, 3, 64), "float32"), "grad_mask": ((2, 6, 6, 100), "float32")})
-    assert relative_error(grads["grad_input"], expected_feat_grad) < 1e-4
-    assert relative_error(grads["grad_mask"], expected_mask_grad) < 1e-4
-    np.testing.assert_allclose(grads["grad_input"], expected_feat_grad, atol=1e-3)
-    np.testing.assert_allclose(grads["grad_mask"], expected_mask_grad, atol=1e-3)
 
 
 def test_masked_conv_matches_mmcv_data():
@@ -139,7 +94,7 @@ def test_psamask_forward_matches_loops(rng, psa_type, height, width, h_mask, w_m
     params = dict(psa_type=psa_type, h_mask=h_mask, w_mask=w_mask)
     y = run("psamask_forward", params, {"x": x},
             {"y": ((2, height, width, height * width), "float64")})["y"]
-    np.testing.assert_array_equal(y, slow_psamask_forward(x, psa_type, h_mask, w_mask))
+    np.testing.assert_array_equal(y, oracle("psamask_forward", {"x": x}, params)["y"])
 
 
 @pytest.mark.parametrize("psa_type", [0, 1])
@@ -149,7 +104,7 @@ def test_psamask_backward_matches_loops(rng, psa_type, height, width, h_mask, w_
     params = dict(psa_type=psa_type, h_mask=h_mask, w_mask=w_mask)
     dx = run("psamask_backward", params, {"dy": dy},
              {"dx": ((2, height, width, h_mask * w_mask), "float32")})["dx"]
-    np.testing.assert_array_equal(dx, slow_psamask_backward(dy, psa_type, h_mask, w_mask))
+    np.testing.assert_array_equal(dx, oracle("psamask_backward", {"dy": dy}, params)["dx"])
 
 
 # (kernel_h, kernel_w, pad_h, pad_w)
@@ -165,7 +120,8 @@ def test_masked_im2col_matches_loops(rng, kernel, dtype):
     data_col = run("masked_im2col_forward", params,
                    {"feature": feature, "mask_h_idx": mask_h_idx, "mask_w_idx": mask_w_idx},
                    {"data_col": ((3 * kh * kw, len(mask_h_idx)), dtype)}, layout="ARRAY")
-    expected = slow_masked_im2col(feature, mask_h_idx, mask_w_idx, kh, kw, pad_h, pad_w)
+    expected = oracle("masked_im2col_forward", {"feature": feature, "mask_h_idx": mask_h_idx,
+                                                "mask_w_idx": mask_w_idx}, params)["data_col"]
     np.testing.assert_array_equal(data_col["data_col"], expected)
 
 
@@ -179,8 +135,9 @@ def test_masked_im2col_passes_nan_and_inf_through():
     data_col = run("masked_im2col_forward", params,
                    {"feature": feature, "mask_h_idx": mask_h_idx, "mask_w_idx": mask_w_idx},
                    {"data_col": ((18, 4), "float32")}, layout="ARRAY")["data_col"]
-    np.testing.assert_array_equal(
-        data_col, slow_masked_im2col(feature, mask_h_idx, mask_w_idx, 3, 3, 1, 1))
+    expected = oracle("masked_im2col_forward", {"feature": feature, "mask_h_idx": mask_h_idx,
+                                                "mask_w_idx": mask_w_idx}, params)["data_col"]
+    np.testing.assert_array_equal(data_col, expected)
 
 
 def test_masked_im2col_with_no_mask_points():
@@ -207,7 +164,7 @@ def test_carafe_forward_matches_loops(rng, shape):
     inp, mask, params = carafe_inputs(rng, *shape, "float64")
     out = run("carafe_forward", params, {"input": inp, "mask": mask},
               {"output": (mask.shape[:3] + inp.shape[3:], "float64")})["output"]
-    expected = slow_carafe_forward(inp, mask, shape[4], shape[5], shape[6])
+    expected = oracle("carafe_forward", {"input": inp, "mask": mask}, params)["output"]
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
 
 
@@ -217,16 +174,16 @@ def test_carafe_backward_matches_loops(rng, shape):
     grad_out = rng.standard_normal(mask.shape[:3] + inp.shape[3:])
     grads = run("carafe_backward", params, {"input": inp, "mask": mask, "grad_output": grad_out},
                 {"grad_input": (inp.shape, "float64"), "grad_mask": (mask.shape, "float64")})
-    expected_in, expected_mask = slow_carafe_backward(inp, mask, grad_out, *shape[4:])
-    np.testing.assert_allclose(grads["grad_input"], expected_in, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(grads["grad_mask"], expected_mask, rtol=1e-12, atol=1e-12)
+    expected = oracle("carafe_backward", {"input": inp, "mask": mask, "grad_output": grad_out}, params)
+    np.testing.assert_allclose(grads["grad_input"], expected["grad_input"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(grads["grad_mask"], expected["grad_mask"], rtol=1e-12, atol=1e-12)
 
 
 def test_carafe_half_accumulates_in_float32(rng):
     inp, mask, params = carafe_inputs(rng, *CARAFE_SHAPES[0], "float16")
     out = run("carafe_forward", params, {"input": inp, "mask": mask},
               {"output": (mask.shape[:3] + inp.shape[3:], "float16")})["output"]
-    expected = slow_carafe_forward(inp.astype(np.float64), mask.astype(np.float64), 3, 2, 2)
+    expected = oracle("carafe_forward", {"input": inp, "mask": mask}, params)["output"]
     # one rounding to half at the end: within half an ulp of float16 plus float32 noise
     np.testing.assert_allclose(out.astype(np.float64), expected, rtol=2 ** -11, atol=1e-6)
 
@@ -264,7 +221,7 @@ def test_deform_roi_pool_matches_loops(rng, sampling_ratio, with_offset, spatial
                   sampling_ratio=sampling_ratio, gamma=0.3)
     out = run("deform_roi_pool_forward", params, {"input": inp, "rois": rois, "offset": offset},
               {"output": ((len(rois), 2, 3, 3), "float64")})["output"]
-    expected = slow_deform_roi_pool(inp, rois, offset, 2, 3, spatial_scale, sampling_ratio, 0.3)
+    expected = oracle("deform_roi_pool_forward", {"input": inp, "rois": rois, "offset": offset}, params)["output"]
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
 
 
@@ -273,8 +230,7 @@ def test_deform_roi_pool_without_offset_key_and_in_half(rng):
     params = dict(pooled_height=2, pooled_width=3, spatial_scale=1.0, sampling_ratio=0, gamma=0.1)
     out = run("deform_roi_pool_forward", params, {"input": inp, "rois": rois},
               {"output": ((len(rois), 2, 3, 3), "float16")})["output"]
-    expected = slow_deform_roi_pool(inp.astype(np.float64), rois.astype(np.float64), None,
-                                    2, 3, 1.0, 0, 0.1)
+    expected = oracle("deform_roi_pool_forward", {"input": inp, "rois": rois}, params)["output"]
     np.testing.assert_allclose(out.astype(np.float64), expected, rtol=2 ** -10, atol=1e-3)
 
 
@@ -310,7 +266,8 @@ BORDER_ALIGN_BOXES = np.array([[[0, 0, 2, 1], [1, 0, 3, 1], [1, 0, 2, 1], [0, 0,
 ])
 def test_border_align_backward_matches_mmcv_test_data(pool_size, expected_nchw):
     """mmcv's own check: input gradient of border_align with grad_output = ones."""
-    _, argmax_idx = slow_border_align_forward(nchw_to_nhwc(BORDER_ALIGN_INPUT), BORDER_ALIGN_BOXES, pool_size)
+    argmax_idx = oracle("border_align_forward", {"input": nchw_to_nhwc(BORDER_ALIGN_INPUT), "boxes": BORDER_ALIGN_BOXES},
+                        dict(pool_size=pool_size))["argmax_idx"]
     grad_input = run("border_align_backward", dict(pool_size=pool_size),
                      {"grad_output": np.ones(argmax_idx.shape, np.float32),
                       "boxes": BORDER_ALIGN_BOXES, "argmax_idx": argmax_idx},
@@ -337,10 +294,10 @@ def test_border_align_backward_worked_example():
                              [[24, 56, 0, 0], [0, 0, 0, 0], [96, 18, 22, 0]],
                              [[0, 0, 0, 0], [0, 0, 6, -6], [0, -4, -2, -6]],
                              [[0, -2, 16, 12], [0, 0, 0, 0], [0, -4, 0, 0]]], np.float32)[None]
-    forward_out, forward_argmax = slow_border_align_forward(nchw_to_nhwc(BORDER_ALIGN_INPUT),
-                                                            BORDER_ALIGN_BOXES, 1)
-    np.testing.assert_array_equal(forward_out[0, :, :, 0], grad_output)
-    np.testing.assert_array_equal(forward_argmax[0, :, :, 0], argmax_idx)
+    forward = oracle("border_align_forward", {"input": nchw_to_nhwc(BORDER_ALIGN_INPUT), "boxes": BORDER_ALIGN_BOXES},
+                     dict(pool_size=1))
+    np.testing.assert_array_equal(forward["output"][0, :, :, 0], grad_output)
+    np.testing.assert_array_equal(forward["argmax_idx"][0, :, :, 0], argmax_idx)
     # mmcv's grad_output [N=1, C=1, K=12, 4] is NHWC [1, 12, 4, 1]
     grad_input = run("border_align_backward", dict(pool_size=1),
                      {"grad_output": grad_output[None, :, :, None],
@@ -360,7 +317,8 @@ def test_border_align_backward_matches_loops(rng, pool_size):
     grad_input = run("border_align_backward", dict(pool_size=pool_size),
                      {"grad_output": grad_out, "boxes": boxes, "argmax_idx": argmax_idx},
                      {"grad_input": ((n, height, width, 4 * channels), "float64")})["grad_input"]
-    expected = slow_border_align_backward(grad_out, boxes, argmax_idx, pool_size, height, width)
+    expected = oracle("border_align_backward", {"grad_output": grad_out, "boxes": boxes, "argmax_idx": argmax_idx},
+                      dict(pool_size=pool_size), {"grad_input": (n, height, width, 4 * channels)})["grad_input"]
     np.testing.assert_allclose(grad_input, expected, rtol=1e-12, atol=1e-12)
 
 
@@ -371,8 +329,8 @@ def test_border_align_backward_half_returns_half(rng):
     grad_input = run("border_align_backward", dict(pool_size=2),
                      {"grad_output": grad_out, "boxes": boxes, "argmax_idx": argmax_idx},
                      {"grad_input": ((1, 4, 5, 8), "float16")})["grad_input"]
-    expected = slow_border_align_backward(grad_out.astype(np.float64), boxes.astype(np.float64),
-                                          argmax_idx, 2, 4, 5)
+    expected = oracle("border_align_backward", {"grad_output": grad_out, "boxes": boxes, "argmax_idx": argmax_idx},
+                      dict(pool_size=2), {"grad_input": (1, 4, 5, 8)})["grad_input"]
     np.testing.assert_allclose(grad_input.astype(np.float64), expected, rtol=2 ** -10, atol=1e-3)
 
 

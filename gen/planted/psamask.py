@@ -43,7 +43,7 @@ def psamask_backward_variant(swap_types=False):
     return backward
 
 
-CORRECT = {"psamask_forward": psamask_forward_variant()}
+CORRECT = {"psamask_forward": psamask_forward_variant(), "psamask_backward": psamask_backward_variant()}
 
 PLANTED = {
     "psamask_forward": {

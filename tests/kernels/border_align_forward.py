@@ -1,39 +1,14 @@
 """border_align_forward: the test-side record (see the kernel contract)."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
+
+from kernels.bilinear import sample
+from kernels.border_align import border_start_and_stride
 
 OP = "border_align_forward"
 
 CONFORMANCE = ["mlu-ops/border_align_forward/border_align_forward_0.prototxt"]
-
-
-def _sample(features, n, channel, H, W, y, x):
-    """mmcv's bilinear_interpolate of features[n, :, :, channel] at (y, x), one point, in Python floats."""
-    if y < -1.0 or y > H or x < -1.0 or x > W:
-        return 0.0                                   # before any arithmetic: nan/inf pixels do not leak
-    y, x = max(y, 0.0), max(x, 0.0)
-    y_low, x_low = int(math.floor(y)), int(math.floor(x))
-    if y_low >= H - 1:
-        y_low = y_high = H - 1
-        y = float(y_low)
-    else:
-        y_high = y_low + 1
-    if x_low >= W - 1:
-        x_low = x_high = W - 1
-        x = float(x_low)
-    else:
-        x_high = x_low + 1
-    ly, lx = y - y_low, x - x_low
-    hy, hx = 1.0 - ly, 1.0 - lx
-
-    def pixel(row, col):
-        return float(features[n, row, col, channel])
-
-    return (hy * hx * pixel(y_low, x_low) + hy * lx * pixel(y_low, x_high)
-            + ly * hx * pixel(y_high, x_low) + ly * lx * pixel(y_high, x_high))
 
 
 def oracle(inputs, params, out_shapes=None):
@@ -49,17 +24,16 @@ def oracle(inputs, params, out_shapes=None):
     argmax_idx = np.zeros((N, K, 4, C), dtype=np.int32)
     for n in range(N):
         for k in range(K):
-            x1, y1, x2, y2 = (float(v) for v in boxes[n, k])
-            width, height = x2 - x1, y2 - y1
-            walks = [(x1, y1, width / pool_size, 0.0), (x1, y1, 0.0, height / pool_size),
-                     (x2, y2, -(width / pool_size), 0.0), (x2, y2, 0.0, -(height / pool_size))]
-            for e, (start_x, start_y, step_x, step_y) in enumerate(walks):
+            for e in range(4):
+                start_x, start_y, step_x, step_y = border_start_and_stride(boxes[n, k], e, pool_size)
                 for c in range(C):
+                    def pixel(row, col):
+                        return float(features[n, row, col, e * C + c])
                     x, y = start_x, start_y
-                    best, best_index = _sample(features, n, e * C + c, H, W, y, x), 0
+                    best, best_index = sample(pixel, y, x, H, W), 0
                     for i in range(1, pool_size + 1):
                         x, y = x + step_x, y + step_y
-                        value = _sample(features, n, e * C + c, H, W, y, x)
+                        value = sample(pixel, y, x, H, W)
                         if value > best:
                             best, best_index = value, i
                     output[n, k, e, c], argmax_idx[n, k, e, c] = best, best_index

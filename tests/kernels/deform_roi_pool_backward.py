@@ -5,31 +5,11 @@ import math
 
 import numpy as np
 
+from kernels.bilinear import corners
+
 OP = "deform_roi_pool_backward"
 
 CONFORMANCE = ["mlu-ops/deform_roi_pool_backward/case0.prototxt"]
-
-
-def _corners(y, x, H, W):
-    """bilinear_interpolate_gradient for one point: (y_low, y_high, x_low, x_high, w1..w4),
-    or None where the point is more than one pixel outside the map."""
-    if y < -1.0 or y > H or x < -1.0 or x > W:
-        return None
-    y, x = max(y, 0.0), max(x, 0.0)
-    y_low, x_low = int(math.floor(y)), int(math.floor(x))
-    if y_low >= H - 1:
-        y_low = y_high = H - 1
-        y = float(y_low)
-    else:
-        y_high = y_low + 1
-    if x_low >= W - 1:
-        x_low = x_high = W - 1
-        x = float(x_low)
-    else:
-        x_high = x_low + 1
-    ly, lx = y - y_low, x - x_low
-    hy, hx = 1.0 - ly, 1.0 - lx
-    return y_low, y_high, x_low, x_high, hy * hx, hy * lx, ly * hx, ly * lx
 
 
 def oracle(inputs, params, out_shapes=None):
@@ -65,11 +45,11 @@ def oracle(inputs, params, out_shapes=None):
                         y = sh + ph * bin_h + (iy + 0.5) * bin_h / grid_h
                         for ix in range(grid_w):
                             x = sw + pw * bin_w + (ix + 0.5) * bin_w / grid_w
-                            corners = _corners(y, x, H, W)
-                            if corners is None:
+                            found = corners(y, x, H, W)
+                            if not found:
                                 continue
                             g = grad_output[r, ph, pw, c] / count
-                            y_low, y_high, x_low, x_high, w1, w2, w3, w4 = corners
+                            (w1, y_low, x_low), (w2, _, x_high), (w3, y_high, _), (w4, _, _) = found
                             grad_input[batch, y_low, x_low, c] += g * w1
                             grad_input[batch, y_low, x_high, c] += g * w2
                             grad_input[batch, y_high, x_low, c] += g * w3
