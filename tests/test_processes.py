@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 import xml.etree.ElementTree as ET
@@ -266,3 +267,18 @@ def test_in_process_with_workers_is_a_usage_error():
         assert result.exit_code == 2
         assert result.output.splitlines() == ["Error: --in-process cannot be combined with --jobs or --timeout, "
                                               "which run the backend in workers"]
+
+
+def test_killing_a_command_does_not_wait_on_a_lock_a_signal_left_taken():
+    """A SIGTERM that raises inside Popen.wait between its lock's acquire and its `with` block leaves
+    the lock taken (seen once in CI: opcase hung after `timeout 8`); the exec backend's cleanup must
+    reap the command without that lock."""
+    from harness.backends.exec_backend import _kill_group
+
+    proc = subprocess.Popen(["sh", "-c", "sleep 600"], start_new_session=True)
+    proc._waitpid_lock.acquire()          # what the interrupted wait left behind
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (_kill_group(proc), done.set()), daemon=True)
+    worker.start()
+    assert done.wait(10), "the cleanup waits on Popen's lock: it would hang"
+    assert proc.returncode is not None

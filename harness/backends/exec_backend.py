@@ -132,7 +132,16 @@ def _execute(argv: list[str], directory: Path, stdout_path: Path, stderr_path: P
 
 def _kill_group(proc: subprocess.Popen) -> None:
     kill_process_group(proc.pid)
-    proc.wait()
+    if proc.returncode is not None:
+        return
+    # Reaped with os.waitpid, not Popen.wait: a SIGTERM/SIGHUP that stops opcase raises (Stopped)
+    # inside the Popen.wait it interrupts, and if that lands between its lock's acquire and the
+    # `with` block, the lock stays taken and a second Popen.wait would hang forever.
+    try:
+        _, status = os.waitpid(proc.pid, 0)
+    except ChildProcessError:       # reaped already, by the wait the signal interrupted
+        return
+    proc.returncode = os.waitstatus_to_exitcode(status)
 
 
 # --------------------------------------------------------------------------- request
