@@ -19,9 +19,10 @@ KERNELS_PACKAGE = "harness.backends.torch_kernels"
 def supported_dtypes(op: str) -> tuple[str, ...]:
     """The dtypes the torch kernel of ``op`` runs: its module's DTYPES entry where it has one, else
     the spec's dtypes and float64 (a baseline in double precision); () without a kernel."""
-    if kernel_function(KERNELS_PACKAGE, op) is None:
+    module = kernel_module(KERNELS_PACKAGE, op)
+    if not callable(getattr(module, op, None)):
         return ()
-    declared = getattr(kernel_module(KERNELS_PACKAGE, op), "DTYPES", {}).get(op)
+    declared = getattr(module, "DTYPES", {}).get(op)
     return tuple(declared) if declared is not None else (*spec_for(op).dtypes, "float64")
 
 
