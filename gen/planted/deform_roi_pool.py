@@ -7,24 +7,15 @@ import numpy as np
 from gen.planted.bilinear import bilinear_corners
 
 
-def deform_roi_pool(features, rois, offset, PH, PW, scale, ratio, gamma, *, align=True, grid_round="ceil",
-                    zero_beyond_last=False, offset_unit="roi", offset_xy=(0, 1)):
-    """OPS.md deform_roi_pool_forward, one bin at a time.
+def bin_samples(rois, offset, PH, PW, scale, ratio, gamma, *, half=0.5, rounding=np.ceil, offset_unit="roi",
+                offset_xy=(0, 1)):
+    """OPS.md's bins, one at a time: (r, batch, ph, pw, y, x, roi_w, roi_h) per bin of each roi, y and x
+    its sample points [grid_h, grid_w] (empty where the adaptive grid is 0).
 
-    Bugs: align False drops the -0.5; grid_round "floor" for sampling_ratio 0;
-    zero_beyond_last (see bilinear_corners); offset_unit "bin" scales the shift by the bin
-    size; offset_xy (1, 0) takes channel 1 for x and channel 0 for y.
+    The geometry's bug knobs: half 0 drops the -0.5; rounding np.floor for the adaptive grid;
+    offset_unit "bin" scales the shift by the bin size; offset_xy (1, 0) reads channel 1 for x.
     """
-    B, H, W, C = features.shape
-    R = rois.shape[0]
-    out = np.zeros((R, PH, PW, C))
-    if out.size == 0 or H == 0 or W == 0:
-        return out
-    features = features.astype(np.float64)
-    rounding = np.ceil if grid_round == "ceil" else np.floor
-    half = 0.5 if align else 0.0
     for r, (batch, x1, y1, x2, y2) in enumerate(rois.astype(np.float64)):
-        image = features[int(batch)]
         start_w, start_h = x1 * scale - half, y1 * scale - half
         roi_w, roi_h = (x2 * scale - half) - start_w, (y2 * scale - half) - start_h
         bin_h, bin_w = roi_h / PH, roi_w / PW
@@ -41,9 +32,30 @@ def deform_roi_pool(features, rois, offset, PH, PW, scale, ratio, gamma, *, alig
                     sh += gamma * unit_h * float(offset[r, offset_xy[1], ph, pw])
                 y = np.broadcast_to(sh + ph * bin_h + iy, (grid_h, grid_w))
                 x = np.broadcast_to(sw + pw * bin_w + ix, (grid_h, grid_w))
-                rows, cols, weights = bilinear_corners(y, x, H, W, zero_beyond_last=zero_beyond_last)
-                total = (image[rows, cols] * weights[..., None]).sum(axis=(0, 1, 2))
-                out[r, ph, pw] = total / max(grid_h * grid_w, 1)
+                yield r, int(batch), ph, pw, y, x, roi_w, roi_h
+
+
+def deform_roi_pool(features, rois, offset, PH, PW, scale, ratio, gamma, *, align=True, grid_round="ceil",
+                    zero_beyond_last=False, offset_unit="roi", offset_xy=(0, 1)):
+    """OPS.md deform_roi_pool_forward, one bin at a time.
+
+    Bugs: align False drops the -0.5; grid_round "floor" for sampling_ratio 0;
+    zero_beyond_last (see bilinear_corners); offset_unit "bin" scales the shift by the bin
+    size; offset_xy (1, 0) takes channel 1 for x and channel 0 for y.
+    """
+    B, H, W, C = features.shape
+    R = rois.shape[0]
+    out = np.zeros((R, PH, PW, C))
+    if out.size == 0 or H == 0 or W == 0:
+        return out
+    features = features.astype(np.float64)
+    samples = bin_samples(rois, offset, PH, PW, scale, ratio, gamma, half=0.5 if align else 0.0,
+                          rounding=np.ceil if grid_round == "ceil" else np.floor, offset_unit=offset_unit,
+                          offset_xy=offset_xy)
+    for r, batch, ph, pw, y, x, _, _ in samples:
+        rows, cols, weights = bilinear_corners(y, x, H, W, zero_beyond_last=zero_beyond_last)
+        total = (features[batch][rows, cols] * weights[..., None]).sum(axis=(0, 1, 2))
+        out[r, ph, pw] = total / max(y.size, 1)
     return out
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from gen.planted.bilinear import bilinear_corners
+from gen.planted.deform_roi_pool import bin_samples
 
 
 def deform_roi_pool_backward(grad_output, features, rois, offset, PH, PW, scale, ratio, gamma, *,
@@ -24,39 +25,25 @@ def deform_roi_pool_backward(grad_output, features, rois, offset, PH, PW, scale,
     if grad_output.size == 0 or H == 0 or W == 0:
         return grad_input, grad_offset
     features, grad_output = features.astype(np.float64), grad_output.astype(np.float64)
-    for r, (batch, x1, y1, x2, y2) in enumerate(rois.astype(np.float64)):
-        image, grad_image = features[int(batch)], grad_input[int(batch)]
-        start_w, start_h = x1 * scale - 0.5, y1 * scale - 0.5
-        roi_w, roi_h = (x2 * scale - 0.5) - start_w, (y2 * scale - 0.5) - start_h
-        bin_h, bin_w = roi_h / PH, roi_w / PW
-        grid_h = ratio if ratio > 0 else max(int(np.ceil(roi_h / PH)), 0)
-        grid_w = ratio if ratio > 0 else max(int(np.ceil(roi_w / PW)), 0)
-        if grid_h * grid_w == 0:
+    for r, batch, ph, pw, y, x, roi_w, roi_h in bin_samples(rois, offset, PH, PW, scale, ratio, gamma):
+        if y.size == 0:
             continue
-        iy = (np.arange(grid_h) + 0.5)[:, None] * bin_h / grid_h
-        ix = (np.arange(grid_w) + 0.5)[None, :] * bin_w / grid_w
+        image, grad_image = features[batch], grad_input[batch]
+        y, x = y.reshape(-1), x.reshape(-1)
+        rows, cols, weights = bilinear_corners(y, x, H, W)          # [4, S]; weight 0 outside
+        g = grad_output[r, ph, pw] / (y.size if divide_by_count else 1)
+        np.add.at(grad_image, (rows.reshape(-1), cols.reshape(-1)), weights.reshape(-1, 1) * g)
+        if offset is None:
+            continue
+        inside = (y >= -1) & (y <= H) & (x >= -1) & (x <= W)
+        v00, v10, v01, v11 = image[rows, cols]                       # [S, C] each
+        if not unclamped_derivative:
+            y, x = np.maximum(y, 0.0), np.maximum(x, 0.0)
+        dx = (v11 - v01) * (y - rows[0])[:, None] + (v10 - v00) * (rows[2] - y)[:, None]
+        dy = (v11 - v10) * (x - cols[0])[:, None] + (v01 - v00) * (cols[1] - x)[:, None]
         factor_w, factor_h = (gamma * roi_w, gamma * roi_h) if offset_factor == "gamma_roi" else (1.0, 1.0)
-        for ph in range(PH):
-            for pw in range(PW):
-                sh, sw = start_h, start_w
-                if offset is not None:
-                    sw += gamma * roi_w * float(offset[r, 0, ph, pw])
-                    sh += gamma * roi_h * float(offset[r, 1, ph, pw])
-                y = np.broadcast_to(sh + ph * bin_h + iy, (grid_h, grid_w)).reshape(-1)
-                x = np.broadcast_to(sw + pw * bin_w + ix, (grid_h, grid_w)).reshape(-1)
-                rows, cols, weights = bilinear_corners(y, x, H, W)          # [4, S]; weight 0 outside
-                g = grad_output[r, ph, pw] / (grid_h * grid_w if divide_by_count else 1)
-                np.add.at(grad_image, (rows.reshape(-1), cols.reshape(-1)), weights.reshape(-1, 1) * g)
-                if offset is None:
-                    continue
-                inside = (y >= -1) & (y <= H) & (x >= -1) & (x <= W)
-                v00, v10, v01, v11 = image[rows, cols]                       # [S, C] each
-                if not unclamped_derivative:
-                    y, x = np.maximum(y, 0.0), np.maximum(x, 0.0)
-                dx = (v11 - v01) * (y - rows[0])[:, None] + (v10 - v00) * (rows[2] - y)[:, None]
-                dy = (v11 - v10) * (x - cols[0])[:, None] + (v01 - v00) * (cols[1] - x)[:, None]
-                grad_offset[r, offset_xy[0], ph, pw] = factor_w * float((dx[inside] @ g).sum())
-                grad_offset[r, offset_xy[1], ph, pw] = factor_h * float((dy[inside] @ g).sum())
+        grad_offset[r, offset_xy[0], ph, pw] = factor_w * float((dx[inside] @ g).sum())
+        grad_offset[r, offset_xy[1], ph, pw] = factor_h * float((dy[inside] @ g).sum())
     return grad_input, grad_offset
 
 
