@@ -85,19 +85,22 @@ def kernel_function(package: str, op: str):
 PLANTED_PACKAGE = "gen.planted"
 
 
+def _planted_entry(table: str, op: str):
+    """``op``'s entry in one table (PLANTED, CORRECT or CONTROLS) of its gen.planted module, or None."""
+    module = kernel_module(PLANTED_PACKAGE, op)
+    return getattr(module, table, {}).get(op) if module else None
+
+
 def planted_bugs(op: str) -> dict:
     """{bug name: compute} of ``op``'s planted bugs (gen.planted; empty where there are none)."""
-    module = kernel_module(PLANTED_PACKAGE, op)
-    return dict(getattr(module, "PLANTED", {}).get(op, {})) if module else {}
+    return dict(_planted_entry("PLANTED", op) or {})
 
 
 def bug_free_copy(op: str):
     """The bug-free copy of ``op``'s kernel that its planted bugs are made from (a compute), or None."""
-    module = kernel_module(PLANTED_PACKAGE, op)
-    return getattr(module, "CORRECT", {}).get(op) if module else None
+    return _planted_entry("CORRECT", op)
 
 
 def planted_controls(op: str) -> dict:
     """{name: compute} of ``op``'s kernel-specific controls: variants every case must pass."""
-    module = kernel_module(PLANTED_PACKAGE, op)
-    return dict(getattr(module, "CONTROLS", {}).get(op, {})) if module else {}
+    return dict(_planted_entry("CONTROLS", op) or {})
