@@ -284,7 +284,7 @@ def _tensor_meta(where: str, name: str, message: pb.Tensor) -> MluTensor:
         source = PATH if message.HasField("path") else RANDOM if message.HasField("random_data") else NO_DATA
     if source == PATH and "\0" in message.path:
         raise MluopsFormatError(f"{where}: path {message.path!r} holds a NUL byte; no file is named so")
-    recipe = _recipe(where, message.random_data) if source == RANDOM and _element_count(shape) else None
+    recipe = _recipe(where, message.random_data) if source == RANDOM and element_count(shape) else None
     return MluTensor(name=name, mlu_id=message.id, shape=shape, dtype=DTYPES[dtype_name],
                      layout=layout_name(message.layout), source=source, random=recipe)
 
@@ -295,10 +295,6 @@ def _contiguous_strides(shape: tuple[int, ...]) -> list[int]:
         strides.append(step)
         step *= dim
     return strides[::-1]
-
-
-def _element_count(shape: tuple[int, ...]) -> int:
-    return element_count(shape)
 
 
 def _recipe(where: str, message: pb.RandomData) -> random_data.RandomRecipe:
@@ -397,7 +393,7 @@ def _load_data(case: MluCase, node: pb.Node, out_dir, large_tensor_bytes: int, l
         if tensor.absent:
             continue
         where = f"{case.path}: input {index} ({tensor.name})"
-        if tensor.source == NO_DATA and _element_count(tensor.shape):
+        if tensor.source == NO_DATA and element_count(tensor.shape):
             raise MluopsFormatError(f"{where}: no values, path or random_data")
         tensor.data = _tensor_data(case.path, where, tensor, node.input[index], out_dir, large_tensor_bytes, logf)
     for index, tensor in enumerate(case.outputs.values()):
@@ -410,7 +406,7 @@ def _load_data(case: MluCase, node: pb.Node, out_dir, large_tensor_bytes: int, l
 
 def _tensor_data(case_path: Path, where: str, tensor: MluTensor, message: pb.Tensor, out_dir,
                  large_tensor_bytes: int, logf: str) -> np.ndarray:
-    count = _element_count(tensor.shape)
+    count = element_count(tensor.shape)
     if count == 0:                   # mluop_gtest skips empty tensors' data entirely
         return np.zeros(tensor.shape, tensor.dtype)
     if tensor.source in VALUE_SOURCES:
@@ -546,7 +542,7 @@ def _read_data_file(case_path: Path, where: str, relative: str, dtype: np.dtype,
     except OSError as exc:
         raise MluopsFormatError(f"{where}: data file {relative} cannot be read ({exc.strerror})") from None
     storage = np.dtype(np.uint8) if dtype == _BOOL else dtype.newbyteorder("<")
-    expected = _element_count(shape) * storage.itemsize
+    expected = element_count(shape) * storage.itemsize
     if size != expected:
         raise MluopsFormatError(f"{where}: data file {relative} has {size} bytes, "
                                 f"shape {list(shape)} of {dtype.name} needs {expected}")
@@ -558,7 +554,7 @@ def _read_data_file(case_path: Path, where: str, relative: str, dtype: np.dtype,
 
 def _draw(case_path: Path, where: str, tensor: MluTensor, out_dir, large_tensor_bytes: int,
           logf: str) -> np.ndarray:
-    nbytes = _element_count(tensor.shape) * tensor.dtype.itemsize
+    nbytes = element_count(tensor.shape) * tensor.dtype.itemsize
     try:
         random_data.check_dtype(tensor.dtype, tensor.random.convert_dtype)
         if nbytes > large_tensor_bytes and out_dir is not None:
