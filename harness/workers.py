@@ -1,21 +1,34 @@
-"""Running cases, in this process or in worker processes that a crash or a hang cannot take down.
+"""Running cases: foreign backends in worker processes, judged in this one.
 
-In process is the fast path, for opcase's own backends (reference, lowp, exec:, whose command is
-a process of its own) and for --in-process: the backend runs here, and an exception it raises is
-caught, but a segfault, an exit() or an endless loop ends the run.
+In process is the path of opcase's own backends (reference, lowp, exec:, whose command is a
+process of its own): the call and the judging happen here (harness.runner.run_loaded).
 
-In workers (every other backend, --jobs N, --timeout S), each worker is a fresh interpreter
-('spawn': no inherited locks, threads or device contexts) in a process group of its own, that
-loads the backend by its --backend string and runs whole cases, loading, calling and judging, so
-that only small result records cross the pipe.  The backend's code never runs in this process.
-A worker that dies (segfault, exit(0), os._exit, the OOM killer) or spends longer than the timeout
-on one case (all its repeats included) is killed with its process group; that case becomes an
-error carrying the tail of the worker's output, and a fresh worker takes the next case.  A backend
-that cannot be loaded, or kills the first worker while loading, is a BackendLoadError, as in process.
+Every other backend runs in workers (also --jobs N, --timeout S): each worker is a fresh
+interpreter ('spawn': no inherited locks, threads or device contexts) in a process group of its
+own, that loads the backend by its --backend string and *only calls it* (harness.calling): it
+reads a case's inputs (never its goldens), calls the backend, and hands each output over as a
+sealed in-memory file (harness.channel.sealed: no later write, growth or shrinking) whose
+descriptor travels with a small JSON frame.  This process never imports the backend's code,
+never unpickles what a worker sends, maps the outputs read-only after checking their size
+against the shape and dtype the case asks for, and judges them itself (harness.runner.Judgement).
+So a backend that patches numpy, the harness or the judge inside its own process changes only
+its own outputs, as any backend may; and what it writes to the worker's descriptors is at worst
+no frame (harness.channel.FrameReader refuses it): its case is an error, its worker replaced.
+
+A worker that dies (segfault, exit(0), os._exit, the OOM killer), breaks the channel, or spends
+longer than the timeout on one case (all its repeats included) is killed with its process group;
+that case becomes an error carrying the tail of the worker's output, and a fresh worker takes the
+next case.  A backend that cannot be loaded, or kills the first worker while loading, is a
+BackendLoadError, as in process.  Workers get absolute paths only, so a backend that changes
+directory, environment or signal handlers changes its own worker's, nothing else.
+
+IsolatedBackend runs single calls the same way, for the commands that call a backend on calls
+they make themselves (power's mutants, gen's dynamic thresholds, import --baseline).
 
 SIGTERM and SIGHUP (stop_on_signals) unwind the run like Ctrl-C: every worker is stopped (SIGTERM,
 so that it kills its exec command's process group, then SIGKILL to its group), temporary
-directories are removed, and `opcase` exits 128 + the signal's number.
+directories are removed, and `opcase` exits 128 + the signal's number.  The workers' directory
+of a run that was SIGKILLed (nothing of it could run) is removed by the next one (remove_stale).
 """
 from __future__ import annotations
 
@@ -26,22 +39,30 @@ import os
 import re
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import threading
 import time
 import traceback
 from collections import deque
+from dataclasses import dataclass
 from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Callable
 
-from gen.core.backend import BackendLoadError
-from gen.core.casefile import CaseFileError, read_envelope
+import numpy as np
+
+from gen.core.backend import Backend, BackendLoadError, InvalidArgument, Request, TensorInfo
+from gen.core.casefile import Case, CaseFileError, load, read_envelope
 from gen.core.descriptor import describe
-from gen.core.verdict import ERROR, CaseResult
+from gen.core.timing import TimingPlan
+from gen.core.verdict import ERROR, CaseResult, validate_outputs
+from harness import channel
 from harness.backends import load_backend
-from harness.runner import RunOptions, new_result, run_case
+from harness.calling import OUTCOMES, OUTPUTS, RAISED, REJECTED, Called, Timed, call_case, judged_call
+from harness.channel import ChannelError
+from harness.runner import Judgement, RunOptions, new_result, run_case
 
 _CONTEXT = multiprocessing.get_context("spawn")
 # How long a fresh worker may take to start and load the backend, on top of --timeout.
@@ -58,14 +79,43 @@ _STOP_GRACE_S = 1.0
 # SIGTERM (how CI cancels a job) and SIGHUP (the terminal went away) end a run as Ctrl-C does.
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 # Backends whose code is opcase's own, run in process unless --jobs or --timeout ask for workers.
-# Every other Python backend runs in a worker, so that whatever it does to its process (C exit(0),
-# os._exit, a segfault) cannot end opcase with the wrong status or without a report.
+# Every other Python backend runs in a worker: its code never shares a process with the judge.
 _OWN_BACKENDS = ("reference", "lowp")
+# The workers' directory of a run: its name carries the run's process id (remove_stale).
+_DIR_PREFIX = "opcase-workers-"
 
 
 def runs_isolated(backend_spec: str) -> bool:
-    """Whether a backend runs in a worker process unless --in-process says otherwise."""
+    """Whether a backend's code is foreign: it runs only in worker processes, never in opcase's."""
     return backend_spec not in _OWN_BACKENDS and not backend_spec.startswith("exec:")
+
+
+def remove_stale() -> None:
+    """Remove the workers' directories of runs that are gone (SIGKILLed: none of their cleanup ran).
+
+    A directory is ``opcase-workers-PID-XXXX``; it is stale when no process PID lives any more
+    (or, rarely, another owner's process took that number: it then waits for a later run)."""
+    base = Path(tempfile.gettempdir())
+    try:
+        entries = list(base.glob(_DIR_PREFIX + "*"))
+    except OSError:
+        return
+    for entry in entries:
+        pid_text = entry.name[len(_DIR_PREFIX):].partition("-")[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid():
+            continue
+        try:
+            if entry.is_symlink() or not entry.is_dir() or entry.stat().st_uid != os.getuid():
+                continue
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            shutil.rmtree(entry, ignore_errors=True)
+        except OSError:
+            continue
+
+
+def make_run_dir() -> str:
+    return tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}-")
 
 
 class Stopped(BaseException):
@@ -119,11 +169,15 @@ def run_cases(files: list[Path], backend, backend_spec: str, options: RunOptions
     """Run every case, calling ``on_result`` as each finishes; return the results in ``files``
     order and the backend's origin.
 
-    In this process when ``backend`` is the loaded backend and neither ``jobs`` nor ``timeout`` is
-    set; otherwise in worker processes (``backend`` may be None: not loaded here), which raise
-    BackendLoadError here when the backend cannot be loaded.
+    In this process when ``backend`` is the loaded backend (only opcase's own: runs_isolated is
+    False) and neither ``jobs`` nor ``timeout`` is set; otherwise in worker processes (``backend``
+    may be None: not loaded here), which raise BackendLoadError here when the backend cannot be
+    loaded.
     """
+    remove_stale()
     if backend is not None and jobs is None and timeout is None:
+        if runs_isolated(backend_spec):
+            raise ValueError(f"backend {backend_spec!r} is foreign code: it runs only in worker processes")
         results = []
         for path in files:
             results.append(run_guarded(path, backend, backend_spec, options))
@@ -138,10 +192,14 @@ def run_guarded(path: Path, backend, backend_spec: str, options: RunOptions) -> 
     try:
         return run_case(path, backend, backend_spec, options)
     except Exception:  # noqa: BLE001 - the backend's own exceptions are caught inside run_case
-        result = new_result(path, backend_spec, options)
-        identify_result(result)
-        result.status, result.message = ERROR, f"internal error judging this case:\n{traceback.format_exc()}"
-        return result
+        return _internal_error(path, backend_spec, options)
+
+
+def _internal_error(path, backend_spec: str, options: RunOptions) -> CaseResult:
+    result = new_result(path, backend_spec, options)
+    identify_result(result)
+    result.status, result.message = ERROR, f"internal error judging this case:\n{traceback.format_exc()}"
+    return result
 
 
 # --------------------------------------------------------------------------- worker side
@@ -167,7 +225,7 @@ def _watch_parent(lifeline) -> None:
     kill_process_group(0)
 
 
-def _worker_main(conn, lifeline, backend_spec: str, options: RunOptions, log_path: str) -> None:
+def _worker_main(jobs, results, lifeline, backend_spec: str, log_path: str) -> None:
     # A process group of its own, so that killing the group takes whatever the backend started
     # with it; SIGTERM unwinds (the exec backend then kills its command's group), then the worker
     # kills its group: no process of the backend's outlives the worker.
@@ -175,12 +233,13 @@ def _worker_main(conn, lifeline, backend_spec: str, options: RunOptions, log_pat
     signal.signal(signal.SIGTERM, _stop_worker)
     threading.Thread(target=_watch_parent, args=(lifeline,), name="opcase-lifeline", daemon=True).start()
     try:
-        _serve(conn, backend_spec, options, log_path)
+        _serve(socket.socket(fileno=os.dup(jobs.fileno())), socket.socket(fileno=os.dup(results.fileno())),
+               backend_spec, log_path)
     except _StopWorker:
         kill_process_group(0)
 
 
-def _serve(conn, backend_spec: str, options: RunOptions, log_path: str) -> None:
+def _serve(jobs: socket.socket, results: socket.socket, backend_spec: str, log_path: str) -> None:
     # Everything the backend prints goes to the log, so that it cannot garble the report and
     # so that its last words can be quoted if it dies.
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
@@ -194,48 +253,150 @@ def _serve(conn, backend_spec: str, options: RunOptions, log_path: str) -> None:
     try:
         backend = load_backend(backend_spec)
     except BackendLoadError as exc:
-        conn.send(("load-error", str(exc)))
+        channel.send(results, {"kind": "load-error", "message": channel.clip(str(exc))})
         return
-    conn.send(("ready", backend.origin))
+    channel.send(results, {"kind": "ready", "origin": channel.clip(backend.origin)})
     while True:
-        try:
-            job = conn.recv()
-        except EOFError:
-            return
+        job, fds = channel.receive(jobs)
         if job is None:
             return
-        index, path = job
         os.ftruncate(log, 0)
-        result = run_guarded(Path(path), backend, backend_spec, options)
+        if job.get("kind") == "case":
+            _case_job(backend, job, jobs, results)
+        elif job.get("kind") == "call":
+            _call_job(backend, job, fds, results)
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
         sys.stdout.flush()
         sys.stderr.flush()
-        conn.send(("done", index, result.to_json()))
+
+
+def _hand_over(results: socket.socket, kind: str, outputs: dict | None, fields: dict) -> None:
+    """A frame, with each output as a sealed memory file (its descriptor rides with the frame)."""
+    fds, described = [], {}
+    try:
+        for name, array in (outputs or {}).items():
+            fds.append(channel.sealed(name, array))
+            described[name] = channel.describe(array)
+        channel.send(results, {"kind": kind, **fields, "outputs": described, "fds": len(fds)}, fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _case_job(backend, job: dict, jobs: socket.socket, results: socket.socket) -> None:
+    """Call the backend on one case (harness.calling.call_case) and hand what it did over."""
+    try:
+        case = load(job["path"], verify=False, goldens=False)
+    except CaseFileError as exc:
+        _hand_over(results, "first", None, {"outcome": RAISED, "message": channel.clip(str(exc)), "seconds": 0.0})
+        channel.send(results, {"kind": "end"})
+        return
+
+    def first(called: Called) -> None:
+        _hand_over(results, "first", called.outputs if called.outcome == OUTPUTS else None,
+                   {"outcome": called.outcome, "message": channel.clip(called.message), "seconds": called.seconds})
+
+    def compare(number: int, outputs: dict) -> str:
+        _hand_over(results, "repeat", outputs, {"call": number})
+        answer, _ = channel.receive(jobs)
+        if answer is None:
+            raise _StopWorker()
+        return str(answer.get("problem", ""))
+
+    timed = call_case(backend, case, TimingPlan(*job["timing"]), first, compare if job["bitwise"] else None)
+    channel.send(results, {"kind": "end"} if timed is None else
+                 {"kind": "end", "timing": timed.timing, "problem": channel.clip(timed.problem)})
+
+
+def _call_job(backend, job: dict, fds: list[int], results: socket.socket) -> None:
+    """One call that opcase made up (IsolatedBackend): inputs arrive as sealed memory files."""
+    inputs = {}
+    for (name, dtype, shape), fd in zip(job["inputs"], fds):
+        mapped = channel.map_sealed(os.dup(fd), dtype, shape)
+        if isinstance(mapped, str):
+            raise SystemExit(f"input {name} {mapped}")   # opcase sent it: cannot happen
+        inputs[name] = mapped
+    request = Request(op=job["op"], params=_params_from_json(job["params"]), inputs=inputs,
+                      outputs={n: TensorInfo(tuple(shape), np.dtype(dtype), layout)
+                               for n, (dtype, shape, layout) in job["outputs"].items()},
+                      layouts=dict(job["layouts"]))
+    called = judged_call(backend, request)
+    if called.outcome == OUTPUTS:
+        problem = validate_outputs(request, called.outputs)   # a Request's outputs have shapes and dtypes too
+        if problem:
+            called = Called(RAISED, problem, called.seconds)
+    _hand_over(results, "called", called.outputs if called.outcome == OUTPUTS else None,
+               {"outcome": called.outcome, "message": channel.clip(called.message), "seconds": called.seconds})
+
+
+def _params_to_json(params: dict) -> dict:
+    """A call's params as JSON: tuples (made lists by JSON) are marked, to come back as tuples."""
+    def encode(value):
+        if isinstance(value, tuple):
+            return {"tuple": [encode(v) for v in value]}
+        if isinstance(value, list):
+            return [encode(v) for v in value]
+        if isinstance(value, np.generic):
+            return value.item()
+        return value
+    return {k: encode(v) for k, v in params.items()}
+
+
+def _params_from_json(params: dict) -> dict:
+    def decode(value):
+        if isinstance(value, dict) and set(value) == {"tuple"}:
+            return tuple(decode(v) for v in value["tuple"])
+        if isinstance(value, list):
+            return [decode(v) for v in value]
+        return value
+    return {k: decode(v) for k, v in params.items()}
 
 
 # --------------------------------------------------------------------------- parent side
 
 class _Worker:
-    def __init__(self, backend_spec: str, options: RunOptions, log_dir: str, number: int):
+    def __init__(self, backend_spec: str, log_dir: str, number: int):
         self.log_path = os.path.join(log_dir, f"worker-{number}.log")
-        self.conn, child_conn = _CONTEXT.Pipe()
+        jobs_here, jobs_there = _CONTEXT.Pipe(duplex=True)        # socket pairs: descriptors can
+        results_here, results_there = _CONTEXT.Pipe(duplex=True)  # travel with the frames
         # Never written: the worker sees it close when this process ends, however it ends.
         child_lifeline, self.lifeline = _CONTEXT.Pipe(duplex=False)
         self.process = _CONTEXT.Process(target=_worker_main,
-                                        args=(child_conn, child_lifeline, backend_spec, options, self.log_path),
+                                        args=(jobs_there, results_there, child_lifeline, backend_spec,
+                                              self.log_path),
                                         name=f"opcase-worker-{number}", daemon=True)
         self.process.start()
-        child_conn.close()
-        child_lifeline.close()
+        for end in (jobs_there, results_there, child_lifeline):
+            end.close()
+        self.jobs = socket.socket(fileno=os.dup(jobs_here.fileno()))
+        self.results = socket.socket(fileno=os.dup(results_here.fileno()))
+        jobs_here.close()
+        results_here.close()
+        self.reader = channel.FrameReader(self.results)
         self.ready = False
         self.case: int | None = None
         self.deadline: float | None = None
         self.born = time.monotonic()
         self.stop_deadline: float | None = None
+        self.judgement: Judgement | None = None   # the case under way, judged here
+        self.called: Called | None = None          # its judged call, until the timed calls end
 
-    def assign(self, index: int, path: Path, timeout: float | None) -> None:
-        self.case = index
-        self.deadline = time.monotonic() + timeout if timeout else None
-        self.conn.send((index, str(path)))
+    def send(self, doc: dict, fds=()) -> None:
+        channel.send(self.jobs, doc, fds)
+
+    def frames(self) -> list[dict]:
+        """Whole frames that arrived (ChannelError: the channel carries no frames of ours)."""
+        return self.reader.read()
+
+    def wake_up(self) -> float | None:
+        """When this worker needs looking at, whatever it sends: its case's deadline, the end of
+        its loading time, the deadline of a frame half arrived."""
+        limits = [self.deadline, self.reader.deadline()]
+        if not self.ready:
+            limits.append(self.born + _STARTUP_ALLOWANCE_S)
+        return min((t for t in limits if t is not None), default=None)
 
     def output_tail(self) -> str:
         try:
@@ -286,37 +447,85 @@ class _Worker:
         if self.process.is_alive():
             self.process.kill()   # before it made its own group
         self.process.join(5)
-        self.conn.close()
-        self.lifeline.close()
+        self.reader.close()
+        for end in (self.jobs, self.results, self.lifeline):
+            end.close()
 
     def stop(self) -> None:
-        try:
-            self.conn.send(None)
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            self.jobs.shutdown(socket.SHUT_WR)   # end of jobs: the worker returns
         self.process.join(5)
         self.kill()
 
 
+def _map_outputs(worker: _Worker, frame: dict, wanted: dict) -> dict | str:
+    """The outputs a frame hands over, mapped read-only: ``wanted`` is name -> (dtype, shape) of
+    what the case asks for.  A str says why they are unusable (the case is then an error)."""
+    described = frame.get("outputs")
+    fds = worker.reader.take_fds(frame.get("fds", 0) if isinstance(frame.get("fds"), int) else -1)
+    if not isinstance(described, dict) or list(described) != list(wanted)[:len(described)] \
+            or len(fds) != len(described):
+        for fd in fds:
+            os.close(fd)
+        if isinstance(described, dict) and set(described) - set(wanted):
+            return f"backend returned outputs it was not asked for: {sorted(set(described) - set(wanted))}"
+        return "the worker handed over other outputs than the case asks for"
+    outputs, problem = {}, ""
+    for (name, (dtype, shape)), fd in zip(wanted.items(), fds):
+        if problem:
+            os.close(fd)
+            continue
+        mapped = channel.map_sealed(fd, dtype, shape)
+        if isinstance(mapped, str):
+            problem = f"output '{name}' as handed over {mapped}"
+        else:
+            outputs[name] = mapped
+    return problem or outputs
+
+
+def _called(worker: _Worker, frame: dict, wanted: dict) -> Called:
+    """A frame of a judged call as harness.calling.Called, its outputs mapped here."""
+    outcome, message, seconds = frame.get("outcome"), frame.get("message", ""), frame.get("seconds", 0.0)
+    if outcome not in OUTCOMES or not isinstance(message, str) or not isinstance(seconds, (int, float)):
+        raise ChannelError("a frame of the call is malformed")
+    called = Called(outcome, message, float(seconds))
+    if outcome == OUTPUTS and wanted:
+        mapped = _map_outputs(worker, frame, wanted)
+        if isinstance(mapped, str):
+            return Called("invalid", mapped, float(seconds))
+        called.outputs = mapped
+    else:
+        for fd in worker.reader.take_fds(frame.get("fds", 0) if isinstance(frame.get("fds"), int) else -1):
+            os.close(fd)
+    return called
+
+
 class _Pool:
-    def __init__(self, files, backend_spec, options, jobs, timeout, on_result):
-        self.files, self.backend_spec, self.options = list(files), backend_spec, options
+    def __init__(self, files, backend_spec, options: RunOptions, jobs, timeout, on_result):
+        # Absolute: a backend that changes its worker's directory must not change which file it reads.
+        self.files = [Path(f).absolute() for f in files]
+        self.shown = list(files)   # as the user named them, for the results
+        self.backend_spec, self.options = backend_spec, options
         self.jobs, self.timeout, self.on_result = jobs, timeout, on_result
         self.results: list[CaseResult | None] = [None] * len(self.files)
         self.pending = deque(range(len(self.files)))
         self.workers: list[_Worker] = []
+        self.judging: deque = deque()   # (index, judgement, called, timed) whose calls are over
         self.spawned = 0
         self.load_error = ""
         self.origin = ""
 
     def run(self) -> list[CaseResult]:
-        log_dir = tempfile.mkdtemp(prefix="opcase-workers-")
+        log_dir = make_run_dir()
         try:
             self._staff(log_dir)
             self._load_first()
-            while self.pending or self._busy():
+            while self.pending or self._busy() or self.judging:
                 self._staff(log_dir)
                 self._dispatch()
+                if self.judging:
+                    self._judge_one()   # while the workers call the next cases
+                    continue
                 self._wait()
             for worker in self.workers:
                 worker.stop()
@@ -334,22 +543,28 @@ class _Pool:
         its worker while loading, raises BackendLoadError before any case is given out."""
         first = self.workers[0]
         give_up = first.born + _STARTUP_ALLOWANCE_S + (self.timeout or 0.0)
-        while True:
+        while not first.ready:
+            wait([first.results, first.process.sentinel], max(0.0, min(give_up, first.wake_up() or give_up)
+                                                               - time.monotonic()))
             try:
-                if first.conn.poll(max(0.0, give_up - time.monotonic())):
-                    kind, detail = first.conn.recv()
-                    if kind == "ready":
-                        first.ready, self.origin = True, detail
-                        return
-                    raise BackendLoadError(detail)
-            except (EOFError, OSError):
-                first.process.join(5)   # it died; the exit code says how
-            if first.process.exitcode is not None or time.monotonic() >= give_up:
+                for frame in first.frames():
+                    if frame.get("kind") == "ready":
+                        first.ready, self.origin = True, str(frame.get("origin", ""))
+                    elif frame.get("kind") == "load-error":
+                        raise BackendLoadError(str(frame.get("message", "")))
+            except ChannelError as exc:
+                raise BackendLoadError(f"backend {self.backend_spec!r} cannot be loaded: its worker's channel "
+                                       f"broke while loading it ({exc})") from None
+            if first.ready:
+                return
+            if first.process.exitcode is not None and first.reader.closed or time.monotonic() >= give_up:
+                first.process.join(5)
                 why = (f"its worker process {first.exit_description()}" if first.process.exitcode is not None
                        else f"its worker process did not load it in {give_up - first.born:g} s")
-                # One line, as every load error; what the backend printed shows in process.
+                # One line, as every load error; what it printed is in the worker's log.
+                tail = first.output_tail()
                 raise BackendLoadError(f"backend {self.backend_spec!r} cannot be loaded: {why} while loading it"
-                                       + ("; --in-process shows its output" if first.output_tail() else ""))
+                                       + (f"; its last output: {tail.splitlines()[-1][:200]}" if tail else ""))
 
     def _busy(self) -> int:
         return sum(w.case is not None for w in self.workers)
@@ -362,41 +577,58 @@ class _Pool:
         # At least one, to load the backend even when there is no case to run.
         while len(self.workers) < max(min(self.jobs, len(self.pending) + self._busy()), not self.spawned):
             self.spawned += 1
-            self.workers.append(_Worker(self.backend_spec, self.options, log_dir, self.spawned))
+            self.workers.append(_Worker(self.backend_spec, log_dir, self.spawned))
 
     def _dispatch(self) -> None:
         for worker in self.workers:
-            if worker.ready and worker.case is None and self.pending:
+            while worker.ready and worker.case is None and self.pending:
                 index = self.pending.popleft()
-                worker.assign(index, self.files[index], self.timeout)
+                result = new_result(self.shown[index], self.backend_spec, self.options)
+                try:
+                    case = load(self.files[index])
+                except CaseFileError as exc:
+                    result.status, result.message, result.name = ERROR, str(exc), Path(self.files[index]).name
+                    self._finish(index, result)
+                    continue
+                except Exception:  # noqa: BLE001 - the harness's own failure costs only this case
+                    self._finish(index, _internal_error(self.shown[index], self.backend_spec, self.options))
+                    continue
+                judgement = Judgement(case, result, self.options)
+                if judgement.refusal:
+                    self._finish(index, result)
+                    continue
+                worker.case, worker.judgement, worker.called = index, judgement, None
+                worker.deadline = time.monotonic() + self.timeout if self.timeout else None
+                worker.send({"kind": "case", "path": str(self.files[index]), "bitwise": self.options.bitwise,
+                             "timing": [self.options.timing.repeat, self.options.timing.warmup]})
 
     def _wait(self) -> None:
         if not self.workers:
             return
-        now = time.monotonic()
-        limits = [w.deadline if w.ready else w.born + _STARTUP_ALLOWANCE_S + (self.timeout or 0.0)
-                  for w in self.workers if w.deadline is not None or not w.ready]
-        wait([w.conn for w in self.workers] + [w.process.sentinel for w in self.workers],
-             max(0.0, min(limits) - now) if limits else None)
+        limits = [t for t in (w.wake_up() for w in self.workers) if t is not None]
+        wait([w.results for w in self.workers] + [w.process.sentinel for w in self.workers],
+             max(0.0, min(limits) - time.monotonic()) if limits else None)
         for worker in list(self.workers):
             self._service(worker)
 
     def _service(self, worker: _Worker) -> None:
         try:
-            while worker.conn.poll():
-                message = worker.conn.recv()
-                if message[0] == "ready":
-                    worker.ready, self.origin = True, message[1]
-                elif message[0] == "load-error":
-                    self.load_error = message[1]
-                else:
-                    _, index, doc = message
-                    worker.case = worker.deadline = None
-                    self._finish(index, CaseResult.from_json(doc))
-        except (EOFError, OSError):
-            pass   # it died; the exit code says how
+            for frame in worker.frames():
+                self._take(worker, frame)
+        except ChannelError as exc:
+            self._retire(worker, f"the worker's channel broke ({exc}): the backend wrote to it, or the worker "
+                                 f"failed; worker replaced")
+            return
+        except Exception:  # noqa: BLE001 - the harness's own failure costs only this case
+            index = worker.case
+            worker.case = None
+            self._retire(worker, "")
+            if index is not None:
+                self._finish(index, _internal_error(self.shown[index], self.backend_spec, self.options))
+            return
         now = time.monotonic()
-        if worker.process.exitcode is not None or self.load_error and not worker.ready:
+        if worker.process.exitcode is not None or worker.reader.closed or self.load_error and not worker.ready:
+            worker.process.join(1)
             self._retire(worker, f"worker {worker.exit_description()}")
         elif worker.deadline is not None and now >= worker.deadline:
             worker.dump_stacks()
@@ -404,11 +636,59 @@ class _Pool:
         elif not worker.ready and now >= worker.born + _STARTUP_ALLOWANCE_S + (self.timeout or 0.0):
             self._retire(worker, "worker did not finish loading the backend in time; killed")
 
+    def _take(self, worker: _Worker, frame: dict) -> None:
+        """One frame from a worker: what its case's calls did."""
+        kind = frame.get("kind")
+        if kind == "ready" and not worker.ready:
+            worker.ready, self.origin = True, str(frame.get("origin", ""))
+            return
+        if kind == "load-error" and not worker.ready:
+            self.load_error = str(frame.get("message", ""))
+            return
+        judgement = worker.judgement
+        if judgement is None or kind not in ("first", "repeat", "end") \
+                or (kind == "first") != (worker.called is None):
+            raise ChannelError(f"a frame of kind {str(kind)[:40]!r} came out of turn")
+        wanted = {name: (t.dtype, t.shape) for name, t in judgement.case.outputs.items()}
+        if kind == "first":
+            worker.called = _called(worker, frame, wanted if judgement.case.expect == "ok" else {})
+            if self.options.bitwise:   # repeats are compared with the judged call: judge it now
+                judgement.first(worker.called, copy_outputs=False)
+        elif kind == "repeat":
+            if judgement.check is None and self.options.bitwise and judgement.goes_on():
+                raise ChannelError("repeated calls came before the judged call was judged")
+            mapped = _map_outputs(worker, frame, wanted)
+            number = frame.get("call")
+            problem = mapped if isinstance(mapped, str) else judgement.repeat(
+                number if isinstance(number, int) else 0, mapped)
+            del mapped
+            worker.send({"kind": "go", "problem": problem})
+        else:
+            timing, problem = frame.get("timing"), frame.get("problem", "")
+            timed = None
+            if "timing" in frame or "problem" in frame:
+                if not (timing is None or _is_timing(timing)) or not isinstance(problem, str) \
+                        or (timing is None and not problem):
+                    raise ChannelError("the timed calls' frame is malformed")
+                timed = Timed(timing, problem)
+            self.judging.append((worker.case, judgement, worker.called, timed))
+            worker.case = worker.deadline = worker.judgement = worker.called = None
+
+    def _judge_one(self) -> None:
+        index, judgement, called, timed = self.judging.popleft()
+        try:
+            if not self.options.bitwise:
+                judgement.first(called, copy_outputs=False)
+            result = judgement.end(timed)
+        except Exception:  # noqa: BLE001 - the harness's own failure costs only this case
+            result = _internal_error(self.shown[index], self.backend_spec, self.options)
+        self._finish(index, result)
+
     def _retire(self, worker: _Worker, why: str) -> None:
         """Kill a worker and charge its case (or, if it never got going, the next one) with ``why``."""
         worker.kill()
         self.workers.remove(worker)
-        if self.load_error:
+        if self.load_error or not why:
             return
         index = worker.case
         if index is None and not worker.ready and self.pending:
@@ -422,7 +702,7 @@ class _Pool:
         self._error(index, why + (f"\noutput of the worker before it ended:\n{tail}" if tail else ""))
 
     def _error(self, index: int, message: str) -> None:
-        result = new_result(self.files[index], self.backend_spec, self.options)
+        result = new_result(self.shown[index], self.backend_spec, self.options)
         identify_result(result)
         result.status, result.message = ERROR, message
         self._finish(index, result)
@@ -430,6 +710,13 @@ class _Pool:
     def _finish(self, index: int, result: CaseResult) -> None:
         self.results[index] = result
         self.on_result(result)
+
+
+def _is_timing(doc) -> bool:
+    """Whether a frame's timing has the form of gen.core.timing.summarize()."""
+    numbers = ("median_us", "min_us", "max_us", "spread_pct")
+    return isinstance(doc, dict) and all(isinstance(doc.get(k), (int, float)) and np.isfinite(doc[k])
+                                         and doc[k] >= 0 for k in numbers)
 
 
 def identify_result(result: CaseResult) -> None:

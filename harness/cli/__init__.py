@@ -453,14 +453,11 @@ def _warn_mixed_versions(files) -> None:
 @click.option("--allow-empty", is_flag=True,
               help="Exit 0, not 5, when no case is judged (none selected, e.g. an empty --shard, or every "
                    "one skipped or mistrusted).")
-@click.option("--in-process", "in_process", is_flag=True,
-              help="Run a Python backend in this process rather than in a worker (faster start; but a backend "
-                   "that ends the process, e.g. by exit(0), then ends the run with its exit status).")
 @click.option("-v", "--verbose", is_flag=True, help="Show details for passing cases too.")
 @_executor_options
 @_exits_on_signals
 def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmup, bitwise, html_path, profile_path, jobs,
-        device, timeout, shard_text, filter_text, rerun_failed, allow_empty, in_process, verbose, executor, address,
+        device, timeout, shard_text, filter_text, rerun_failed, allow_empty, verbose, executor, address,
         resources_text):
     """Run a backend on every case under PATHS and judge its outputs.
 
@@ -470,7 +467,8 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     Exit status: 0 at least one case judged and none fails; 1 any case fails or errors, or the
     --compare gate fails; 2 usage or input error; 5 no case judged (none selected, or every one
     skipped or mistrusted; --allow-empty makes that 0); 128+N stopped by signal N (SIGTERM, SIGHUP).
-    Python backends other than reference and lowp run in a worker process unless --in-process.
+    Python backends other than reference and lowp run only in worker processes, which call them;
+    this process judges what they return, and never runs their code.
     """
 
     shard = _shard(shard_text)
@@ -498,8 +496,6 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         click.get_current_context().call_on_close(
             lambda: os.environ.pop(TIMEOUT_ENV, None) if previous is None else os.environ.update({TIMEOUT_ENV: previous}))
         pool_timeout = None
-    if in_process and (jobs is not None or pool_timeout is not None):
-        raise InputError("--in-process cannot be combined with --jobs or --timeout, which run the backend in workers")
     try:
         profile = load_profile(profile_path) if profile_path else None
     except ProfileError as exc:
@@ -513,8 +509,8 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     _start_results_files(json_path, junit_path, backend_spec)
     try:
         backend_spec = with_device(backend_spec, device)
-        # Any other backend's code runs only in workers: this process never imports it.
-        backend = load_backend(backend_spec) if in_process or not runs_isolated(backend_spec) else None
+        # Any other backend's code runs only in workers: this process, the judge, never imports it.
+        backend = None if runs_isolated(backend_spec) else load_backend(backend_spec)
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
     runs_here = backend is not None and jobs is None and pool_timeout is None   # else in workers (run_cases)
