@@ -52,6 +52,7 @@ def encode(doc: dict) -> bytes:
 def send(sock: socket.socket, doc: dict, fds=()) -> None:
     """Write one frame whole (blocking), with ``fds`` (descriptors passed along, SCM_RIGHTS)."""
     data = encode(doc)
+    sock.setblocking(True)   # whatever the backend set it to
     sent = socket.send_fds(sock, [data], list(fds)) if fds else 0
     sock.sendall(data[sent:])
 
@@ -61,6 +62,7 @@ def receive(sock: socket.socket) -> tuple[dict | None, list[int]]:
     (None, []) at end of file or on bytes that are no frame (opcase writes only whole frames:
     then the backend read from the socket)."""
     data, fds, wanted = bytearray(), [], _HEADER.size
+    sock.setblocking(True)
     while len(data) < wanted:
         chunk, got, _, _ = socket.recv_fds(sock, wanted - len(data), 64)
         fds += got
