@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import faulthandler
 import multiprocessing
+import multiprocessing.util
 import os
 import re
 import shutil
@@ -80,7 +81,8 @@ _STOP_GRACE_S = 1.0
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 # Backends whose code is opcase's own, run in process unless --jobs or --timeout ask for workers.
 # Every other Python backend runs in a worker: its code never shares a process with the judge.
-_OWN_BACKENDS = ("reference", "lowp")
+# mmcv is opcase's numpy emulation of mmcv's kernels (gen.mmcv), no foreign code either.
+_OWN_BACKENDS = ("reference", "lowp", "mmcv")
 # The workers' directory of a run: its name carries the run's process id (remove_stale).
 _DIR_PREFIX = "opcase-workers-"
 
@@ -169,15 +171,13 @@ def run_cases(files: list[Path], backend, backend_spec: str, options: RunOptions
     """Run every case, calling ``on_result`` as each finishes; return the results in ``files``
     order and the backend's origin.
 
-    In this process when ``backend`` is the loaded backend (only opcase's own: runs_isolated is
+    In this process when ``backend`` is the loaded backend, it is opcase's own (runs_isolated is
     False) and neither ``jobs`` nor ``timeout`` is set; otherwise in worker processes (``backend``
-    may be None: not loaded here), which raise BackendLoadError here when the backend cannot be
-    loaded.
+    is not used, and may be None), which raise BackendLoadError here when the backend cannot be
+    loaded.  A foreign backend's code never runs in this process, even when loaded here.
     """
     remove_stale()
-    if backend is not None and jobs is None and timeout is None:
-        if runs_isolated(backend_spec):
-            raise ValueError(f"backend {backend_spec!r} is foreign code: it runs only in worker processes")
+    if backend is not None and not runs_isolated(backend_spec) and jobs is None and timeout is None:
         results = []
         for path in files:
             results.append(run_guarded(path, backend, backend_spec, options))
@@ -727,3 +727,140 @@ def identify_result(result: CaseResult) -> None:
         result.descriptor = describe(msg.op, msg.suite, msg.name, msg.seed, msg.note)
     except CaseFileError:
         result.name = Path(result.path).name
+
+
+# --------------------------------------------------------------------------- single calls
+
+class BackendFailed(Exception):
+    """A foreign backend's worker died, hung past its timeout, or broke the channel during a call."""
+
+
+class IsolatedBackend:
+    """A foreign backend, called one request at a time in a worker process (as `opcase run` runs
+    it): for the commands that make calls of their own (power's mutants, gen's and import's
+    dynamic thresholds).  ``run`` returns the outputs as read-only arrays mapped from the sealed
+    memory the worker hands over, after checking them against the shapes and dtypes the request
+    asks for; the backend's InvalidArgument comes back as InvalidArgument, anything else it
+    raises, and a worker that dies or exceeds ``timeout``, as BackendFailed.  A fresh worker
+    takes the next call.  ``close`` ends the worker and removes its directory."""
+
+    def __init__(self, backend_spec: str, timeout: float | None = None):
+        self.spec, self.timeout = backend_spec, timeout
+        self.name, self.origin, self.measures_time = backend_spec, "", False
+        self.worker: _Worker | None = None
+        self.spawned = 0
+        self.log_dir = make_run_dir()
+        self._finalizer = multiprocessing.util.Finalize(self, _close_isolated, (self,), exitpriority=10)
+        self._start()   # BackendLoadError now, as load_backend would
+
+    def backend(self) -> Backend:
+        return Backend(name=self.spec, origin=self.origin, run=self.run, supports=lambda op, dtype: True)
+
+    def _start(self) -> _Worker:
+        if self.worker is None:
+            self.spawned += 1
+            worker = _Worker(self.spec, self.log_dir, self.spawned)
+            give_up = worker.born + _STARTUP_ALLOWANCE_S
+            while not worker.ready:
+                wait([worker.results, worker.process.sentinel], max(0.0, give_up - time.monotonic()))
+                try:
+                    for frame in worker.frames():
+                        if frame.get("kind") == "ready":
+                            worker.ready, self.origin = True, str(frame.get("origin", ""))
+                        elif frame.get("kind") == "load-error":
+                            worker.kill()
+                            raise BackendLoadError(str(frame.get("message", "")))
+                except ChannelError as exc:
+                    worker.kill()
+                    raise BackendLoadError(f"backend {self.spec!r} cannot be loaded: its worker's channel broke "
+                                           f"({exc})") from None
+                if not worker.ready and (worker.reader.closed or time.monotonic() >= give_up):
+                    worker.kill()
+                    raise BackendLoadError(f"backend {self.spec!r} cannot be loaded: its worker process "
+                                           f"{worker.exit_description()} while loading it")
+            self.worker = worker
+        return self.worker
+
+    def run(self, request: Request) -> dict:
+        worker = self._start()
+        fds = []
+        try:
+            inputs = []
+            for name, array in request.inputs.items():
+                fds.append(channel.sealed(name, array))
+                inputs.append([name, np.asarray(array).dtype.str, [int(n) for n in np.shape(array)]])
+            worker.send({"kind": "call", "op": request.op, "params": _params_to_json(request.params),
+                         "inputs": inputs, "layouts": dict(request.layouts),
+                         "outputs": {n: [np.dtype(o.dtype).str, [int(d) for d in o.shape], o.layout]
+                                     for n, o in request.outputs.items()}}, fds)
+        except OSError as exc:
+            self._fail(f"cannot reach its worker ({exc})")
+        finally:
+            for fd in fds:
+                os.close(fd)
+        deadline = time.monotonic() + self.timeout if self.timeout else None
+        while True:
+            limits = [t for t in (deadline, worker.reader.deadline()) if t is not None]
+            wait([worker.results, worker.process.sentinel], max(0.0, min(limits) - time.monotonic()) if limits else None)
+            try:
+                frames = worker.frames()
+            except ChannelError as exc:
+                self._fail(f"its worker's channel broke ({exc}); worker replaced")
+            if frames:
+                break
+            if worker.reader.closed or worker.process.exitcode is not None:
+                worker.process.join(1)
+                self._fail(f"worker {worker.exit_description()}")
+            if deadline is not None and time.monotonic() >= deadline:
+                worker.dump_stacks()
+                self._fail(f"timed out after {self.timeout:g} s (--timeout); worker killed")
+        frame = frames[0]
+        if frame.get("kind") != "called" or len(frames) > 1:
+            self._fail("its worker sent frames out of turn; worker replaced")
+        wanted = {n: (o.dtype, o.shape) for n, o in request.outputs.items()}
+        try:
+            called = _called(worker, frame, wanted)
+        except ChannelError as exc:
+            self._fail(f"its worker's channel broke ({exc}); worker replaced")
+        if called.outcome == REJECTED:
+            raise InvalidArgument(called.message)
+        if called.outcome != OUTPUTS:
+            raise BackendFailed(called.message)
+        return called.outputs
+
+    def _fail(self, why: str):
+        tail = self.worker.output_tail() if self.worker is not None else ""
+        self._drop()
+        raise BackendFailed(f"backend {self.spec}: {why}" + (f"\noutput of the worker before it ended:\n{tail}"
+                                                              if tail else ""))
+
+    def _drop(self) -> None:
+        if self.worker is not None:
+            self.worker.kill()
+            self.worker = None
+
+    def close(self) -> None:
+        self._finalizer()
+
+
+def _close_isolated(isolated: IsolatedBackend) -> None:
+    if isolated.worker is not None:
+        isolated.worker.stop()
+        isolated.worker = None
+    shutil.rmtree(isolated.log_dir, ignore_errors=True)
+
+
+def load_apart(backend_spec: str, timeout: float | None = None) -> Backend:
+    """load_backend for the commands that call a backend themselves: opcase's own backends load
+    here, any other runs in a worker process (IsolatedBackend)."""
+    if not runs_isolated(backend_spec):
+        return load_backend(backend_spec)
+    return IsolatedBackend(backend_spec, timeout).backend()
+
+
+def check_loads(backend_spec: str, timeout: float | None = None) -> None:
+    """BackendLoadError now if ``backend_spec`` cannot be loaded (where load_apart would load it)."""
+    if runs_isolated(backend_spec):
+        IsolatedBackend(backend_spec, timeout).close()
+    else:
+        load_backend(backend_spec)

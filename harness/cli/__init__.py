@@ -46,7 +46,7 @@ from harness.power import table_lines as power_table
 from harness.report import Progress, fails, incomplete_json, judged, summary_text, to_json
 from harness.runner import RunOptions, repro_command
 from harness.selection import case_key, failed_in, in_shard
-from harness.workers import Stopped, run_cases, runs_isolated, stop_on_signals
+from harness.workers import Stopped, check_loads, load_apart, run_cases, runs_isolated, stop_on_signals
 
 SIZE_UNITS = {"": 1, "B": 1, "K": 10**3, "KB": 10**3, "KIB": 1024, "M": 10**6, "MB": 10**6, "MIB": 1024**2,
               "G": 10**9, "GB": 10**9, "GIB": 1024**3, "T": 10**12, "TB": 10**12, "TIB": 1024**4}
@@ -206,14 +206,17 @@ def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="Generate cases in N worker processes (default 1).")
 @click.option("--device", default=None, help="Device for a torch --baseline: cpu, cuda, ...")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Seconds each call of a --baseline backend other than opcase's own may take (it runs in a "
+                   "worker process, as `opcase run` runs it); over it, generation stops with an error.")
 @click.option("--case", "descriptor", default=None,
               help="Write just the case of this one-line descriptor (as REPRO's CASE line and `opcase shrink` "
                    "print it), byte for byte; SPECS optional (default: the installed spec of its op).")
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
 @_executor_options
 @_exits_on_signals
-def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, out_dir, descriptor, executor,
-        address, resources_text):
+def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, timeout, out_dir, descriptor,
+        executor, address, resources_text):
     """Generate suites of cases from operator SPECS (YAML) into OUT."""
     if descriptor is not None:
         source = click.get_current_context().get_parameter_source
@@ -222,7 +225,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
                  if source(name) != click.core.ParameterSource.DEFAULT]
         if given:
             raise InputError(f"--case makes the one case its descriptor names: it takes no {', '.join(given)}")
-        _gen_described(descriptor, specs, baseline, device, out_dir)
+        _gen_described(descriptor, specs, baseline, device, out_dir, timeout)
         return
     if not specs:
         raise InputError("give operator SPECS (YAML), or --case DESCRIPTOR")
@@ -237,12 +240,14 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     except re.error as exc:
         raise InputError(f"--select: bad regular expression: {exc}") from None
     tasks, skipped, counts, needed = [], [], {}, 0
+    # A baseline other than opcase's own runs in a worker process: gen never runs its code.
+    loader = functools.partial(load_apart, timeout=timeout)
     try:
         baseline = _baseline_on_device(baseline, device)
         for spec in [load_spec(p) for p in specs]:
             _refuse_foreign_cases(foreign_case(Path(out_dir), spec), out_dir, spec)
             if spec.criteria.mode == "dynamic":
-                load_backend(baseline or spec.criteria.baseline)       # fail early on a bad --baseline
+                check_loads(baseline or spec.criteria.baseline, timeout)   # fail early on a bad --baseline
             for suite in suites:
                 counts.setdefault(spec.op, {})[suite] = 0
                 for index, plan in enumerate(plan_suite(spec, suite, count, seed)):
@@ -256,7 +261,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
                     if builds_in_memory(spec, plan):
                         _refuse_over_memory(size, f"{spec.op}/{suite}/{plan.name}")
                     tasks.append(Task(str(spec.path), spec.op, suite, plan.name, index, count, seed, baseline,
-                                      str(case_path(Path(out_dir), plan, spec.op)), load_backend))
+                                      str(case_path(Path(out_dir), plan, spec.op)), loader))
     except (SpecError, GenerationError, BackendLoadError) as exc:
         raise InputError(str(exc)) from None
     _refuse_over_free_space(needed, out_dir)
@@ -320,13 +325,14 @@ def _baseline_on_device(baseline: str | None, device: str | None) -> str | None:
     return with_device(baseline, device)
 
 
-def _gen_described(descriptor: str, specs, baseline, device, out_dir) -> None:
+def _gen_described(descriptor: str, specs, baseline, device, out_dir, timeout=None) -> None:
     """`opcase gen --case`: write the one case of ``descriptor``."""
 
     _check_writable("-o", out_dir, directory=True)
     try:
         baseline = _baseline_on_device(baseline, device)
-        path = write_described(descriptor, Path(out_dir), load_backend, baseline, specs)
+        path = write_described(descriptor, Path(out_dir), functools.partial(load_apart, timeout=timeout), baseline,
+                               specs)
     except (DescriptorError, SpecError, GenerationError, BackendLoadError) as exc:
         raise InputError(str(exc)) from None
     except OSError as exc:
@@ -695,7 +701,10 @@ def _supported_lines(backend) -> list[str]:
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Run each backend's cases in N worker processes.")
 @click.option("--filter", "filter_text", default=None, help="Only cases whose OP/SUITE/NAME matches this regular expression.")
-def calibrate(paths, backend_specs, json_path, jobs, filter_text):
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Seconds a case (all its calls) may take, as `opcase run --timeout`; over it, the case is an "
+                   "error (a finding).")
+def calibrate(paths, backend_specs, json_path, jobs, filter_text, timeout):
     """Judge backends you trust on every case under PATHS: how close each comes to the thresholds.
 
     \b
@@ -715,13 +724,15 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text):
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
     # As `opcase run` does: a case that crashed its worker reruns alone.
-    options = RunOptions(repro_options=("--jobs", "1") if jobs is not None else ())
+    options = RunOptions(repro_options=("--timeout", f"{timeout:g}") if timeout is not None else
+                         ("--jobs", "1") if jobs is not None else ())
     runs = []
     for spec, backend in zip(specs, backends):
         started = time.monotonic()
         with _progress(len(files), f"calibrating {spec}") as advance:
             try:
-                results, origin = run_cases(files, backend, spec, options, lambda r: advance(r.key), jobs=jobs)
+                results, origin = run_cases(files, backend, spec, options, lambda r: advance(r.key), jobs=jobs,
+                                            timeout=timeout)
             except BackendLoadError as exc:
                 raise InputError(str(exc)) from None
         runs.append(BackendRun(spec, origin, results))
@@ -751,7 +762,10 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text):
 @click.option("--max-size", "max_size", default="64MB", show_default=True, callback=_size_option,
               help="With SPECs: the network cases generated are those up to this many bytes of tensors.")
 @click.option("--filter", "filter_text", default=None, help="Only cases whose OP/SUITE/NAME matches this regular expression.")
-def power(paths, backend_spec, json_path, max_size, filter_text):
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Seconds each call of a base other than opcase's own may take (it runs in a worker process, "
+                   "as `opcase run` runs it); over it, that call is an error of the base.")
+def power(paths, backend_spec, json_path, max_size, filter_text, timeout):
     """Measure a suite's power: the planted bugs it catches, and the right variants it passes.
 
     \b
@@ -773,7 +787,9 @@ def power(paths, backend_spec, json_path, max_size, filter_text):
         _check_writable("--json", json_path)
     specs = [p for p in paths if Path(p).suffix in (".yaml", ".yml")]
     try:
-        base = load_backend(backend_spec)
+        # A base other than opcase's own runs in a worker: whatever it does (os._exit(0) included)
+        # is a failure of its call, judged here, never the end of this process.
+        base = load_apart(backend_spec, timeout)
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
     # A SIGTERM unwinds like an exception, so the generated suites (up to GBs) are removed.
@@ -808,7 +824,7 @@ def _measure_power(paths, specs, base, backend_spec, max_size, filter_text):
                 raise InputError(f"no such spec: {', '.join(missing)}")
             click.get_current_context().invoke(gen, specs=tuple(specs), suite_text="all", count=None, seed=0,
                                                select=None, max_size=max_size, baseline=None, jobs=1, device=None,
-                                               out_dir=generated, descriptor=None)
+                                               timeout=None, out_dir=generated, descriptor=None)
             case_paths.append(generated)
         files = _run_files(case_paths, None, filter_text)
         started = time.monotonic()
@@ -895,15 +911,18 @@ def show(case_path, n_values):
               help="Candidate cases to generate and run at most.")
 @click.option("--time", "seconds", type=click.FloatRange(min=0, min_open=True), default=600, show_default=True,
               help="Seconds to spend at most (the case being run when they run out finishes).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds each run of the backend may take (as `opcase run --timeout`).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Seconds each run of the backend may take (as `opcase run --timeout`); default for a "
+                   "backend other than opcase's own: 10 times the original case's run, at least 10 s.  --time "
+                   "bounds the whole search all the same.")
 def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout):
     """Find the smallest case that fails like CASE_FILE on --backend: same status, same failing
     metrics or NaN/Inf mismatches.  Prints its one-line descriptor and the sizes before and after."""
 
     _check_writable("-o", out_dir, directory=True)
     try:
-        backend = load_backend(backend_spec)
+        # As `opcase run`: a foreign backend runs only in workers, loaded there.
+        backend = None if runs_isolated(backend_spec) else load_backend(backend_spec)
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
     Path(out_dir).mkdir(parents=True, exist_ok=True)
@@ -950,7 +969,10 @@ def _status_line():
 @click.option("--baseline", default=None, help="Backend for dynamic thresholds (default: the spec's).")
 @click.option("--max-size", "max_size", default=None, callback=_size_option,
               help="Skip cases whose tensors exceed this many bytes (e.g. 64MB); they are listed.")
-def import_(paths, out_dir, baseline, max_size):
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Seconds each call of a --baseline other than opcase's own may take (it runs in a worker "
+                   "process); over it, that file's import is an error.")
+def import_(paths, out_dir, baseline, max_size, timeout):
     """Import mlu-ops case files (.pb/.prototxt), adding goldens and thresholds.
 
     A case is named after its file; files of one kernel that share a name (case_0.prototxt in
@@ -960,7 +982,7 @@ def import_(paths, out_dir, baseline, max_size):
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        outcomes = import_all(paths, out, baseline, max_size)
+        outcomes = import_all(paths, out, baseline, max_size, timeout)
     except SpecError as exc:
         raise InputError(str(exc)) from None
     _report_outcomes(outcomes)
