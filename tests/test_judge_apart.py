@@ -83,3 +83,60 @@ def test_outputs_are_mapped_only_from_sealed_memory_of_the_right_size(tmp_path):
     plain = tmp_path / "y"
     plain.write_bytes(array.tobytes())
     assert channel.map_sealed(os.open(plain, os.O_RDONLY), np.float32, (2, 3)) == "is not sealed memory"
+
+
+# --------------------------------------------------------------------------- item 2: every command
+
+MLUOPS_CASE = REPO / "tests" / "conformance" / "mlu-ops" / "carafe_forward"
+
+
+def leftover_dirs(tmp_path) -> list:
+    return [p.name for p in tmp_path.iterdir() if p.name.startswith(("opcase-", ".opcase-"))]
+
+
+def test_power_with_a_base_that_exits_0_fails_with_its_report(tmp_path, marker):
+    report = tmp_path / "power.json"
+    done = opcase(["power", *TWO_CASES, "--backend", "ending_backends:os_exit_0", "--json", report, "--timeout", "60"],
+                  marker, tmp_path, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "BASE FAILS" in done.stdout and "worker exited with status 0" in done.stdout
+    doc = json.loads(report.read_text())
+    assert doc["summary"]["ok"] is False and doc["summary"]["base_problems"] == 2
+    assert leftover_dirs(tmp_path) == []
+
+
+def test_gen_with_a_baseline_that_exits_0_is_one_line_and_exit_2(tmp_path, marker):
+    out = tmp_path / "out"
+    done = opcase(["gen", REPO / "specs" / "carafe_forward.yaml", "--suite", "boundary", "--count", "1",
+                   "--baseline", "ending_backends:os_exit_0", "-o", out, "--timeout", "60"], marker, tmp_path,
+                  timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert len(done.stderr.splitlines()) == 1 and "worker exited with status 0" in done.stderr
+    assert leftover_dirs(tmp_path) == []
+
+
+def test_import_with_a_baseline_that_exits_0_is_an_error_of_each_file(tmp_path, marker):
+    out = tmp_path / "out"
+    done = opcase(["import", MLUOPS_CASE, "--baseline", "ending_backends:os_exit_0", "-o", out], marker, tmp_path,
+                  timeout=300)
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "worker exited with status 0" in done.stdout + done.stderr
+    assert not list(out.rglob("*.opcase"))
+    assert leftover_dirs(tmp_path) == []
+
+
+def test_calibrate_times_out_a_hanging_backend(tmp_path, marker):
+    done = opcase(["calibrate", ONE_CASE, "--backend", "ending_backends:starts_helper_and_hangs", "--timeout", "3"],
+                  marker, tmp_path, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "1 error" in done.stdout and "timed out after 3 s" in done.stdout
+
+
+def test_shrink_ends_at_its_time_when_a_candidate_hangs(tmp_path, marker):
+    case = REPO / "cases" / "psamask_forward" / "random"
+    case = sorted(case.glob("*.opcase"))[0]
+    done = opcase(["shrink", case, "--backend", "hostile_backends:fails_then_hangs_when_smaller", "--time", "20",
+                   "-o", tmp_path / "shrunk"], marker, tmp_path, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "stopped: out of time" in done.stdout
+    assert leftover_dirs(tmp_path) == []
