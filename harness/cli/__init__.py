@@ -582,7 +582,7 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
 def _run_on_ray(files, backend_spec, options, on_result, address, resources, timeout):
 
     try:
-        return ray_executor.run_cases(files, backend_spec, options, on_result, address, resources, timeout,
+        return ray_executor.run_on_cluster(files, backend_spec, options, on_result, address, resources, timeout,
                          notify=lambda line: click.echo(line, err=True))
     except ExecutorError as exc:
         raise InputError(str(exc)) from None
