@@ -381,6 +381,7 @@ class _Worker:
         self.born = time.monotonic()
         self.stop_deadline: float | None = None
         self.judgement: Judgement | None = None   # the case under way, judged here
+        self.settled: CaseResult | None = None     # or its result, when it cannot be judged
         self.called: Called | None = None          # its judged call, until the timed calls end
 
     def send(self, doc: dict, fds=()) -> None:
@@ -583,24 +584,26 @@ class _Pool:
         for worker in self.workers:
             while worker.ready and worker.case is None and self.pending:
                 index = self.pending.popleft()
-                result = new_result(self.shown[index], self.backend_spec, self.options)
-                try:
-                    case = load(self.files[index])
-                except CaseFileError as exc:
-                    result.status, result.message, result.name = ERROR, str(exc), Path(self.files[index]).name
-                    self._finish(index, result)
-                    continue
-                except Exception:  # noqa: BLE001 - the harness's own failure costs only this case
-                    self._finish(index, _internal_error(self.shown[index], self.backend_spec, self.options))
-                    continue
-                judgement = Judgement(case, result, self.options)
-                if judgement.refusal:
-                    self._finish(index, result)
-                    continue
-                worker.case, worker.judgement, worker.called = index, judgement, None
+                # The worker starts on the case at once; this process reads it meanwhile.
+                worker.case, worker.called = index, None
                 worker.deadline = time.monotonic() + self.timeout if self.timeout else None
                 worker.send({"kind": "case", "path": str(self.files[index]), "bitwise": self.options.bitwise,
                              "timing": [self.options.timing.repeat, self.options.timing.warmup]})
+                worker.judgement, worker.settled = self._judgement(index)
+
+    def _judgement(self, index: int) -> tuple[Judgement | None, CaseResult | None]:
+        """The case's Judgement, or its result already when it cannot be judged (the worker's
+        frames for it are then read and dropped)."""
+        result = new_result(self.shown[index], self.backend_spec, self.options)
+        try:
+            case = load(self.files[index])
+        except CaseFileError as exc:
+            result.status, result.message, result.name = ERROR, str(exc), Path(self.files[index]).name
+            return None, result
+        except Exception:  # noqa: BLE001 - the harness's own failure costs only this case
+            return None, _internal_error(self.shown[index], self.backend_spec, self.options)
+        judgement = Judgement(case, result, self.options)
+        return (None, result) if judgement.refusal else (judgement, None)
 
     def _wait(self) -> None:
         if not self.workers:
@@ -646,9 +649,21 @@ class _Pool:
             self.load_error = str(frame.get("message", ""))
             return
         judgement = worker.judgement
-        if judgement is None or kind not in ("first", "repeat", "end") \
+        if worker.case is None or kind not in ("first", "repeat", "end") \
                 or (kind == "first") != (worker.called is None):
             raise ChannelError(f"a frame of kind {str(kind)[:40]!r} came out of turn")
+        if judgement is None:   # a case that cannot be judged: its frames are dropped
+            fds = frame.get("fds", 0)
+            for fd in worker.reader.take_fds(fds if isinstance(fds, int) else -1):
+                os.close(fd)
+            if kind == "first":
+                worker.called = Called(RAISED)
+            elif kind == "repeat":
+                worker.send({"kind": "go", "problem": "not judged"})
+            else:
+                self._finish(worker.case, worker.settled)
+                worker.case = worker.deadline = worker.settled = worker.called = None
+            return
         wanted = {name: (t.dtype, t.shape) for name, t in judgement.case.outputs.items()}
         if kind == "first":
             worker.called = _called(worker, frame, wanted if judgement.case.expect == "ok" else {})
@@ -697,6 +712,9 @@ class _Pool:
             index = self.pending.popleft()
             why = f"{why} while loading the backend"
         if index is None:
+            return
+        if worker.settled is not None:   # it could not be judged anyway: say why
+            self._finish(index, worker.settled)
             return
         tail = worker.output_tail()
         self._error(index, why + (f"\noutput of the worker before it ended:\n{tail}" if tail else ""))
