@@ -10,7 +10,6 @@ travel in frames: they are files the judge maps read-only (harness.workers).
 """
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os
@@ -49,12 +48,14 @@ def encode(doc: dict) -> bytes:
     return _HEADER.pack(MAGIC, len(body)) + body
 
 
-def send(sock: socket.socket, doc: dict, fds=()) -> None:
-    """Write one frame whole (blocking), with ``fds`` (descriptors passed along, SCM_RIGHTS)."""
-    data = encode(doc)
+def send(sock: socket.socket, doc: dict | list, fds=()) -> None:
+    """Write one frame (or a list of frames, in one write) whole, blocking, with ``fds``
+    (descriptors passed along, SCM_RIGHTS)."""
+    data = b"".join(encode(d) for d in doc) if isinstance(doc, list) else encode(doc)
     sock.setblocking(True)   # whatever the backend set it to
     sent = socket.send_fds(sock, [data], list(fds)) if fds else 0
-    sock.sendall(data[sent:])
+    if sent < len(data):
+        sock.sendall(data[sent:])
 
 
 def receive(sock: socket.socket) -> tuple[dict | None, list[int]]:

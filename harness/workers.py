@@ -47,7 +47,6 @@ import threading
 import time
 import traceback
 from collections import deque
-from dataclasses import dataclass
 from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Callable
@@ -55,7 +54,7 @@ from typing import Callable
 import numpy as np
 
 from gen.core.backend import Backend, BackendLoadError, InvalidArgument, Request, TensorInfo
-from gen.core.casefile import Case, CaseFileError, load, read_envelope
+from gen.core.casefile import CaseFileError, load, read_envelope
 from gen.core.descriptor import describe
 from gen.core.timing import TimingPlan
 from gen.core.verdict import ERROR, CaseResult, validate_outputs
@@ -265,6 +264,12 @@ def _serve(jobs: socket.socket, results: socket.socket, backend_spec: str, log_p
             _case_job(backend, job, jobs, results)
         elif job.get("kind") == "call":
             _call_job(backend, job, fds, results)
+        elif job.get("kind") == "supports":
+            try:
+                channel.send(results, {"kind": "supports", "answer": bool(backend.supports(job["op"], job["dtype"]))})
+            except Exception as exc:  # noqa: BLE001 - a broken supports() is the backend's error
+                channel.send(results, {"kind": "supports", "answer": False,
+                                       "message": channel.clip(f"backend supports() raised {type(exc).__name__}: {exc}")})
         for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -272,42 +277,65 @@ def _serve(jobs: socket.socket, results: socket.socket, backend_spec: str, log_p
         sys.stderr.flush()
 
 
-def _hand_over(results: socket.socket, kind: str, outputs: dict | None, fields: dict) -> None:
-    """A frame, with each output as a sealed memory file (its descriptor rides with the frame)."""
-    fds, described = [], {}
-    try:
-        for name, array in (outputs or {}).items():
-            fds.append(channel.sealed(name, array))
-            described[name] = channel.describe(array)
-        channel.send(results, {"kind": kind, **fields, "outputs": described, "fds": len(fds)}, fds)
-    finally:
-        for fd in fds:
-            os.close(fd)
+class _Outbox:
+    """Frames to opcase, each output a sealed memory file whose descriptor rides with its frame;
+    sent together at ``flush``, so that a case costs opcase one wake-up, not one per frame."""
+
+    def __init__(self, results: socket.socket):
+        self.results, self.docs, self.fds = results, [], []
+
+    def add(self, kind: str, fields: dict, outputs: dict | None = None) -> None:
+        described, fds = {}, []
+        try:
+            for name, array in (outputs or {}).items():
+                fds.append(channel.sealed(name, array))
+                described[name] = channel.describe(array)
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        self.fds += fds
+        self.docs.append({"kind": kind, **fields, "outputs": described, "fds": len(fds)})
+
+    def flush(self) -> None:
+        try:
+            channel.send(self.results, self.docs, self.fds)
+        finally:
+            for fd in self.fds:
+                os.close(fd)
+            self.docs, self.fds = [], []
 
 
 def _case_job(backend, job: dict, jobs: socket.socket, results: socket.socket) -> None:
-    """Call the backend on one case (harness.calling.call_case) and hand what it did over."""
+    """Call the backend on one case (harness.calling.call_case) and hand what it did over: the
+    judged call at once under --bitwise (each further call is compared with it as it comes),
+    else with the end of the case."""
+    outbox = _Outbox(results)
     try:
         case = load(job["path"], verify=False, goldens=False)
     except CaseFileError as exc:
-        _hand_over(results, "first", None, {"outcome": RAISED, "message": channel.clip(str(exc)), "seconds": 0.0})
-        channel.send(results, {"kind": "end"})
+        outbox.add("first", {"outcome": RAISED, "message": channel.clip(str(exc)), "seconds": 0.0})
+        outbox.add("end", {})
+        outbox.flush()
         return
 
     def first(called: Called) -> None:
-        _hand_over(results, "first", called.outputs if called.outcome == OUTPUTS else None,
-                   {"outcome": called.outcome, "message": channel.clip(called.message), "seconds": called.seconds})
+        outbox.add("first", {"outcome": called.outcome, "message": channel.clip(called.message),
+                             "seconds": called.seconds}, called.outputs if called.outcome == OUTPUTS else None)
+        if job["bitwise"]:
+            outbox.flush()
 
     def compare(number: int, outputs: dict) -> str:
-        _hand_over(results, "repeat", outputs, {"call": number})
+        outbox.add("repeat", {"call": number}, outputs)
+        outbox.flush()
         answer, _ = channel.receive(jobs)
         if answer is None:
             raise _StopWorker()
         return str(answer.get("problem", ""))
 
     timed = call_case(backend, case, TimingPlan(*job["timing"]), first, compare if job["bitwise"] else None)
-    channel.send(results, {"kind": "end"} if timed is None else
-                 {"kind": "end", "timing": timed.timing, "problem": channel.clip(timed.problem)})
+    outbox.add("end", {} if timed is None else {"timing": timed.timing, "problem": channel.clip(timed.problem)})
+    outbox.flush()
 
 
 def _call_job(backend, job: dict, fds: list[int], results: socket.socket) -> None:
@@ -327,8 +355,10 @@ def _call_job(backend, job: dict, fds: list[int], results: socket.socket) -> Non
         problem = validate_outputs(request, called.outputs)   # a Request's outputs have shapes and dtypes too
         if problem:
             called = Called(RAISED, problem, called.seconds)
-    _hand_over(results, "called", called.outputs if called.outcome == OUTPUTS else None,
-               {"outcome": called.outcome, "message": channel.clip(called.message), "seconds": called.seconds})
+    outbox = _Outbox(results)
+    outbox.add("called", {"outcome": called.outcome, "message": channel.clip(called.message),
+                          "seconds": called.seconds}, called.outputs if called.outcome == OUTPUTS else None)
+    outbox.flush()
 
 
 def _params_to_json(params: dict) -> dict:
@@ -772,7 +802,16 @@ class IsolatedBackend:
         self._start()   # BackendLoadError now, as load_backend would
 
     def backend(self) -> Backend:
-        return Backend(name=self.spec, origin=self.origin, run=self.run, supports=lambda op, dtype: True)
+        return Backend(name=self.spec, origin=self.origin, run=self.run, supports=self.supports)
+
+    def supports(self, op: str, dtype: str) -> bool:
+        """The backend's own supports(), asked in its worker (its exception comes back as BackendFailed)."""
+        frame = self._ask({"kind": "supports", "op": op, "dtype": dtype}, ())
+        if frame.get("kind") != "supports" or not isinstance(frame.get("answer"), bool):
+            self._fail("its worker sent frames out of turn; worker replaced")
+        if frame.get("message"):
+            raise BackendFailed(str(frame["message"]))
+        return frame["answer"]
 
     def _start(self) -> _Worker:
         if self.worker is None:
@@ -800,22 +839,42 @@ class IsolatedBackend:
         return self.worker
 
     def run(self, request: Request) -> dict:
-        worker = self._start()
         fds = []
         try:
             inputs = []
             for name, array in request.inputs.items():
                 fds.append(channel.sealed(name, array))
                 inputs.append([name, np.asarray(array).dtype.str, [int(n) for n in np.shape(array)]])
-            worker.send({"kind": "call", "op": request.op, "params": _params_to_json(request.params),
-                         "inputs": inputs, "layouts": dict(request.layouts),
-                         "outputs": {n: [np.dtype(o.dtype).str, [int(d) for d in o.shape], o.layout]
-                                     for n, o in request.outputs.items()}}, fds)
-        except OSError as exc:
-            self._fail(f"cannot reach its worker ({exc})")
+            frame = self._ask({"kind": "call", "op": request.op, "params": _params_to_json(request.params),
+                               "inputs": inputs, "layouts": dict(request.layouts),
+                               "outputs": {n: [np.dtype(o.dtype).str, [int(d) for d in o.shape], o.layout]
+                                           for n, o in request.outputs.items()}}, fds)
         finally:
             for fd in fds:
                 os.close(fd)
+        if frame.get("kind") != "called":
+            self._fail("its worker sent frames out of turn; worker replaced")
+        wanted = {n: (o.dtype, o.shape) for n, o in request.outputs.items()}
+        try:
+            called = _called(self.worker, frame, wanted)
+        except ChannelError as exc:
+            self._fail(f"its worker's channel broke ({exc}); worker replaced")
+        if called.outcome == REJECTED:
+            raise InvalidArgument(called.message)
+        if called.outcome != OUTPUTS:
+            raise BackendFailed(called.message)
+        return called.outputs
+
+    def _ask(self, job: dict, fds) -> dict:
+        """Send one job, wait (at most the timeout) for its one frame."""
+        worker = self._start()
+        try:
+            worker.send(job, fds)
+        except OSError as exc:
+            # It may have died on this very job already (it can read the job before the whole of it is sent).
+            worker.process.join(1)
+            self._fail(f"worker {worker.exit_description()}" if worker.process.exitcode is not None
+                       else f"cannot reach its worker ({exc})")
         deadline = time.monotonic() + self.timeout if self.timeout else None
         while True:
             limits = [t for t in (deadline, worker.reader.deadline()) if t is not None]
@@ -832,19 +891,9 @@ class IsolatedBackend:
             if deadline is not None and time.monotonic() >= deadline:
                 worker.dump_stacks()
                 self._fail(f"timed out after {self.timeout:g} s (--timeout); worker killed")
-        frame = frames[0]
-        if frame.get("kind") != "called" or len(frames) > 1:
+        if len(frames) > 1:
             self._fail("its worker sent frames out of turn; worker replaced")
-        wanted = {n: (o.dtype, o.shape) for n, o in request.outputs.items()}
-        try:
-            called = _called(worker, frame, wanted)
-        except ChannelError as exc:
-            self._fail(f"its worker's channel broke ({exc}); worker replaced")
-        if called.outcome == REJECTED:
-            raise InvalidArgument(called.message)
-        if called.outcome != OUTPUTS:
-            raise BackendFailed(called.message)
-        return called.outputs
+        return frames[0]
 
     def _fail(self, why: str):
         tail = self.worker.output_tail() if self.worker is not None else ""

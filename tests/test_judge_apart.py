@@ -15,7 +15,7 @@ import pytest
 
 from conftest import REPO
 from harness import channel
-from test_processes import ONE_CASE, TWO_CASES, environment, marker, opcase   # noqa: F401 - a fixture
+from test_processes import ONE_CASE, TWO_CASES, marker, opcase   # noqa: F401 - marker is a fixture
 
 CASES = [REPO / "cases" / "psamask_forward", REPO / "cases" / "carafe_forward" / "boundary"]
 
