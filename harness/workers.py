@@ -413,6 +413,9 @@ class _Worker:
         self.judgement: Judgement | None = None   # the case under way, judged here
         self.settled: CaseResult | None = None     # or its result, when it cannot be judged
         self.called: Called | None = None          # its judged call, until the timed calls end
+        # Cases sent after it, which the worker starts as soon as it is done with the one under
+        # way (no wait for this process to wake up): (index, judgement, settled).
+        self.queued: deque = deque()
 
     def send(self, doc: dict, fds=()) -> None:
         channel.send(self.jobs, doc, fds)
@@ -611,15 +614,32 @@ class _Pool:
             self.workers.append(_Worker(self.backend_spec, log_dir, self.spawned))
 
     def _dispatch(self) -> None:
+        # One case under way and, unless --bitwise (whose worker waits for answers on its channel)
+        # or --timeout (whose clock starts when a case does), the next one queued in its channel.
+        # A second case is queued only once every worker has one (a worker still starting gets its own).
+        deepest = 1 if self.options.bitwise or self.timeout else 2
+        for depth in range(1, deepest + 1):
+            if depth > 1 and not all(w.ready and w.case is not None for w in self.workers):
+                return
+            self._give_out(depth)
+
+    def _give_out(self, depth: int) -> None:
         for worker in self.workers:
-            while worker.ready and worker.case is None and self.pending:
+            while worker.ready and self.pending and (worker.case is not None) + len(worker.queued) < depth:
                 index = self.pending.popleft()
-                # The worker starts on the case at once; this process reads it meanwhile.
-                worker.case, worker.called = index, None
-                worker.deadline = time.monotonic() + self.timeout if self.timeout else None
                 worker.send({"kind": "case", "path": str(self.files[index]), "bitwise": self.options.bitwise,
                              "timing": [self.options.timing.repeat, self.options.timing.warmup]})
-                worker.judgement, worker.settled = self._judgement(index)
+                # The worker starts on the case at once (or after the one under way); this process
+                # reads it meanwhile.
+                worker.queued.append((index, *self._judgement(index)))
+                if worker.case is None:
+                    self._start_next(worker)
+
+    def _start_next(self, worker: _Worker) -> None:
+        """The worker's next queued case is now the one under way."""
+        worker.case, worker.judgement, worker.settled = worker.queued.popleft()
+        worker.called = None
+        worker.deadline = time.monotonic() + self.timeout if self.timeout else None
 
     def _judgement(self, index: int) -> tuple[Judgement | None, CaseResult | None]:
         """The case's Judgement, or its result already when it cannot be judged (the worker's
@@ -693,6 +713,8 @@ class _Pool:
             else:
                 self._finish(worker.case, worker.settled)
                 worker.case = worker.deadline = worker.settled = worker.called = None
+                if worker.queued:
+                    self._start_next(worker)
             return
         wanted = {name: (t.dtype, t.shape) for name, t in judgement.case.outputs.items()}
         if kind == "first":
@@ -718,6 +740,8 @@ class _Pool:
                 timed = Timed(timing, problem)
             self.judging.append((worker.case, judgement, worker.called, timed))
             worker.case = worker.deadline = worker.judgement = worker.called = None
+            if worker.queued:
+                self._start_next(worker)
 
     def _judge_one(self) -> None:
         index, judgement, called, timed = self.judging.popleft()
@@ -733,6 +757,8 @@ class _Pool:
         """Kill a worker and charge its case (or, if it never got going, the next one) with ``why``."""
         worker.kill()
         self.workers.remove(worker)
+        while worker.queued:   # sent, never started: another worker takes them
+            self.pending.appendleft(worker.queued.pop()[0])
         if self.load_error or not why:
             return
         index = worker.case
