@@ -102,8 +102,8 @@ def test_corrupt_case_is_an_error_and_others_still_run(suite_dir, tmp_path):
 
 
 @pytest.mark.parametrize("args, text", [
-    (["run", "/nonexistent/dir"], "no such file or directory"),
-    (["run", REPO / "specs"], "no .opcase files"),
+    (["run", "/nonexistent/dir", "--backend", "reference"], "no such file or directory"),
+    (["run", REPO / "specs", "--backend", "reference"], "no .opcase files"),
     (["run", REPO / "cases", "--backend", "nosuch"], "unknown backend 'nosuch'"),
     (["run", REPO / "cases", "--backend", "nosuchmodule:fn"], "cannot import nosuchmodule"),
     (["gen", REPO / "specs" / "nope.yaml", "-o", "/tmp/x"], "cannot read spec"),

@@ -336,7 +336,7 @@ def test_random_where_and_sampler_errors_are_spec_errors(tmp_path):
 
 @pytest.mark.parametrize("value", ["inf", "nan"])
 def test_timeout_must_be_finite(tmp_path, value):
-    result = _run("run", REPO / "cases" / "psamask_forward", "--timeout", value)
+    result = _run("run", REPO / "cases" / "psamask_forward", "--backend", "reference", "--timeout", value)
     assert result.exit_code == 2 and "Invalid value for '--timeout'" in result.output, result.output
 
 
@@ -401,9 +401,9 @@ def test_gen_refuses_an_out_dir_holding_another_spec_version(tmp_path):
 def test_run_warns_about_cases_of_several_spec_versions(tmp_path):
     _tiny_case(tmp_path / "mixed", name="one")
     _tiny_case(tmp_path / "mixed" / "more", name="two", spec_sha256="0" * 64)
-    result = CliRunner().invoke(main, ["run", str(tmp_path / "mixed")])
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "mixed"), "--backend", "reference"])
     assert result.exit_code == 0, result.output
     assert "warning: the psamask_forward cases come from 2 versions" in result.stderr
-    same = CliRunner().invoke(main, ["run", str(tmp_path / "mixed" / "more")])
+    same = CliRunner().invoke(main, ["run", str(tmp_path / "mixed" / "more"), "--backend", "reference"])
     assert same.exit_code == 0 and "warning" not in same.stderr
 

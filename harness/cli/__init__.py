@@ -60,6 +60,9 @@ class InputError(click.ClickException):
 # `opcase run`'s other exit statuses (README: Checking your implementation).  5, as pytest's
 # "no tests ran": a run that judged nothing is neither a pass nor a failure of the backend.
 EXIT_FAILED = 1
+# What `opcase run` judges when --backend is not given: no default, so that the reference is never
+# judged by accident (a green run that checked nothing).
+BACKEND_ENV = "OPCASE_BACKEND"
 EXIT_NOTHING_JUDGED = 5
 
 
@@ -417,10 +420,11 @@ def _warn_mixed_versions(files) -> None:
 
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--backend", "backend_spec", default="reference", show_default=True,
-              help="reference, lowp, torch, exec:'COMMAND ...' (a program in any language), an installed "
-                   "plugin's name (`opcase backends` lists them), or module:attr (a run(request) function "
-                   "or an object with run).")
+@click.option("--backend", "backend_spec", envvar=BACKEND_ENV, show_envvar=True, default=None,
+              help="Required: the implementation to judge: module:attr (a run(request) function or an object "
+                   "with run; found on the PYTHONPATH or in the current directory), exec:'COMMAND ...' (a "
+                   "program in any language), an installed plugin's name (`opcase backends` lists them), "
+                   "torch, or reference/lowp (opcase's own, to check the cases themselves).")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Write per-case results as JSON.")
 @click.option("--junit", "junit_path", default=None, type=click.Path(dir_okay=False),
               help="Write JUnit XML for CI: a testcase per case, classname OP.SUITE.")
@@ -473,6 +477,9 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     Python backends other than reference and lowp run in a worker process unless --in-process.
     """
 
+    if not backend_spec:
+        raise InputError(f"give --backend (or set {BACKEND_ENV}): the implementation to judge, e.g. "
+                         f"--backend mymodule:run; --backend reference checks the cases themselves")
     shard = _shard(shard_text)
     resources = _ray_resources(executor, address, resources_text, jobs)
     if not paths and not rerun_failed:
