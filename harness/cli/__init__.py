@@ -43,7 +43,7 @@ from harness.html_report import html_report
 from harness.junit import incomplete_junit_xml, junit_xml
 from harness.power import measure as measure_power
 from harness.power import table_lines as power_table
-from harness.report import Progress, fails, incomplete_json, judged, summary_text, to_json
+from harness.report import Progress, attention_lines, fails, incomplete_json, judged, summary_text, to_json
 from harness.runner import RunOptions, repro_command
 from harness.selection import case_key, failed_in, in_shard
 from harness.workers import Stopped, run_cases, runs_isolated, stop_on_signals
@@ -64,6 +64,7 @@ EXIT_FAILED = 1
 # judged by accident (a green run that checked nothing).
 BACKEND_ENV = "OPCASE_BACKEND"
 EXIT_NOTHING_JUDGED = 5
+EXIT_INTERRUPTED = 130
 
 
 def _check_writable(option: str, path, directory: bool = False) -> None:
@@ -135,7 +136,8 @@ def _suites(text: str) -> list[str]:
 
 def _exits_on_signals(command):
     """``command`` with SIGTERM and SIGHUP unwinding it as Ctrl-C does (workers and commands killed,
-    temporary files removed), then exiting 128 + the signal's number."""
+    temporary files removed), then exiting 128 + the signal's number; Ctrl-C exits 130 (128 +
+    SIGINT, as shells and pytest's "interrupted" do), not Click's "Aborted!" and 1."""
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         try:
@@ -144,6 +146,9 @@ def _exits_on_signals(command):
         except Stopped as exc:
             click.echo(f"opcase {command.__name__}: stopped by {exc.name} before it finished", err=True)
             sys.exit(128 + exc.signum)
+        except KeyboardInterrupt:
+            click.echo(f"opcase {command.__name__}: interrupted (Ctrl-C) before it finished", err=True)
+            sys.exit(EXIT_INTERRUPTED)
     return wrapper
 
 
@@ -379,8 +384,9 @@ def _shard(text: str | None) -> tuple[int, int] | None:
     return int(m.group(1)), int(m.group(2))
 
 
-def _run_files(paths, rerun_failed, filter_text) -> list[Path]:
-    """The case files a run covers: PATHS (or the failures of --rerun-failed), then --filter."""
+def _run_files(paths, rerun_failed, filter_text, exclude_text=None) -> list[Path]:
+    """The case files a run covers: PATHS (or the failures of every --rerun-failed file), then
+    --filter, then --exclude."""
 
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
@@ -389,10 +395,7 @@ def _run_files(paths, rerun_failed, filter_text) -> list[Path]:
     if paths and not files:
         raise InputError(f"no .opcase files under {', '.join(paths)}")
     if rerun_failed:
-        try:
-            failed_paths, failed_keys = failed_in(load_results(rerun_failed))
-        except BaselineError as exc:
-            raise InputError(f"--rerun-failed: {exc}") from None
+        failed_paths, failed_keys = _failed_in_all(rerun_failed)
         if paths:
             files = [f for f in files if str(f.resolve()) in failed_paths or case_key(f) in failed_keys]
         else:
@@ -409,7 +412,27 @@ def _run_files(paths, rerun_failed, filter_text) -> list[Path]:
         files = [f for f in files if pattern.search(case_key(f))]
         if not files:
             raise InputError(f"no case matches --filter {filter_text!r} (it is matched against OP/SUITE/NAME)")
+    if exclude_text:
+        try:
+            pattern = re.compile(exclude_text)
+        except re.error as exc:
+            raise InputError(f"--exclude: bad regular expression: {exc}") from None
+        files = [f for f in files if not pattern.search(case_key(f))]
     return files
+
+
+def _failed_in_all(results_paths) -> tuple[set[str], set[str]]:
+    """The union of the failures of every --rerun-failed file (e.g. one per shard); an unreadable
+    or unfinished one is refused, as a single one is."""
+    paths, keys = set(), set()
+    for results_path in results_paths:
+        try:
+            failed_paths, failed_keys = failed_in(load_results(results_path))
+        except BaselineError as exc:
+            raise InputError(f"--rerun-failed: {exc}") from None
+        paths |= failed_paths
+        keys |= failed_keys
+    return paths, keys
 
 
 def _warn_mixed_versions(files) -> None:
@@ -452,8 +475,14 @@ def _warn_mixed_versions(files) -> None:
                    "the command may take (it is killed; no workers needed).")
 @click.option("--shard", "shard_text", default=None, help="I/N: run only shard I of N (1-based), stable by case name.")
 @click.option("--filter", "filter_text", default=None, help="Only cases whose OP/SUITE/NAME matches this regular expression.")
-@click.option("--rerun-failed", "rerun_failed", default=None, type=click.Path(dir_okay=False),
-              help="Only the cases that failed in this results file (of --json); PATHS optional.")
+@click.option("--exclude", "exclude_text", default=None,
+              help="Leave out cases whose OP/SUITE/NAME matches this regular expression (after --filter).")
+@click.option("--rerun-failed", "rerun_failed", multiple=True, type=click.Path(dir_okay=False),
+              help="Only the cases that failed in this results file (of --json); repeat for several (e.g. one "
+                   "per shard): the failures of all of them.  PATHS optional.")
+@click.option("-x", "--exitfirst", "exitfirst", is_flag=True, help="Stop at the first failing case (--maxfail 1).")
+@click.option("--maxfail", type=click.IntRange(min=1), default=None,
+              help="Stop after N failing cases; the results then cover the cases run so far.")
 @click.option("--allow-empty", is_flag=True,
               help="Exit 0, not 5, when no case is judged (none selected, e.g. an empty --shard, or every "
                    "one skipped or mistrusted).")
@@ -461,11 +490,14 @@ def _warn_mixed_versions(files) -> None:
               help="Run a Python backend in this process rather than in a worker (faster start; but a backend "
                    "that ends the process, e.g. by exit(0), then ends the run with its exit status).")
 @click.option("-v", "--verbose", is_flag=True, help="Show details for passing cases too.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Leave out passing cases (skipped ones stay counted; failures, the summary and the list of "
+                   "cases that need attention stay).")
 @_executor_options
 @_exits_on_signals
 def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmup, bitwise, html_path, profile_path, jobs,
-        device, timeout, shard_text, filter_text, rerun_failed, allow_empty, in_process, verbose, executor, address,
-        resources_text):
+        device, timeout, shard_text, filter_text, exclude_text, rerun_failed, exitfirst, maxfail, allow_empty, in_process,
+        verbose, quiet, executor, address, resources_text):
     """Run a backend on every case under PATHS and judge its outputs.
 
     \b
@@ -473,7 +505,9 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     nondeterministic (--bitwise).
     Exit status: 0 at least one case judged and none fails; 1 any case fails or errors, or the
     --compare gate fails; 2 usage or input error; 5 no case judged (none selected, or every one
-    skipped or mistrusted; --allow-empty makes that 0); 128+N stopped by signal N (SIGTERM, SIGHUP).
+    skipped or mistrusted; --allow-empty makes that 0); 130 interrupted (Ctrl-C); 128+N stopped
+    by signal N (SIGTERM, SIGHUP).  Interrupted or stopped, it prints the partial summary and
+    leaves --json and --junit saying that the run did not finish.
     Python backends other than reference and lowp run in a worker process unless --in-process.
     """
 
@@ -486,12 +520,18 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         raise InputError("give case files or directories (PATHS), or --rerun-failed RESULTS.json")
     if bitwise and repeat is None:
         raise InputError("--bitwise compares repeated calls: give --repeat N too")
+    if verbose and quiet:
+        raise InputError("-v and -q contradict each other: give one")
+    if exitfirst:
+        if maxfail not in (None, 1):
+            raise InputError("-x is --maxfail 1: give one of them")
+        maxfail = 1
     for option, path in (("--json", json_path), ("--junit", junit_path), ("--html", html_path)):
         if path is not None:
             _check_writable(option, path)
     _check_distinct([("--compare", baseline_path), ("--json", json_path), ("--junit", junit_path),
                      ("--html", html_path)])
-    selected = _run_files(paths, rerun_failed, filter_text)
+    selected = _run_files(paths, rerun_failed, filter_text, exclude_text)
     files = [f for f in selected if in_shard(f, *shard)] if shard else selected
     _warn_mixed_versions(files)
     pool_timeout = timeout
@@ -539,7 +579,10 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     options = RunOptions(timing=TimingPlan(repeat or 0, warmup if repeat else 0), profile=profile,
                          repro_options=tuple(repro), bitwise=bitwise, error_maps=html_path is not None)
 
-    progress = Progress(len(files), sys.stdout.isatty(), verbose)
+    progress = Progress(len(files), sys.stdout.isatty(), verbose, quiet,
+                        per_kernel=Counter(case_key(f).split("/")[0] for f in files))
+    order = {str(f): number for number, f in enumerate(files)}
+    seen: list = []   # the results so far, for --maxfail and an interrupted run's summary
 
     def on_result(result):
         if baseline is not None:
@@ -547,7 +590,11 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
             if result.gate in GATE_FAILING and baseline_path not in result.repro:
                 result.repro += f" --compare {shlex.quote(str(baseline_path))}"
         progress.case(result)
+        seen.append(result)
+        if maxfail is not None and sum(map(fails, seen)) >= maxfail:
+            raise _EnoughFailures()
 
+    stopped_early = False
     try:
         if resources is None:
             results, origin = run_cases(files, backend, backend_spec, options, on_result, jobs=jobs,
@@ -557,13 +604,31 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
             origin = backend.origin if backend is not None else f"{backend_spec}, loaded in Ray tasks"
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
+    except _EnoughFailures:
+        # The workers are stopped (run_cases unwound); the results are those of the cases run.
+        results = sorted(seen, key=lambda r: order.get(r.path, len(order)))
+        origin = backend.origin if backend is not None else f"{backend_spec}, loaded in worker processes"
+        stopped_early = True
+    except (KeyboardInterrupt, Stopped):
+        progress.close()
+        # What was judged before the interruption; the results files keep saying that the run
+        # did not finish (written at its start).
+        click.echo(summary_text(sorted(seen, key=lambda r: order.get(r.path, len(order))))
+                   + f" (of {len(files)}: interrupted)")
+        _echo_attention(seen)
+        raise
     finally:
         progress.close()
     gate = gate_summary(results, baseline_path, baseline) if baseline is not None else None
     click.echo(summary_text(results, gate))
+    if stopped_early:
+        click.echo(f"stopped after {maxfail} failing case(s) (--maxfail/-x): {len(files) - len(results)} of "
+                   f"{len(files)} case(s) not run")
+    _echo_attention(results)
     run_info = {"backend_origin": origin, "in_process": runs_here, "jobs": jobs, "timeout": timeout, "repeat": repeat,
                 "warmup": warmup if repeat else None, "bitwise": bitwise, "shard": shard_text, "filter": filter_text,
-                "device_profile": profile_path, "compare": baseline_path}
+                "exclude": exclude_text, "device_profile": profile_path, "compare": baseline_path,
+                "maxfail": maxfail, "not_run": len(files) - len(results)}
     if resources is not None:
         run_info["executor"] = {"name": "ray", "address": address, "resources": resources}
     if json_path:
@@ -582,6 +647,19 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
                        f"(--allow-empty accepts it)", err=True)
             sys.exit(EXIT_NOTHING_JUDGED)
     sys.exit(0)
+
+
+class _EnoughFailures(Exception):
+    """--maxfail failing cases reached: unwind the run (its workers stopped) and report what ran."""
+
+
+def _echo_attention(results) -> None:
+    """pytest's "short test summary": every case that needs attention, with its REPRO line."""
+    lines = attention_lines(results)
+    if lines:
+        click.echo("cases that need attention:")
+        for line in lines:
+            click.echo(line)
 
 
 def _run_on_ray(files, backend_spec, options, on_result, address, resources, timeout):
@@ -616,7 +694,7 @@ def _why_nothing_judged(results, backend, backend_spec: str, shard_text, n_selec
     if not results:
         if shard_text:
             return [f"no case judged: shard {shard_text} holds none of the {n_selected} case(s) selected"]
-        return [f"no case judged: no case to rerun: none of them failed in {rerun_failed}"]
+        return [f"no case judged: no case to rerun: none of them failed in {', '.join(rerun_failed)}"]
     skipped = [r for r in results if r.status == SKIPPED]
     n_mistrusted = sum(r.status == MISTRUSTED for r in results)
     counts = ", ".join(f"{n} {status}" for status, n in ((SKIPPED, len(skipped)), (MISTRUSTED, n_mistrusted)) if n)
