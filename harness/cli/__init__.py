@@ -25,7 +25,8 @@ from gen.core.spec import SUITES, SpecError, load_spec
 from gen.core.timing import TimingPlan
 from gen.core.verdict import MISTRUSTED, SKIPPED
 from gen.descriptor import write_described
-from gen.generate import GenerationError, builds_in_memory, case_path, foreign_case, plan_suite, total_bytes
+from gen.generate import (GenerationError, builds_in_memory, case_path, foreign_case, plan_suite, total_bytes,
+                          written_whole)
 from gen.jobs import Task, write_all
 from harness import plugins
 from harness.backends import load_backend, with_device
@@ -43,7 +44,7 @@ from harness.html_report import html_report
 from harness.junit import incomplete_junit_xml, junit_xml
 from harness.power import measure as measure_power
 from harness.power import table_lines as power_table
-from harness.report import Progress, attention_lines, fails, incomplete_json, judged, summary_text, to_json
+from harness.report import Heartbeat, Progress, attention_lines, fails, incomplete_json, judged, summary_text, to_json
 from harness.runner import RunOptions, repro_command
 from harness.selection import case_key, failed_in, in_shard
 from harness.workers import Stopped, run_cases, runs_isolated, stop_on_signals
@@ -218,11 +219,16 @@ def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
               help="Write just the case of this one-line descriptor (as REPRO's CASE line and `opcase shrink` "
                    "print it), byte for byte; SPECS optional (default: the installed spec of its op).")
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@click.option("-v", "--verbose", is_flag=True, help="List each case skipped over --max-size (else one line per kernel).")
 @_executor_options
 @_exits_on_signals
 def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, out_dir, descriptor, executor,
-        address, resources_text):
-    """Generate suites of cases from operator SPECS (YAML) into OUT."""
+        address, resources_text, verbose=False):
+    """Generate suites of cases from operator SPECS (YAML) into OUT.
+
+    A case already in OUT whole (its checksum holds) from the same spec version, suite, seed and
+    baseline is kept, not written again: an interrupted gen, run again, resumes.  Without a
+    terminal it prints a line per kernel done and at least every 30 s, with an ETA."""
     if descriptor is not None:
         source = click.get_current_context().get_parameter_source
         given = [option for option, name in (("--suite", "suite_text"), ("--count", "count"), ("--seed", "seed"),
@@ -244,7 +250,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
         pattern = re.compile(select) if select else None
     except re.error as exc:
         raise InputError(f"--select: bad regular expression: {exc}") from None
-    tasks, skipped, counts, needed = [], [], {}, 0
+    tasks, skipped, counts, needed, kept = [], [], {}, 0, 0
     try:
         baseline = _baseline_on_device(baseline, device)
         for spec in [load_spec(p) for p in specs]:
@@ -258,22 +264,30 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
                         continue
                     size = total_bytes(spec, plan)
                     if max_size is not None and size > max_size:
-                        skipped.append(f"{spec.op}/{suite}/{plan.name} ({size / 1e6:.1f} MB)")
+                        skipped.append((spec.op, f"{spec.op}/{suite}/{plan.name}", size))
+                        continue
+                    path = case_path(Path(out_dir), plan, spec.op)
+                    if written_whole(path, spec, plan, baseline):
+                        counts[spec.op][suite] += 1
+                        kept += 1
                         continue
                     needed += size
                     if builds_in_memory(spec, plan):
                         _refuse_over_memory(size, f"{spec.op}/{suite}/{plan.name}")
                     tasks.append(Task(str(spec.path), spec.op, suite, plan.name, index, count, seed, baseline,
-                                      str(case_path(Path(out_dir), plan, spec.op)), load_backend))
+                                      str(path), load_backend))
     except (SpecError, GenerationError, BackendLoadError) as exc:
         raise InputError(str(exc)) from None
     _refuse_over_free_space(needed, out_dir)
     written = [0]
+    heartbeat = None if sys.stdout.isatty() else Heartbeat("generated", Counter(task.op for task in tasks))
     with _progress(len(tasks), "generating") as advance:
         def done(task, size):
             counts[task.op][task.suite] += 1
             written[0] += size
             advance(f"{task.op}/{task.suite}/{task.name}")
+            if heartbeat is not None:
+                heartbeat.tick(task.op, f"{written[0] / 1e6:.1f} MB written")
         try:
             if resources is None:
                 write_all(tasks, jobs or 1, done)
@@ -288,9 +302,21 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
                                        "rerun with fewer --jobs") from None
     for op, by_suite in counts.items():
         click.echo(f"{op}: " + ", ".join(f"{n} {s}" for s, n in by_suite.items()))
-    for line in skipped:
-        click.echo(f"skipped (over --max-size): {line}")
-    click.echo(f"wrote {sum(sum(c.values()) for c in counts.values())} cases ({written[0] / 1e6:.1f} MB) to {out_dir}")
+    for line in _skipped_lines(skipped, verbose):
+        click.echo(line)
+    click.echo(f"wrote {sum(sum(c.values()) for c in counts.values()) - kept} cases ({written[0] / 1e6:.1f} MB) to {out_dir}"
+               + (f"; kept {kept} already there whole (same spec, suite and seed)" if kept else ""))
+
+
+def _skipped_lines(skipped, verbose: bool) -> list[str]:
+    """gen's cases over --max-size: each with -v, else one counted line per kernel."""
+    if verbose:
+        return [f"skipped (over --max-size): {key} ({size / 1e6:.1f} MB)" for _, key, size in skipped]
+    by_op: dict[str, list[int]] = {}
+    for op, _, size in skipped:
+        by_op.setdefault(op, []).append(size)
+    return [f"skipped (over --max-size): {len(sizes)} {op} case(s), {min(sizes) / 1e6:.1f} to "
+            f"{max(sizes) / 1e6:.1f} MB (-v lists them)" for op, sizes in by_op.items()]
 
 
 def _refuse_foreign_cases(found, out_dir, spec) -> None:
