@@ -3,6 +3,7 @@ loads from where it lies, a backend can decline what it does not implement, REPR
 fresh shell."""
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -216,7 +217,8 @@ def test_plain_log_quiet_collapsed_skips_and_the_cases_that_need_attention(tmp_p
                           f"(first psamask_backward/boundary/map_1x1-psa_type0-float32; -v lists each)"]
     # pytest's short summary: every failing case once more, with the command that reruns it.
     at = out.index("cases that need attention:")
-    listed = out[at + 1:]
+    listed = list(itertools.takewhile(lambda line: line.startswith(("FAIL ", "ERROR ", "WARN ", "  REPRO: ")),
+                                      out[at + 1:]))
     failing = [line for line in out[:at] if line.startswith(("FAIL ", "ERROR "))]
     assert failing and [line for line in listed if not line.startswith("  REPRO: ")] == failing
     assert sum(line.startswith(f"  REPRO: PYTHONPATH={tmp_path} opcase run ") for line in listed) == len(failing)

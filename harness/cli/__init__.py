@@ -639,18 +639,18 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         progress.close()
         # What was judged before the interruption; the results files keep saying that the run
         # did not finish (written at its start).
+        _echo_attention(seen)
         click.echo(summary_text(sorted(seen, key=lambda r: order.get(r.path, len(order))))
                    + f" (of {len(files)}: interrupted)")
-        _echo_attention(seen)
         raise
     finally:
         progress.close()
     gate = gate_summary(results, baseline_path, baseline) if baseline is not None else None
-    click.echo(summary_text(results, gate))
+    _echo_attention(results)   # as pytest's short summary: before the totals, which stay the last line
     if stopped_early:
         click.echo(f"stopped after {maxfail} failing case(s) (--maxfail/-x): {len(files) - len(results)} of "
                    f"{len(files)} case(s) not run")
-    _echo_attention(results)
+    click.echo(summary_text(results, gate))
     run_info = {"backend_origin": origin, "in_process": runs_here, "jobs": jobs, "timeout": timeout, "repeat": repeat,
                 "warmup": warmup if repeat else None, "bitwise": bitwise, "shard": shard_text, "filter": filter_text,
                 "exclude": exclude_text, "device_profile": profile_path, "compare": baseline_path,
