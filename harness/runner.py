@@ -15,6 +15,7 @@ How a case ends: gen.core.verdict.
 from __future__ import annotations
 
 import shlex
+import time
 import traceback
 import zlib
 from dataclasses import dataclass
@@ -222,11 +223,14 @@ def new_result(path, backend_spec: str, options: RunOptions | None = None) -> Ca
 
 
 def run_case(path: Path, backend: Backend, backend_spec: str, options: RunOptions | None = None) -> CaseResult:
+    started = time.monotonic()
     result = new_result(path, backend_spec, options)
     try:
         case = load(path)
     except CaseFileError as exc:
         result.status, result.message = ERROR, str(exc)
         result.name = Path(path).name
-        return result
-    return run_loaded(case, backend, result, options)
+    else:
+        run_loaded(case, backend, result, options)
+    result.wall_seconds = time.monotonic() - started
+    return result
