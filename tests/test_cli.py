@@ -49,7 +49,7 @@ def test_gen_select_and_max_size(tmp_path):
     names = sorted(p.stem for p in tmp_path.rglob("*.opcase"))
     assert names == ["map_1x1-float16", "map_1x1-float32"]
     # One counted line per kernel; -v lists each case.
-    assert re.search(r"^skipped \(over --max-size\): \d+ masked_im2col_forward case\(s\), [0-9.]+ to [0-9.]+ MB "
+    assert re.search(r"^skipped \(over --max-size\): \d+ masked_im2col_forward case\(s\), [0-9.]+ MB to [0-9.]+ MB "
                      r"\(-v lists them\)$", result.output, re.M), result.output
     listed = _run("gen", SPEC, "--suite", "boundary,network", "--select", "k3|map_1x1", "--max-size", "1MB",
                   "-o", tmp_path, "-v")

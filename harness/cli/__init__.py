@@ -1,4 +1,10 @@
-"""The `opcase` command line."""
+"""The `opcase` command line.
+
+Each command imports what it needs when it runs (the imports marked "lazily: fast --help"): the
+module itself loads only click and the standard library, so that `opcase --help` (and an option
+Click refuses) comes back in about the time of `import click` (tests/bench/bench_startup.py
+measures it, tests/test_startup.py keeps numpy and the commands' modules out).
+"""
 from __future__ import annotations
 
 import contextlib
@@ -15,39 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 import click
-import numpy as np
 
-from gen.core.backend import BUILTIN_NAMES, BackendLoadError
-from gen.core.casefile import CaseFileError, atomic_write, find, load, mixed_versions, physical_memory
-from gen.core.descriptor import DescriptorError
-from gen.core.registry import UnknownOp, known_ops, spec_for
-from gen.core.spec import SUITES, SpecError, load_spec
-from gen.core.timing import TimingPlan
-from gen.core.verdict import MISTRUSTED, SKIPPED
-from gen.descriptor import write_described
-from gen.generate import (GenerationError, builds_in_memory, case_path, foreign_case, plan_suite, total_bytes,
-                          written_whole)
-from gen.jobs import Task, write_all
-from harness import plugins
-from harness.backends import load_backend, with_device
-from harness.backends.exec_backend import TIMEOUT_ENV
-from harness.calibrate import BackendRun, calibration
-from harness.calibrate import table_lines as calibration_table
-from harness.cli.interop import export_all, import_all
-from harness.cli import ray_executor
-from harness.cli.ray_executor import ExecutorError, TaskLost, import_ray, parse_resources
-from harness.cli.shrink import ShrinkError, shrink_case
-from harness.efficiency import ProfileError, load_profile
-from harness.gate import (GATE_FAILING, BaselineError, BaselineRefused, gate_summary, judge_against, load_baseline,
-                          load_results, updated_baseline)
-from harness.html_report import html_report
-from harness.junit import incomplete_junit_xml, junit_xml
-from harness.power import measure as measure_power
-from harness.power import table_lines as power_table
-from harness.report import Heartbeat, Progress, attention_lines, fails, incomplete_json, judged, summary_text, to_json
-from harness.runner import RunOptions, repro_command
-from harness.selection import case_key, failed_in, in_shard
-from harness.workers import Stopped, run_cases, runs_isolated, stop_on_signals
 
 SIZE_UNITS = {"": 1, "B": 1, "K": 10**3, "KB": 10**3, "KIB": 1024, "M": 10**6, "MB": 10**6, "MIB": 1024**2,
               "G": 10**9, "GB": 10**9, "GIB": 1024**3, "T": 10**12, "TB": 10**12, "TIB": 1024**4}
@@ -128,6 +102,7 @@ def _finite_seconds(ctx, param, value):
 
 
 def _suites(text: str) -> list[str]:
+    from gen.core.spec import SUITES  # lazily: fast --help
     names = list(SUITES) if text.strip() == "all" else [s.strip() for s in text.split(",") if s.strip()]
     unknown = [s for s in names if s not in SUITES]
     if unknown or not names:
@@ -141,6 +116,7 @@ def _exits_on_signals(command):
     SIGINT, as shells and pytest's "interrupted" do), not Click's "Aborted!" and 1."""
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
+        from harness.workers import Stopped, stop_on_signals  # lazily: fast --help
         try:
             with stop_on_signals():
                 return command(*args, **kwargs)
@@ -185,6 +161,7 @@ def _executor_options(command):
 
 def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
     """The Ray task options of --executor ray (None for local), or a usage error."""
+    from harness.cli.ray_executor import ExecutorError, import_ray, parse_resources  # lazily: fast --help
 
     if executor != "ray":
         for option, value in (("--address", address), ("--resources", resources_text)):
@@ -229,6 +206,14 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     A case already in OUT whole (its checksum holds) from the same spec version, suite, seed and
     baseline is kept, not written again: an interrupted gen, run again, resumes.  Without a
     terminal it prints a line per kernel done and at least every 30 s, with an ETA."""
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.registry import UnknownOp  # lazily: fast --help
+    from gen.core.spec import SpecError, load_spec  # lazily: fast --help
+    from gen.generate import (GenerationError, builds_in_memory, case_path, foreign_case,  # lazily: fast --help
+                              plan_suite, total_bytes, written_whole)
+    from gen.jobs import Task, write_all  # lazily: fast --help
+    from harness.backends import load_backend  # lazily: fast --help
+    from harness.report import Heartbeat  # lazily: fast --help
     if descriptor is not None:
         source = click.get_current_context().get_parameter_source
         given = [option for option, name in (("--suite", "suite_text"), ("--count", "count"), ("--seed", "seed"),
@@ -315,8 +300,8 @@ def _skipped_lines(skipped, verbose: bool) -> list[str]:
     by_op: dict[str, list[int]] = {}
     for op, _, size in skipped:
         by_op.setdefault(op, []).append(size)
-    return [f"skipped (over --max-size): {len(sizes)} {op} case(s), {min(sizes) / 1e6:.1f} to "
-            f"{max(sizes) / 1e6:.1f} MB (-v lists them)" for op, sizes in by_op.items()]
+    return [f"skipped (over --max-size): {len(sizes)} {op} case(s), {_size_text(min(sizes))} to "
+            f"{_size_text(max(sizes))} (-v lists them)" for op, sizes in by_op.items()]
 
 
 def _refuse_foreign_cases(found, out_dir, spec) -> None:
@@ -328,6 +313,7 @@ def _refuse_foreign_cases(found, out_dir, spec) -> None:
 
 def _refuse_over_memory(size: int, what: str) -> None:
     """A case built whole in memory that cannot fit in it is refused, not run into the OOM killer."""
+    from gen.core.casefile import physical_memory  # lazily: fast --help
     memory = physical_memory()
     if memory is not None and size > memory:
         raise InputError(f"{what}: its tensors take {size / 1e6:.1f} MB, it is built in memory and this machine "
@@ -346,6 +332,7 @@ def _refuse_over_free_space(needed: int, out_dir) -> None:
 
 def _baseline_on_device(baseline: str | None, device: str | None) -> str | None:
     """gen's --baseline as it runs on --device (BackendLoadError for a backend without devices)."""
+    from harness.backends import with_device  # lazily: fast --help
 
     if device is None:
         return baseline
@@ -356,6 +343,12 @@ def _baseline_on_device(baseline: str | None, device: str | None) -> str | None:
 
 def _gen_described(descriptor: str, specs, baseline, device, out_dir) -> None:
     """`opcase gen --case`: write the one case of ``descriptor``."""
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.descriptor import DescriptorError  # lazily: fast --help
+    from gen.core.spec import SpecError  # lazily: fast --help
+    from gen.descriptor import write_described  # lazily: fast --help
+    from gen.generate import GenerationError  # lazily: fast --help
+    from harness.backends import load_backend  # lazily: fast --help
 
     _check_writable("-o", out_dir, directory=True)
     try:
@@ -370,6 +363,8 @@ def _gen_described(descriptor: str, specs, baseline, device, out_dir) -> None:
 
 def _write_on_ray(tasks, done, address, resources) -> None:
 
+    from harness.cli import ray_executor  # lazily: fast --help
+    from harness.cli.ray_executor import ExecutorError, TaskLost  # lazily: fast --help
     try:
         ray_executor.write_all(tasks, done, address, resources)
     except ExecutorError as exc:
@@ -392,6 +387,9 @@ def _progress(total: int, label: str):
 def _start_results_files(json_path, junit_path, backend_spec: str) -> None:
     """Replace the results files with ones saying that the run did not finish, so that a run cut
     short (killed, crashed, stopped by a signal) can never leave an older, complete-looking report."""
+    from gen.core.casefile import atomic_write  # lazily: fast --help
+    from harness.junit import incomplete_junit_xml  # lazily: fast --help
+    from harness.report import incomplete_json  # lazily: fast --help
 
     for option, path, text in (("--json", json_path, incomplete_json), ("--junit", junit_path, incomplete_junit_xml)):
         if path:
@@ -413,6 +411,8 @@ def _shard(text: str | None) -> tuple[int, int] | None:
 def _run_files(paths, rerun_failed, filter_text, exclude_text=None) -> list[Path]:
     """The case files a run covers: PATHS (or the failures of every --rerun-failed file), then
     --filter, then --exclude."""
+    from gen.core.casefile import find  # lazily: fast --help
+    from harness.selection import case_key  # lazily: fast --help
 
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
@@ -450,6 +450,8 @@ def _run_files(paths, rerun_failed, filter_text, exclude_text=None) -> list[Path
 def _failed_in_all(results_paths) -> tuple[set[str], set[str]]:
     """The union of the failures of every --rerun-failed file (e.g. one per shard); an unreadable
     or unfinished one is refused, as a single one is."""
+    from harness.gate import BaselineError, load_results  # lazily: fast --help
+    from harness.selection import failed_in  # lazily: fast --help
     paths, keys = set(), set()
     for results_path in results_paths:
         try:
@@ -462,6 +464,7 @@ def _failed_in_all(results_paths) -> tuple[set[str], set[str]]:
 
 
 def _warn_mixed_versions(files) -> None:
+    from gen.core.casefile import mixed_versions  # lazily: fast --help
     for op, count in mixed_versions(files).items():
         click.echo(f"warning: the {op} cases come from {count} versions of its spec or generator "
                    f"(an -o reused across versions?); their verdicts are not comparable", err=True)
@@ -536,6 +539,20 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     leaves --json and --junit saying that the run did not finish.
     Python backends other than reference and lowp run in a worker process unless --in-process.
     """
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import atomic_write  # lazily: fast --help
+    from gen.core.timing import TimingPlan  # lazily: fast --help
+    from harness.backends import load_backend, with_device  # lazily: fast --help
+    from harness.backends.exec_backend import TIMEOUT_ENV  # lazily: fast --help
+    from harness.efficiency import ProfileError, load_profile  # lazily: fast --help
+    from harness.gate import (BaselineError, GATE_FAILING, gate_summary, judge_against,  # lazily: fast --help
+                              load_baseline)
+    from harness.html_report import html_report  # lazily: fast --help
+    from harness.junit import junit_xml  # lazily: fast --help
+    from harness.report import Progress, fails, judged, summary_text, to_json  # lazily: fast --help
+    from harness.runner import RunOptions  # lazily: fast --help
+    from harness.selection import case_key, in_shard  # lazily: fast --help
+    from harness.workers import Stopped, run_cases, runs_isolated  # lazily: fast --help
 
     if not backend_spec:
         raise InputError(f"give --backend (or set {BACKEND_ENV}): the implementation to judge, e.g. "
@@ -681,6 +698,7 @@ class _EnoughFailures(Exception):
 
 def _echo_attention(results) -> None:
     """pytest's "short test summary": every case that needs attention, with its REPRO line."""
+    from harness.report import attention_lines  # lazily: fast --help
     lines = attention_lines(results)
     if lines:
         click.echo("cases that need attention:")
@@ -690,6 +708,8 @@ def _echo_attention(results) -> None:
 
 def _run_on_ray(files, backend_spec, options, on_result, address, resources, timeout):
 
+    from harness.cli import ray_executor  # lazily: fast --help
+    from harness.cli.ray_executor import ExecutorError  # lazily: fast --help
     try:
         return ray_executor.run_cases(files, backend_spec, options, on_result, address, resources, timeout,
                          notify=lambda line: click.echo(line, err=True))
@@ -705,6 +725,8 @@ def _implementation(backend):
 def _warn_declarations(backend, files) -> None:
     """Before the run, once: what the backend declares that names no kernel or dtype it could be
     given (exec: lines of `COMMAND --list-supported`), on stderr."""
+    from gen.core.registry import known_ops  # lazily: fast --help
+    from harness.selection import case_key  # lazily: fast --help
 
     warnings_of = getattr(_implementation(backend), "declaration_warnings", None)
     if warnings_of is None:
@@ -716,6 +738,7 @@ def _warn_declarations(backend, files) -> None:
 
 def _why_nothing_judged(results, backend, backend_spec: str, shard_text, n_selected: int, rerun_failed) -> list[str]:
     """Why a run judged no case: what was (not) selected, or what the backend declared."""
+    from gen.core.verdict import MISTRUSTED, SKIPPED  # lazily: fast --help
 
     if not results:
         if shard_text:
@@ -752,6 +775,9 @@ def backends_(names):
     Give NAMES (any --backend value, e.g. exec:'./my_kernels') to describe just those.
     Cases of a kernel or dtype a backend does not support are skipped by `opcase run`, not failed.
     """
+    from gen.core.backend import BUILTIN_NAMES, BackendLoadError  # lazily: fast --help
+    from harness import plugins  # lazily: fast --help
+    from harness.backends import load_backend  # lazily: fast --help
 
     # (name, loader): what to describe and how to load it; exec:COMMAND alone has no loader
     if names:
@@ -786,6 +812,7 @@ def backends_(names):
 
 def _supported_lines(backend) -> list[str]:
     """'OP  DTYPE ...' for each known kernel, from the backend's supports(op, dtype)."""
+    from gen.core.registry import known_ops, spec_for  # lazily: fast --help
 
     ops = known_ops()
     width = max(map(len, ops), default=0)
@@ -819,6 +846,12 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text):
     a trusted backend fails, or fails to run, is a finding.
     Exit status: 0 no findings; 1 findings; 2 usage or input error; 5 a backend judged no case.
     """
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import atomic_write  # lazily: fast --help
+    from harness.backends import load_backend  # lazily: fast --help
+    from harness.calibrate import BackendRun, calibration, table_lines as calibration_table  # lazily: fast --help
+    from harness.runner import RunOptions  # lazily: fast --help
+    from harness.workers import run_cases, runs_isolated  # lazily: fast --help
 
     if json_path is not None:
         _check_writable("--json", json_path)
@@ -881,6 +914,10 @@ def power(paths, backend_spec, json_path, max_size, filter_text):
     Exit status: 0 every applicable generic mutant killed and every control passes; 1 a
     survivor, a failing control or a case the base fails; 2 usage or input error; 5 no case judged.
     """
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import atomic_write  # lazily: fast --help
+    from harness.backends import load_backend  # lazily: fast --help
+    from harness.power import table_lines as power_table  # lazily: fast --help
     import signal
 
 
@@ -912,6 +949,7 @@ def power(paths, backend_spec, json_path, max_size, filter_text):
 def _measure_power(paths, specs, base, backend_spec, max_size, filter_text):
     """(report, case files, seconds) of `opcase power`: SPECs' default suites generated into a
     temporary directory (removed after), then every case measured."""
+    from harness.power import measure as measure_power  # lazily: fast --help
     import tempfile
 
 
@@ -947,6 +985,9 @@ def baseline_update(results_paths, out_path, allow_failing):
 
     Refuses (exit 1) when any of them failed, unless --allow-failing.
     """
+    from gen.core.casefile import atomic_write  # lazily: fast --help
+    from harness.gate import (BaselineError, BaselineRefused, load_baseline, load_results,  # lazily: fast --help
+                              updated_baseline)
     missing = [p for p in results_paths if not Path(p).is_file()]
     if missing:
         raise InputError(f"no such results file: {', '.join(missing)}")
@@ -970,6 +1011,9 @@ def baseline_update(results_paths, out_path, allow_failing):
 @click.option("--values", "n_values", default=6, show_default=True, help="How many leading values to show per tensor.")
 def show(case_path, n_values):
     """Print a case readably, with a command that reruns just it."""
+    from gen.core.casefile import CaseFileError, load  # lazily: fast --help
+    from harness.runner import repro_command  # lazily: fast --help
+    import numpy as np  # lazily: fast --help
 
     try:
         case = load(case_path)
@@ -1015,6 +1059,12 @@ def show(case_path, n_values):
 def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout):
     """Find the smallest case that fails like CASE_FILE on --backend: same status, same failing
     metrics or NaN/Inf mismatches.  Prints its one-line descriptor and the sizes before and after."""
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import CaseFileError  # lazily: fast --help
+    from gen.core.descriptor import DescriptorError  # lazily: fast --help
+    from gen.core.spec import SpecError  # lazily: fast --help
+    from harness.backends import load_backend  # lazily: fast --help
+    from harness.cli.shrink import ShrinkError, shrink_case  # lazily: fast --help
 
     _check_writable("-o", out_dir, directory=True)
     try:
@@ -1070,6 +1120,8 @@ def import_(paths, out_dir, baseline, max_size):
 
     A case is named after its file; files of one kernel that share a name (case_0.prototxt in
     several directories) are named after their path under PATH instead."""
+    from gen.core.spec import SpecError  # lazily: fast --help
+    from harness.cli.interop import import_all  # lazily: fast --help
 
     _check_writable("-o", out_dir, directory=True)
     out = Path(out_dir)
@@ -1088,6 +1140,8 @@ def import_(paths, out_dir, baseline, max_size):
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
 def export(paths, fmt, text, out_dir):
     """Export opcase cases in the operator library's own format (mlu-ops)."""
+    from gen.core.spec import SpecError  # lazily: fast --help
+    from harness.cli.interop import export_all  # lazily: fast --help
 
     _check_writable("-o", out_dir, directory=True)
     try:
