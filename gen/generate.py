@@ -775,7 +775,8 @@ def written_whole(path: Path, spec: Spec, plan: Plan, baseline: str | None) -> b
         if tensor.HasField("sidecar"):
             name = tensor.sidecar.path   # read from the file: only a plain name beside it is looked at
             sidecar = path.parent / name
-            if name != Path(name).name or name in ("", ".", "..") or not sidecar.is_file() or sidecar.stat().st_size != tensor.sidecar.length:
+            if name != Path(name).name or name in ("", ".", "..") or not sidecar.is_file() \
+                    or sidecar.stat().st_size != tensor.sidecar.length:
                 return False
     return True
 

@@ -49,7 +49,8 @@ def repro_command(path, backend_spec: str, options=()) -> str:
     """The command that reruns one case, in a fresh shell: with the PYTHONPATH the backend's
     module needs when it is not an installed one."""
     env = import_path_for(backend_spec)
-    return " ".join([*([env] if env else []), "opcase", "run", shlex.quote(str(path)), "--backend", shlex.quote(backend_spec),
+    return " ".join([*([env] if env else []), "opcase", "run", shlex.quote(str(path)),
+                     "--backend", shlex.quote(backend_spec),
                      *map(shlex.quote, map(str, options))])
 
 

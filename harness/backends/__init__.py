@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 import os
 import shlex
 import site
@@ -133,7 +134,11 @@ def _module_root(module_name: str, path=None) -> Path | None:
 def _with_current_directory(module_name: str) -> None:
     """Put the current directory on sys.path (last) when it holds the module and the path does
     not: `opcase --backend mymod:run` then finds ./mymod.py as `python -m` would."""
-    if _module_root(module_name) is None and _module_root(module_name, [os.getcwd()]) is not None:
+    try:   # any finder (an editable install's too); a top-level name imports nothing to be found
+        importable = importlib.util.find_spec(module_name.split(".")[0]) is not None
+    except (ImportError, ValueError):
+        importable = False
+    if not importable and _module_root(module_name, [os.getcwd()]) is not None:
         sys.path.append(os.getcwd())
 
 
@@ -144,15 +149,20 @@ def _installed_places() -> list[Path]:
     return [Path(p).resolve() for p in places if p]
 
 
-@functools.lru_cache(maxsize=None)
 def import_path_for(backend_spec: str) -> str:
     """``PYTHONPATH=DIR`` when a module:attr backend's module was found outside the installed
     packages (the current directory, PYTHONPATH, a path a test added), so that a REPRO line
     reruns in a fresh shell; '' otherwise (a built-in, exec:, a plugin, an installed module)."""
+    return _import_path(backend_spec, os.getcwd(), tuple(sys.path))
+
+
+@functools.lru_cache(maxsize=64)
+def _import_path(backend_spec: str, cwd: str, path: tuple) -> str:
+    """import_path_for, once per backend, directory and sys.path (it is asked once per case)."""
     module_name, sep, attr = backend_spec.partition(":")
     if not sep or not module_name or not attr or module_name == "exec" or _builtin_name(backend_spec):
         return ""
-    root = _module_root(module_name) or _module_root(module_name, [os.getcwd()])
+    root = _module_root(module_name, list(path)) or _module_root(module_name, [cwd])
     if root is None:
         return ""
     root = root.resolve()

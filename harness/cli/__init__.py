@@ -196,7 +196,8 @@ def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
               help="Write just the case of this one-line descriptor (as REPRO's CASE line and `opcase shrink` "
                    "print it), byte for byte; SPECS optional (default: the installed spec of its op).")
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
-@click.option("-v", "--verbose", is_flag=True, help="List each case skipped over --max-size (else one line per kernel).")
+@click.option("-v", "--verbose", is_flag=True,
+              help="List each case skipped over --max-size (else one line per kernel).")
 @_executor_options
 @_exits_on_signals
 def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, out_dir, descriptor, executor,
@@ -289,7 +290,8 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
         click.echo(f"{op}: " + ", ".join(f"{n} {s}" for s, n in by_suite.items()))
     for line in _skipped_lines(skipped, verbose):
         click.echo(line)
-    click.echo(f"wrote {sum(sum(c.values()) for c in counts.values()) - kept} cases ({written[0] / 1e6:.1f} MB) to {out_dir}"
+    n_written = sum(sum(c.values()) for c in counts.values()) - kept
+    click.echo(f"wrote {n_written} cases ({written[0] / 1e6:.1f} MB) to {out_dir}"
                + (f"; kept {kept} already there whole (same spec, suite and seed)" if kept else ""))
 
 
@@ -525,8 +527,8 @@ def _warn_mixed_versions(files) -> None:
 @_executor_options
 @_exits_on_signals
 def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmup, bitwise, html_path, profile_path, jobs,
-        device, timeout, shard_text, filter_text, exclude_text, rerun_failed, exitfirst, maxfail, allow_empty, in_process,
-        verbose, quiet, executor, address, resources_text):
+        device, timeout, shard_text, filter_text, exclude_text, rerun_failed, exitfirst, maxfail, allow_empty,
+        in_process, verbose, quiet, executor, address, resources_text):
     """Run a backend on every case under PATHS and judge its outputs.
 
     \b
@@ -632,8 +634,8 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
             judge_against(result, baseline.get(result.key))
             if result.gate in GATE_FAILING and baseline_path not in result.repro:
                 result.repro += f" --compare {shlex.quote(str(baseline_path))}"
+        seen.append(result)   # before it is shown: an interruption after the line keeps the case
         progress.case(result)
-        seen.append(result)
         if maxfail is not None and sum(map(fails, seen)) >= maxfail:
             raise _EnoughFailures()
 
