@@ -40,13 +40,15 @@ from gen.core.metrics import compare
 from gen.core.registry import explain_variants, spec_for
 from gen.core.verdict import request_for
 from harness.backends.builtin import check_request, reference, run_in_dtype
-from harness.mutants import CHECKS, PLANTED, Call, Mutant, NotApplicable, controls, mutants
+from harness.mutants import CHECKS, GENERIC, PLANTED, Call, Mutant, NotApplicable, controls, mutants
 from harness.explain_worker import OUTPUTS, REJECTED, backend_outputs
 
 REFERENCE = "reference"
 # How many variants the text names per output, and how many pieces a partial explanation has.
 _SHOWN = 5
 _PIECES = 3
+# A piece this close to the largest in size counts as large as it (see _describe).
+_NEARLY = 0.98
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,10 @@ def _flush_outputs(call: Call) -> dict:
     return {name: _flushed(np.asarray(a)) for name, a in call.base().items()}
 
 
+def _zeros(call: Call) -> dict:
+    return {name: np.zeros(o.shape, o.dtype) for name, o in call.request.outputs.items()}
+
+
 def _kernel_variant(function):
     def compute(call: Call) -> dict:
         request = call.request
@@ -120,6 +126,7 @@ def variants(op: str) -> list[Variant]:
                 "arithmetic", _flush_inputs),
         Variant("flush_subnormal_outputs", "the reference, subnormal results flushed to zero", "arithmetic",
                 _flush_outputs),
+        Variant("left_zero", "0 (left unwritten in a zeroed buffer)", "generic", _zeros),
     ]
     for name, function in explain_variants(op).items():
         what = (function.__doc__ or name.replace("_", " ")).strip().splitlines()[0]
@@ -229,22 +236,29 @@ def _json_number(value: float):
     return value if math.isfinite(value) else str(value)
 
 
-def explain_outputs(request: Request, produced: dict, catalogue: list[Variant]) -> tuple[list, dict]:
-    """Rank every applicable variant against the backend's outputs on each output:
-    ([OutputExplanation] in the request's order, {variant: why it was not applicable})."""
-    scores: dict[str, dict[bytes, Score]] = {name: {} for name in request.outputs}
-    inapplicable: dict[str, str] = {}
+def computed_variants(request: Request, catalogue: list[Variant]):
+    """Yield (variant, its outputs) or (variant, why it cannot be made on this call), one at a time."""
     # Outputs are kept only until the last variant sharing their key has read them.
     computed: dict = {"uses": Counter(_key(v) for v in catalogue)}
     call = Call(request, reference())
     for variant in catalogue:
         try:
-            outputs = _compute(variant, call, computed)
+            yield variant, _compute(variant, call, computed)
         except NotApplicable as exc:
-            inapplicable[variant.name] = str(exc)
-            continue
+            yield variant, str(exc)
         except Exception as exc:  # noqa: BLE001 - a variant that cannot be made on this call is left out
-            inapplicable[variant.name] = f"{type(exc).__name__}: {exc}"[:200]
+            yield variant, f"{type(exc).__name__}: {exc}"[:200]
+
+
+def explain_outputs(request: Request, produced: dict, catalogue: list[Variant], computed=None) -> tuple[list, dict]:
+    """Rank every applicable variant against the backend's outputs on each output:
+    ([OutputExplanation] in the request's order, {variant: why it was not applicable}).
+    ``computed``: the variants' outputs as computed_variants yields them (by default computed here)."""
+    scores: dict[str, dict[bytes, Score]] = {name: {} for name in request.outputs}
+    inapplicable: dict[str, str] = {}
+    for variant, outputs in computed if computed is not None else computed_variants(request, catalogue):
+        if isinstance(outputs, str):
+            inapplicable[variant.name] = outputs
             continue
         for name, o in request.outputs.items():
             mine = np.asarray(outputs[name]) if name in outputs else None
@@ -353,6 +367,11 @@ def _percent(part: int, whole: int) -> str:
     return f"{min(100 * part / whole, 99.9):.1f} %" if part else "0 %"
 
 
+def _plain(score_: Score, catalogue: dict) -> bool:
+    """Whether a variant is an arithmetic rather than a bug (a mutant or planted bug)."""
+    return any(catalogue[name].kind not in (GENERIC, PLANTED) for name in score_.names)
+
+
 def _describe(e: OutputExplanation, shape, layout: str, catalogue: dict) -> None:
     if not e.ranking:
         e.text = f"no variant could be computed on this case"
@@ -367,7 +386,11 @@ def _describe(e: OutputExplanation, shape, layout: str, catalogue: dict) -> None
     for _ in range(_PIECES):
         gains = [(int((np.unpackbits(s.identical_bits, count=e.size).astype(bool) & unexplained).sum()), i)
                  for i, s in enumerate(e.ranking)]
-        gain, index = max(gains, key=lambda g: (g[0], -g[1]))
+        most = max(g for g, _ in gains)
+        # Among the pieces nearly as large as the largest, an arithmetic (the reference, mmcv) before
+        # a local bug: 'the reference; the last 33 channels: left 0' rather than 'tail block of 16
+        # zeroed; channels 96..127: left 0'.
+        gain, index = max(gains, key=lambda g: (g[0] >= _NEARLY * most, _plain(e.ranking[g[1]], catalogue), g[0], -g[1]))
         if gain == 0 or gain < 0.001 * e.size and pieces:
             break
         mask = np.unpackbits(e.ranking[index].identical_bits, count=e.size).astype(bool) & unexplained

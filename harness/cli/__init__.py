@@ -23,7 +23,7 @@ from gen.core.descriptor import DescriptorError
 from gen.core.registry import UnknownOp, known_ops, spec_for
 from gen.core.spec import SUITES, SpecError, load_spec
 from gen.core.timing import TimingPlan
-from gen.core.verdict import MISTRUSTED, SKIPPED
+from gen.core.verdict import FAILED, MISTRUSTED, SKIPPED
 from gen.descriptor import write_described
 from gen.generate import GenerationError, builds_in_memory, case_path, foreign_case, plan_suite, total_bytes
 from gen.jobs import Task, write_all
@@ -457,11 +457,14 @@ def _warn_mixed_versions(files) -> None:
               help="Run a Python backend in this process rather than in a worker (faster start; but a backend "
                    "that ends the process, e.g. by exit(0), then ends the run with its exit status).")
 @click.option("-v", "--verbose", is_flag=True, help="Show details for passing cases too.")
+@click.option("--explain", "explain_failures", is_flag=True,
+              help="For each failed case, run the backend on it once more and say which known variant its "
+                   "outputs match (as `opcase explain`): an EXPLAIN line in its report, the HTML and --json.")
 @_executor_options
 @_exits_on_signals
 def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmup, bitwise, html_path, profile_path, jobs,
-        device, timeout, shard_text, filter_text, rerun_failed, allow_empty, in_process, verbose, executor, address,
-        resources_text):
+        device, timeout, shard_text, filter_text, rerun_failed, allow_empty, in_process, verbose, explain_failures,
+        executor, address, resources_text):
     """Run a backend on every case under PATHS and judge its outputs.
 
     \b
@@ -535,6 +538,8 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     progress = Progress(len(files), sys.stdout.isatty(), verbose)
 
     def on_result(result):
+        if explain_failures and result.status == FAILED:
+            result.explanation = _explanation(result, backend_spec, timeout)
         if baseline is not None:
             judge_against(result, baseline.get(result.key))
             if result.gate in GATE_FAILING and baseline_path not in result.repro:
@@ -575,6 +580,16 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
                        f"(--allow-empty accepts it)", err=True)
             sys.exit(EXIT_NOTHING_JUDGED)
     sys.exit(0)
+
+
+def _explanation(result, backend_spec: str, timeout) -> str:
+    """`opcase explain`'s headline for a failed case (its backend run again, the way explain runs it)."""
+    from harness.explain import explain_case   # the explain command's module, loaded only when asked for
+
+    try:
+        return explain_case(Path(result.path), backend_spec, timeout)["headline"]
+    except (BackendLoadError, CaseFileError) as exc:
+        return f"not explained: {exc}"
 
 
 def _run_on_ray(files, backend_spec, options, on_result, address, resources, timeout):
