@@ -339,12 +339,13 @@ def region_text(mask: np.ndarray, layout: str) -> str:
             continue
         word = _AXIS_WORDS.get(letter, f"index of {letter}")
         contiguous = indices[-1] - indices[0] + 1 == len(indices)
-        if contiguous and indices[-1] == size - 1 and indices[0] > 0:
+        if len(indices) == 1:
+            last = "the last " if indices[0] == size - 1 else ""
+            parts.append(f"{last}{word} {letter} = {indices[0]}")
+        elif contiguous and indices[-1] == size - 1 and indices[0] > 0:
             parts.append(f"the last {len(indices)} {_plural(word, len(indices))} ({letter} {indices[0]}..{size - 1})")
         elif contiguous and indices[0] == 0 and len(indices) > 1:
             parts.append(f"the first {len(indices)} {_plural(word, len(indices))} ({letter} 0..{indices[-1]})")
-        elif len(indices) == 1:
-            parts.append(f"{word} {letter} = {indices[0]}")
         elif contiguous:
             parts.append(f"{_plural(word, 2)} {letter} {indices[0]}..{indices[-1]}")
         else:

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +35,8 @@ from harness.workers import kill_process_group, runs_isolated
 # worker ended without saying.
 OUTPUTS, REJECTED, RAISED, UNSUPPORTED = "outputs", "rejected", "raised", "unsupported"
 _STATUS_FILE = "status.json"
+_LOADED_FILE = "loaded"
+_POLL_S = 0.05
 _TAIL_BYTES = 3000
 # How long a worker may take to start and load the backend, on top of the timeout.
 _STARTUP_ALLOWANCE_S = 60.0
@@ -86,14 +89,13 @@ def _in_worker(path: Path, backend_spec: str, timeout: float | None) -> BackendC
     with tempfile.TemporaryDirectory(prefix="opcase-explain-") as scratch:
         log_path = Path(scratch) / "worker.log"
         with open(log_path, "wb") as log:
+            # The worker imports what this process can (its sys.path), as run's spawned workers do.
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
             worker = subprocess.Popen([sys.executable, "-m", "harness.explain_worker", str(path), backend_spec, scratch],
                                       stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                      start_new_session=True)
-        limit = _STARTUP_ALLOWANCE_S + timeout if timeout is not None else None
+                                      start_new_session=True, env=env)
         try:
-            code = worker.wait(limit)
-        except subprocess.TimeoutExpired:
-            code = None
+            code = _wait(worker, Path(scratch) / _LOADED_FILE, timeout)
         except BaseException:
             kill_process_group(worker.pid)
             worker.wait()
@@ -119,6 +121,25 @@ def _in_worker(path: Path, backend_spec: str, timeout: float | None) -> BackendC
     return BackendCall(RAISED, problem) if problem else BackendCall(OUTPUTS, outputs=produced)
 
 
+def _wait(worker: subprocess.Popen, loaded: Path, timeout: float | None) -> int | None:
+    """The worker's exit status, or None when it loaded the backend and then outlived ``timeout``
+    (or did not load it within the startup allowance plus ``timeout``)."""
+    if timeout is None:
+        return worker.wait()
+    started = time.monotonic()
+    deadline = started + _STARTUP_ALLOWANCE_S + timeout
+    while True:
+        try:
+            return worker.wait(_POLL_S)
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        if loaded.exists():
+            deadline = min(deadline, loaded.stat().st_mtime - time.time() + now + timeout)
+        if now >= deadline:
+            return None
+
+
 def _tail(log_path: Path) -> str:
     try:
         data = log_path.read_bytes()[-_TAIL_BYTES:].decode("utf-8", "replace").strip()
@@ -135,6 +156,7 @@ def _serve(path: str, backend_spec: str, scratch: str) -> None:
     except BackendLoadError as exc:
         status = {"kind": "load-error", "message": str(exc)}
     else:
+        (directory / _LOADED_FILE).touch()   # the timeout runs from here
         try:
             case = load(Path(path))
         except CaseFileError as exc:

@@ -1,0 +1,233 @@
+"""`opcase explain`: every generic mutant and planted bug of every kernel is named first on a case it
+fails; correct backends are explained as the arithmetic they are (the reference, lowp's float32, the
+mmcv emulation on the conformance cases); the backend runs in a worker and hands over data; the
+explanation names regions; `opcase run --explain` carries the headline into the reports.
+
+Kernels come from the specs (gen.core.registry.known_ops), mutants and bugs from harness.mutants:
+nothing here names a kernel except the channel-tail example, which is the README's.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from conftest import REPO, run_cli
+import kernels
+from gen.core.casefile import find, load
+from gen.core.registry import known_ops, spec_for
+from gen.core.verdict import FAILED, request_for
+from harness.backends.builtin import reference
+from harness.cli import main
+from harness.cli.interop import import_all
+from harness.explain import (computed_variants, explain_outputs, region_text, same_bits, ulps_apart, variant_name,
+                             variants)
+from harness.mutants import CHECKS, Call, NotApplicable, mutants, outcome
+from gen.core.backend import Backend
+from harness.runner import new_result, run_loaded
+
+OPS = known_ops()
+TESTS = Path(__file__).resolve().parent
+
+
+def _explain(*args):
+    return CliRunner().invoke(main, ["explain", *map(str, args)])
+
+
+def _valid_cases(directory: Path) -> list:
+    return [(p, c) for p, c in ((p, load(p)) for p in find([directory])) if c.expect == "ok"]
+
+
+def _top(explanation) -> list:
+    """The variants ranked first on an output: the first group and any group scored the same."""
+    size = explanation.size
+    first = explanation.ranking[0].rank_key(size)
+    return [name for s in explanation.ranking if s.rank_key(size) == first for name in s.names]
+
+
+# --------------------------------------------------------------------------- every bug named first
+
+@pytest.mark.parametrize("op", OPS)
+def test_every_mutant_and_planted_bug_is_ranked_first_on_a_case_it_fails(suites, op):
+    """For every generic mutant and planted bug of the kernel: on the first case of the generated suite
+    that it fails (judged as `opcase run` judges it), explain ranks its own variant first on every
+    output it got wrong."""
+    spec = spec_for(op)
+    bugs = [m for m in mutants(spec, "reference") if m.kind != CHECKS]
+    cases = _valid_cases(suites(op))
+    assert cases
+    catalogue = variants(op)
+    assert {variant_name(m) for m in bugs} <= {v.name for v in catalogue}
+    computed = {}     # each case's variants, computed once for all the bugs
+    explained, wrong = [], []
+    for m in bugs:
+        for path, case in cases:
+            request = request_for(case)
+            try:
+                result = outcome(lambda: m.apply(Call(request, reference())))
+            except NotApplicable:
+                continue
+            if result[0] != "outputs":
+                continue
+            replay = Backend(name=m.name, origin="test", run=lambda request, produced=result[1]: produced)
+            judged = run_loaded(case, replay, new_result(path, m.name))
+            if judged.status != FAILED:
+                continue
+            if path not in computed:
+                computed[path] = list(computed_variants(request, catalogue))
+            found, _ = explain_outputs(request, result[1], catalogue, computed[path])
+            golden = reference().run(request)
+            for e in found:
+                if same_bits(np.asarray(result[1][e.output]), golden[e.output]).all():
+                    continue   # an output the bug left right says nothing about it
+                if variant_name(m) not in _top(e):
+                    wrong.append(f"{m.name} on {case.suite}/{case.name} {e.output}: ranked first {_top(e)}: {e.text}")
+            explained.append(m.name)
+            break
+    assert not wrong, "\n".join(wrong)
+    # Every planted bug fails some case of the suite (tests/test_kernels.py), so each was explained here.
+    planted = [m.name for m in bugs if m.kind == "planted" and m.name not in kernels.accepted_bugs(op)]
+    assert set(planted) <= set(explained), set(planted) - set(explained)
+    assert explained
+
+
+# --------------------------------------------------------------------------- correct backends
+
+@pytest.mark.parametrize("op", OPS)
+def test_correct_backends_are_explained_as_their_arithmetic(suites, op):
+    """The reference matches the reference bit for bit, and lowp float32 arithmetic, on every valid case."""
+    catalogue = variants(op)
+    for path, case in _valid_cases(suites(op))[:4]:
+        request = request_for(case)
+        computed = list(computed_variants(request, catalogue))
+        for backend, name in (("reference", "reference"), ("lowp", "float32_arithmetic")):
+            produced = {"reference": reference().run, "lowp": _lowp_run}[backend](request)
+            found, _ = explain_outputs(request, produced, catalogue, computed)
+            for e in found:
+                assert name in e.ranking[0].names and e.ranking[0].identical == e.size, (backend, case.name, e.text)
+                assert e.text.startswith("matches "), e.text
+
+
+def _lowp_run(request):
+    from harness.backends.builtin import lowp   # the backend under test, as `opcase explain --backend lowp` loads it
+    return lowp().run(request)
+
+
+@pytest.fixture(scope="module")
+def conformance(tmp_path_factory):
+    """Every kernel's mlu-ops conformance files (tests/kernels records), imported into one directory."""
+    out = tmp_path_factory.mktemp("conformance")
+    files = [f for op in OPS for f in kernels.conformance_files(op)]
+    outcomes = import_all(files, out, baseline=None)
+    assert [o.status for o in outcomes] == ["written"] * len(files)
+    return out
+
+
+def test_mmcv_emulation_is_explained_as_mmcv_bit_for_bit_on_the_conformance_cases(conformance, tmp_path):
+    """The mmcv backend, run in a worker by `opcase explain`, matches the 'mmcv' variant on 100 % of every
+    output of every conformance case of a kernel it has."""
+    report = tmp_path / "explain.json"
+    result = _explain(conformance, "--backend", "mmcv", "--json", report)
+    doc = json.loads(report.read_text())
+    explained = [c for c in doc["cases"] if c["status"] == "outputs"]
+    assert explained, result.output
+    for c in explained:
+        for o in c["outputs"]:
+            top = o["ranking"][0]
+            assert "mmcv" in top["variants"] and top["identical_fraction"] == 1.0, (c["case"], o["explanation"])
+            assert o["explanation"].startswith("matches "), o["explanation"]
+    # The kernels mmcv lacks are unsupported, never wrongly explained.
+    assert {c["status"] for c in doc["cases"]} <= {"outputs", "unsupported"}, result.output
+    assert result.exit_code == 0, result.output
+
+
+# --------------------------------------------------------------------------- the parts
+
+def test_ulps_and_bits():
+    a = np.array([1.0, -0.0, np.nan, 1.0, -1.0], np.float32)
+    b = np.array([np.nextafter(np.float32(1), np.float32(2)), 0.0, np.nan, np.nan, 1.0], np.float32)
+    assert same_bits(a, b).tolist() == [False, False, True, False, False]
+    apart = ulps_apart(a, b)
+    assert apart[:3].tolist() == [1, 0, 0] and apart[3] == np.iinfo(np.int64).max
+    assert apart[4] == 2 * int(np.float32(1).view(np.int32))
+
+
+def test_region_text_names_tails_rows_and_scatter():
+    mask = np.zeros((1, 3, 4, 129), bool)
+    mask[..., 96:] = True
+    assert region_text(mask, "NHWC").startswith("the last 33 channels (C 96..128)")
+    mask = np.zeros((2, 3, 4, 5), bool)
+    mask[:, 2] = True
+    assert region_text(mask, "NHWC") == "the last row H = 2 (40 elements)"
+    mask = np.zeros((2, 3, 4, 5), bool)
+    mask[1, 1] = True
+    assert region_text(mask, "NHWC") == "the last batch N = 1, row H = 1 (20 elements)"
+    mask = np.zeros((2, 3, 4, 5), bool)
+    mask[0, 0, 0, 0] = mask[1, 2, 3, 4] = True
+    assert region_text(mask, "NHWC") == "2 scattered elements"
+    assert region_text(np.ones(7, bool), "ARRAY") == "all 7 elements"
+
+
+@pytest.fixture(scope="module")
+def tail_case(tmp_path_factory):
+    """The README's example: a carafe case of 129 channels, made from its descriptor."""
+    out = tmp_path_factory.mktemp("tail")
+    result = CliRunner().invoke(main, ["gen", "--case", "carafe_forward:float32:N=1,H=3,W=4,C=129:kernel_size=3,"
+                                       "group_size=1,scale_factor=2:seed=1", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    return find([out])[0]
+
+
+def test_a_partial_explanation_says_which_variant_explains_which_elements(tail_case, tmp_path):
+    """A backend that leaves the last partial block of 96 channels unwritten (a width no mutant has):
+    the reference elsewhere, the last 33 channels left 0; run in a worker, the ranking in --json."""
+    report = tmp_path / "explain.json"
+    result = _explain(tail_case, "--backend", "shrink_backends:channel_tail", "--json", report)
+    assert result.exit_code == 0, result.output
+    assert "the last 33 channels (C 96..128) (1,584 elements): 0 (left unwritten in a zeroed buffer)" in result.output
+    output = json.loads(report.read_text())["cases"][0]["outputs"][0]
+    pieces = {p["region"]: p["variants"] for p in output["pieces"]}
+    assert "left_zero" in pieces["the last 33 channels (C 96..128) (1,584 elements)"]
+    assert any("reference" in v for v in pieces.values())
+    assert output["ranking"][0]["identical_fraction"] < 1
+
+
+def test_run_explain_adds_the_headline_to_the_failing_case(tail_case, tmp_path):
+    html, report = tmp_path / "r.html", tmp_path / "r.json"
+    result = run_cli(tail_case, "--backend", "shrink_backends:channel_tail", "--explain", "--html", html,
+                     "--json", report)
+    assert result.exit_code == 1, result.output
+    line = next(l for l in result.output.splitlines() if l.strip().startswith("EXPLAIN:"))
+    assert "left_zero" in line and "reference" in line
+    assert "explained (opcase explain)" in html.read_text()
+    assert "left_zero" in json.loads(report.read_text())["cases"][0]["explanation"]
+    # Without --explain, nothing is run twice and no line is added.
+    plain = run_cli(tail_case, "--backend", "shrink_backends:channel_tail")
+    assert "EXPLAIN:" not in plain.output
+
+
+def _marked(marker: str) -> list[str]:
+    """Live processes whose environment carries OPCASE_TEST_MARKER=marker."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if f"OPCASE_TEST_MARKER={marker}".encode() in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(entry.name)
+        except OSError:
+            continue
+    return found
+
+
+def test_a_backend_that_dies_or_hangs_is_reported_not_explained(tail_case, monkeypatch):
+    died = _explain(tail_case, "--backend", "ending_backends:os_exit_0")
+    assert died.exit_code == 1 and "worker process exited with status 0 before it handed over" in died.output, died.output
+    marker = f"explain-{id(died)}"
+    monkeypatch.setenv("OPCASE_TEST_MARKER", marker)
+    hung = _explain(tail_case, "--backend", "ending_backends:starts_helper_and_hangs", "--timeout", "1")
+    assert hung.exit_code == 1 and "timed out after 1 s" in hung.output, hung.output
+    assert _marked(marker) == [], "the worker's helper outlived it"
+    missing = _explain(tail_case, "--backend", "no_such_module:run")
+    assert missing.exit_code == 2 and "cannot import no_such_module" in missing.output, missing.output
