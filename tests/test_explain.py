@@ -23,7 +23,7 @@ from gen.core.verdict import FAILED, request_for
 from harness.backends.builtin import reference
 from harness.cli import main
 from harness.cli.interop import import_all
-from harness.explain import (computed_variants, explain_outputs, region_text, same_bits, ulps_apart, variant_name,
+from harness.explain import (Score, computed_variants, explain_outputs, region_text, same_bits, ulps_apart, variant_name,
                              variants)
 from harness.mutants import CHECKS, Call, NotApplicable, mutants, outcome
 from gen.core.backend import Backend
@@ -67,7 +67,8 @@ def test_every_mutant_and_planted_bug_is_ranked_first_on_a_case_it_fails(suites,
         for path, case in cases:
             request = request_for(case)
             try:
-                result = outcome(lambda: m.apply(Call(request, reference())))
+                with np.errstate(all="ignore"):   # a mutant's arithmetic (a param off by one) may divide by 0
+                    result = outcome(lambda: m.apply(Call(request, reference())))
             except NotApplicable:
                 continue
             if result[0] != "outputs":
@@ -153,6 +154,15 @@ def test_ulps_and_bits():
     apart = ulps_apart(a, b)
     assert apart[:3].tolist() == [1, 0, 0] and apart[3] == np.iinfo(np.int64).max
     assert apart[4] == 2 * int(np.float32(1).view(np.int32))
+
+
+def test_ranking_puts_identical_elements_before_diff1_and_diff1_before_diff3():
+    near_everywhere = Score(["near"], identical=0, within_ulp=100, diff1=1e-8, diff3=1e-7, max_ulps=1)
+    mostly_exact = Score(["exact"], identical=90, within_ulp=90, diff1=0.1, diff3=1.0, max_ulps=10 ** 9)
+    smaller_diff1 = Score(["d1"], identical=90, within_ulp=90, diff1=0.05, diff3=5.0, max_ulps=10 ** 9)
+    nan_metrics = Score(["nan"], identical=90, within_ulp=90, diff1=float("nan"), diff3=0.0, max_ulps=-1)
+    ranked = sorted([near_everywhere, nan_metrics, mostly_exact, smaller_diff1], key=lambda s: s.rank_key(100))
+    assert [s.names[0] for s in ranked] == ["d1", "exact", "nan", "near"]
 
 
 def test_region_text_names_tails_rows_and_scatter():
