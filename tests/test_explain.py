@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from conftest import REPO, run_cli
 import kernels
 from gen.core.casefile import find, load
-from gen.core.registry import known_ops, spec_for
+from gen.core.registry import explain_variants, known_ops, spec_for
 from gen.core.verdict import FAILED, request_for
 from harness.backends.builtin import reference
 from harness.cli import main
@@ -93,6 +93,29 @@ def test_every_mutant_and_planted_bug_is_ranked_first_on_a_case_it_fails(suites,
     planted = [m.name for m in bugs if m.kind == "planted" and m.name not in kernels.accepted_bugs(op)]
     assert set(planted) <= set(explained), set(planted) - set(explained)
     assert explained
+
+
+@pytest.mark.parametrize("op", [op for op in OPS if explain_variants(op)])
+def test_each_kernel_variant_is_named_when_it_is_the_backend(suites, op):
+    """A kernel's own variants (its VARIANTS tables, found by convention): each, as the backend, is
+    ranked first on every case where its bits differ from the reference's and mmcv's."""
+    catalogue = variants(op)
+    for name, function in explain_variants(op).items():
+        named = 0
+        for path, case in _valid_cases(suites(op)):
+            request = request_for(case)
+            variant = next(v for v in catalogue if v.name == name)
+            try:
+                produced = variant.compute(Call(request, reference()))
+            except Exception:  # noqa: BLE001 - a dtype the variant (an mmcv emulation) has no kernel for
+                continue
+            found, _ = explain_outputs(request, produced, catalogue)
+            for e in found:
+                others = [s for s in e.ranking if {"reference", "mmcv"} & set(s.names)]
+                if all(s.identical < e.size for s in others):
+                    assert name in _top(e) and e.ranking[0].identical == e.size, (case.name, e.text)
+                    named += 1
+        assert named, f"{op} {name}: no case where it differs from the reference and mmcv"
 
 
 # --------------------------------------------------------------------------- correct backends
