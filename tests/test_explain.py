@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from conftest import REPO, run_cli
 import kernels
 from gen.core.casefile import find, load
-from gen.core.registry import explain_variants, known_ops, spec_for
+from gen.core.registry import explain_variants, known_ops, planted_bugs, spec_for
 from gen.core.verdict import FAILED, request_for
 from harness.backends.builtin import reference
 from harness.cli import main
@@ -264,3 +264,39 @@ def test_a_backend_that_dies_or_hangs_is_reported_not_explained(tail_case, monke
     assert _marked(marker) == [], "the worker's helper outlived it"
     missing = _explain(tail_case, "--backend", "no_such_module:run")
     assert missing.exit_code == 2 and "cannot import no_such_module" in missing.output, missing.output
+
+
+def test_a_planted_bug_run_as_a_backend_in_a_worker_is_named(suites, tmp_path):
+    """The README's way to run a planted bug (tests/planted_backends.py), through `opcase explain`'s worker:
+    on a case the bug fails, the --json ranking puts the planted variant first, bit for bit."""
+    op = next(op for op in OPS if planted_bugs(op))
+    bug = next(iter(planted_bugs(op)))
+    for path, case in _valid_cases(suites(op)):
+        judged = run_cli(path, "--backend", f"planted_backends:{bug}")
+        if judged.exit_code != 1:
+            continue
+        report = tmp_path / "explain.json"
+        result = _explain(path, "--backend", f"planted_backends:{bug}", "--json", report)
+        assert result.exit_code == 0, result.output
+        doc = json.loads(report.read_text())["cases"][0]
+        assert any(f"planted:{bug}" in o["ranking"][0]["variants"] and o["ranking"][0]["identical_fraction"] == 1
+                   for o in doc["outputs"]), result.output
+        return
+    pytest.fail(f"{op} {bug}: no case of the generated suite fails it")
+
+
+def test_an_invalid_case_is_judged_not_compared(suites):
+    invalid = find([suites(OPS[0]) / "invalid"])[0]
+    result = _explain(invalid, "--backend", "reference")
+    assert result.exit_code == 0 and "the backend rejected it as expected; nothing to compare" in result.output, \
+        result.output
+    accepted = _explain(invalid, "--backend", "bad_backends:accepts_everything")
+    assert "computed it (wrongly accepted)" in accepted.output or "did not reject it" in accepted.output, \
+        accepted.output
+
+
+def test_a_case_over_the_memory_bound_is_refused(tail_case, monkeypatch):
+    import harness.explain   # the module whose memory bound is lowered
+    monkeypatch.setattr(harness.explain, "physical_memory", lambda: 2 * 1024)
+    result = _explain(tail_case, "--backend", "reference")
+    assert result.exit_code == 5 and "not explained: it would hold about" in result.output, result.output
