@@ -40,13 +40,16 @@ from gen.core.metrics import compare
 from gen.core.registry import explain_variants, spec_for
 from gen.core.verdict import request_for
 from harness.backends.builtin import check_request, reference, run_in_dtype
-from harness.mutants import CHECKS, GENERIC, PLANTED, Call, Mutant, NotApplicable, controls, mutants
+from harness.mutants import (CHECKS, GENERIC, PLANTED, Call, Mutant, NotApplicable, controls, flush_subnormal_values,
+                             mutants)
 from harness.explain_worker import OUTPUTS, REJECTED, backend_outputs
 
 REFERENCE = "reference"
 # How many variants the text names per output, and how many pieces a partial explanation has.
 _SHOWN = 5
 _PIECES = 3
+# Elements scored at a time (a multiple of 8: the packed bits of the blocks are concatenated).
+_BLOCK = 1 << 20
 # A piece this close to the largest in size counts as large as it (see _describe).
 _NEARLY = 0.98
 
@@ -66,13 +69,6 @@ class Variant:
 
 # --------------------------------------------------------------------------- the catalogue
 
-def _flushed(array: np.ndarray) -> np.ndarray:
-    if array.dtype not in (np.float16, np.float32):
-        return array
-    subnormal = (array != 0) & (np.abs(array) < np.finfo(array.dtype).tiny)
-    return np.where(subnormal, array * 0, array) if subnormal.any() else array
-
-
 def _reference_in(compute_dtype, rounding: str = "nearest"):
     def compute(call: Call) -> dict:
         return run_in_dtype(call.request, compute_dtype, rounding)
@@ -85,7 +81,7 @@ def _reference(call: Call) -> dict:
 
 def _flush_inputs(call: Call) -> dict:
     request = call.request
-    flushed = {name: _flushed(a) for name, a in request.inputs.items()}
+    flushed = {name: flush_subnormal_values(a) for name, a in request.inputs.items()}
     if all(flushed[n] is a for n, a in request.inputs.items()):
         raise NotApplicable("no subnormal input")
     check_request(request)
@@ -95,7 +91,7 @@ def _flush_inputs(call: Call) -> dict:
 
 
 def _flush_outputs(call: Call) -> dict:
-    return {name: _flushed(np.asarray(a)) for name, a in call.base().items()}
+    return {name: flush_subnormal_values(np.asarray(a)) for name, a in call.base().items()}
 
 
 def _zeros(call: Call) -> dict:
@@ -186,7 +182,7 @@ class Score:
     within_ulp: int                 # elements at most one ulp apart
     diff1: float
     diff3: float
-    max_ulps: int
+    max_ulps: int                   # the largest distance in ulps, -1 where a NaN faces a number
     # Bit per element, packed: identical, and within one ulp (for the explanation's pieces).
     identical_bits: np.ndarray = field(repr=False, default=None)
     within_bits: np.ndarray = field(repr=False, default=None)
@@ -197,15 +193,24 @@ class Score:
 
 
 def score(actual: np.ndarray, produced: np.ndarray, name: str) -> Score:
-    equal = same_bits(actual, produced)
-    apart = ulps_apart(actual, produced)
+    """The variant's outputs ``produced`` against the backend's ``actual``, a block at a time (so that
+    the per-element temporaries of a network-scale output stay small)."""
     with np.errstate(all="ignore"):
         metrics = compare(actual, produced, produced.dtype, worst_k=0) if actual.size else {}
-    finite = apart[apart < np.iinfo(np.int64).max]
-    return Score([name], int(equal.sum()), int((apart <= 1).sum()),
-                 float(metrics.get("diff1", 0.0)), float(metrics.get("diff3", 0.0)),
-                 int(finite.max()) if finite.size and finite.size == apart.size else -1,
-                 np.packbits(equal.reshape(-1)), np.packbits((apart <= 1).reshape(-1)))
+    flat_actual, flat_produced = np.ascontiguousarray(actual).reshape(-1), np.ascontiguousarray(produced).reshape(-1)
+    identical, within, max_ulps, equal_bits, near_bits = 0, 0, 0, [], []
+    for start in range(0, flat_actual.size, _BLOCK):
+        a, b = flat_actual[start:start + _BLOCK], flat_produced[start:start + _BLOCK]
+        equal, apart = same_bits(a, b), ulps_apart(a, b)
+        identical += int(equal.sum())
+        within += int((apart <= 1).sum())
+        largest = int(apart.max()) if apart.size else 0
+        max_ulps = -1 if max_ulps < 0 or largest == np.iinfo(np.int64).max else max(max_ulps, largest)
+        equal_bits.append(np.packbits(equal))
+        near_bits.append(np.packbits(apart <= 1))
+    packed = (lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.uint8))   # noqa: E731
+    return Score([name], identical, within, float(metrics.get("diff1", 0.0)), float(metrics.get("diff3", 0.0)),
+                 max_ulps, packed(equal_bits), packed(near_bits))
 
 
 def _digest(array: np.ndarray) -> bytes:
@@ -375,7 +380,7 @@ def _plain(score_: Score, catalogue: dict) -> bool:
 
 def _describe(e: OutputExplanation, shape, layout: str, catalogue: dict) -> None:
     if not e.ranking:
-        e.text = f"no variant could be computed on this case"
+        e.text = "no variant could be computed on this case"
         return
     best = e.ranking[0]
     if best.identical == e.size:
@@ -391,7 +396,8 @@ def _describe(e: OutputExplanation, shape, layout: str, catalogue: dict) -> None
         # Among the pieces nearly as large as the largest, an arithmetic (the reference, mmcv) before
         # a local bug: 'the reference; the last 33 channels: left 0' rather than 'tail block of 16
         # zeroed; channels 96..127: left 0'.
-        gain, index = max(gains, key=lambda g: (g[0] >= _NEARLY * most, _plain(e.ranking[g[1]], catalogue), g[0], -g[1]))
+        gain, index = max(gains, key=lambda g: (g[0] >= _NEARLY * most, _plain(e.ranking[g[1]], catalogue),
+                                                g[0], -g[1]))
         if gain == 0 or gain < 0.001 * e.size and pieces:
             break
         mask = np.unpackbits(e.ranking[index].identical_bits, count=e.size).astype(bool) & unexplained
@@ -422,10 +428,10 @@ def _describe(e: OutputExplanation, shape, layout: str, catalogue: dict) -> None
     if unexplained.any():
         n = int(unexplained.sum())
         closest = e.ranking[0]
-        phrases.append(f"{n:,} element(s) match no variant within 1 ulp ({region_text(unexplained.reshape(shape), layout)}"
-                       f"; closest overall: {closest.names[0]}, diff1 {closest.diff1:.3g}, diff3 {closest.diff3:.3g})")
-        docs.append({"variants": [], "elements": n, "region": region_text(unexplained.reshape(shape), layout),
-                     "how": "unexplained"})
+        where = region_text(unexplained.reshape(shape), layout)
+        phrases.append(f"{n:,} element(s) match no variant within 1 ulp ({where}; closest overall: "
+                       f"{closest.names[0]}, diff1 {closest.diff1:.3g}, diff3 {closest.diff3:.3g})")
+        docs.append({"variants": [], "elements": n, "region": where, "how": "unexplained"})
     e.text = "; ".join(phrases)
     e.pieces = docs
 
@@ -439,19 +445,20 @@ def ranking_lines(e: OutputExplanation, catalogue: dict, shown: int = _SHOWN) ->
     lines = []
     for rank, s in enumerate(e.ranking[:shown], 1):
         ulps = f", max {s.max_ulps} ulp" if s.max_ulps >= 0 else ""
-        lines.append(f"    {rank}. {_percent(s.identical, e.size):>7} identical, diff1 {s.diff1:.3g}, diff3 {s.diff3:.3g}"
-                     f"{ulps}: {', '.join(s.names)}")
+        lines.append(f"    {rank}. {_percent(s.identical, e.size):>7} identical, diff1 {s.diff1:.3g}, "
+                     f"diff3 {s.diff3:.3g}{ulps}: {', '.join(s.names)}")
     return lines
 
 
 # --------------------------------------------------------------------------- a case
 
 def memory_needed(case) -> int:
-    """Bytes explaining a case holds at once, at most: the backend's outputs, the reference's and one
-    variant's, their float64 comparison (compare works in blocks) and two bits per element per variant."""
+    """Bytes explaining a case holds at once beyond what computing one variant takes: the backend's
+    outputs, the reference's and one variant's, a byte per element while pieces are found, two bits
+    per element per variant, and the blocks scores are computed in."""
     elements = sum(element_count(t.shape) for t in case.outputs.values())
     itemsize = max((np.dtype(t.dtype).itemsize for t in case.outputs.values()), default=0)
-    return elements * (3 * itemsize + 16) + elements * len(variants(case.op)) // 4
+    return elements * (3 * itemsize + 2) + elements * len(variants(case.op)) // 4 + 64 * _BLOCK
 
 
 def explain_case(path: Path, backend_spec: str, timeout: float | None = None) -> dict:
@@ -463,8 +470,8 @@ def explain_case(path: Path, backend_spec: str, timeout: float | None = None) ->
     doc = {"case": key, "path": str(path), "backend": backend_spec, "outputs": [], "inapplicable": {}}
     limit = physical_memory()
     if limit is not None and memory_needed(case) > limit // 2:
-        doc.update(status="too-large", headline=f"not explained: it would hold about {memory_needed(case) / 1e9:.1f} GB "
-                                                f"at once, over half this machine's memory")
+        doc.update(status="too-large", headline=f"not explained: it would hold about {memory_needed(case) / 1e9:.1f} "
+                                                f"GB at once, over half this machine's memory")
         return _timed(doc, started)
     done = backend_outputs(path, backend_spec, timeout)
     doc["status"] = done.kind

@@ -91,7 +91,8 @@ def _in_worker(path: Path, backend_spec: str, timeout: float | None) -> BackendC
         with open(log_path, "wb") as log:
             # The worker imports what this process can (its sys.path), as run's spawned workers do.
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-            worker = subprocess.Popen([sys.executable, "-m", "harness.explain_worker", str(path), backend_spec, scratch],
+            command = [sys.executable, "-m", "harness.explain_worker", str(path), backend_spec, scratch]
+            worker = subprocess.Popen(command,
                                       stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                       start_new_session=True, env=env)
         try:

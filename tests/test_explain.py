@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import REPO, run_cli
+from conftest import run_cli
 import kernels
 from gen.core.casefile import find, load
 from gen.core.registry import explain_variants, known_ops, planted_bugs, spec_for
@@ -23,8 +23,8 @@ from gen.core.verdict import FAILED, request_for
 from harness.backends.builtin import reference
 from harness.cli import main
 from harness.cli.interop import import_all
-from harness.explain import (Score, computed_variants, explain_outputs, region_text, same_bits, ulps_apart, variant_name,
-                             variants)
+from harness.explain import (Score, computed_variants, explain_outputs, region_text, same_bits, ulps_apart,
+                             variant_name, variants)
 from harness.mutants import CHECKS, Call, NotApplicable, mutants, outcome
 from gen.core.backend import Backend
 from harness.runner import new_result, run_loaded
@@ -256,7 +256,8 @@ def _marked(marker: str) -> list[str]:
 
 def test_a_backend_that_dies_or_hangs_is_reported_not_explained(tail_case, monkeypatch):
     died = _explain(tail_case, "--backend", "ending_backends:os_exit_0")
-    assert died.exit_code == 1 and "worker process exited with status 0 before it handed over" in died.output, died.output
+    assert died.exit_code == 1, died.output
+    assert "worker process exited with status 0 before it handed over" in died.output, died.output
     marker = f"explain-{id(died)}"
     monkeypatch.setenv("OPCASE_TEST_MARKER", marker)
     hung = _explain(tail_case, "--backend", "ending_backends:starts_helper_and_hangs", "--timeout", "1")
