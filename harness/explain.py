@@ -10,9 +10,10 @@ A *variant* is a computation of the kernel on a case's inputs that some implemen
   - every generic mutant of `opcase power` (harness.mutants: a tail block zeroed or copied, a row or
     column repeated, batch 0 everywhere, H and W swapped, an int param off by one, ...) and the
     kernel's planted bugs and controls (gen.planted).
-Each is computed on the case's own inputs, one at a time: of each only its scores and a bit per
-element (equal to the backend's bits, within one ulp) are kept, so memory stays near the outputs
-twice plus two bits per element per variant, on network cases too.
+Each is computed on the case's own inputs, one at a time: of each only its scores and two bits per
+element (equal to the backend's bits; within one ulp) are kept, so memory stays near the outputs
+three times over (the backend's, the reference's, one variant's) plus two bits per element per
+variant, on network cases too (memory_needed; a case over half the machine's memory is refused).
 
 For each output the variants are ranked by the fraction of elements bit-identical to the
 backend's, then by diff1 and diff3 of the backend's against the variant's (ACCURACY.md);
@@ -143,7 +144,8 @@ def variant_name(m: Mutant) -> str:
 
 def _what(m: Mutant) -> str:
     if m.backend == "mmcv":
-        return "the mmcv emulation (gen.mmcv: mmcv's own arithmetic, FMA, loop and reduction orders)"
+        return ("the mmcv emulation (gen.mmcv): accumulation in the tensor dtype, in half with every product "
+                "and sum rounded, in float32 with nvcc's FMA contractions, in mmcv's loop and reduction orders")
     return m.what
 
 
@@ -437,7 +439,7 @@ def _describe(e: OutputExplanation, shape, layout: str, catalogue: dict) -> None
 
 
 def headline(explanations: list) -> str:
-    """One line for a case: each output's explanation, shortened to its first clause."""
+    """One line for a case: each output's explanation (what `opcase run --explain` adds to a report)."""
     return "; ".join(f"{e.output}: {e.text}" for e in explanations)
 
 
