@@ -2,8 +2,9 @@
 
 A *variant* is a computation of the kernel on a case's inputs that some implementation may be:
   - the reference (float64, rounded to nearest even once) and the reference in other arithmetic:
-    float32 (the lowp backend), float16 throughout, the final cast toward zero, half away from
-    zero or twice (through float32), subnormals flushed on input, on output or both;
+    float32 (the lowp backend; its final cast to half also toward zero or ties away), float16
+    throughout, the final cast toward zero, half away from zero or twice (through float32),
+    subnormals flushed on input, on output or both;
   - the mmcv emulation (gen.mmcv: mmcv's half arithmetic, FMA and loop orders) and the kernel's own
     variants, found by convention (gen.core.registry.explain_variants: another order of atomic
     adds, say);
@@ -119,6 +120,12 @@ def variants(op: str) -> list[Variant]:
                 "rounded to half)", "arithmetic", _reference_in(np.float16)),
         Variant("round_half_away_from_zero", "the reference, its final cast rounded to nearest with ties away "
                 "from zero", "arithmetic", _reference_in(np.float64, "half_away_from_zero")),
+        # What a float32 kernel writing half may do when its conversion instruction truncates or
+        # rounds ties away (for float32 outputs these are the lowp arithmetic itself).
+        Variant("float32_arithmetic_cast_toward_zero", "float32 arithmetic, the final cast to the output dtype "
+                "toward zero", "arithmetic", _reference_in(np.float32, "toward_zero")),
+        Variant("float32_arithmetic_cast_half_away", "float32 arithmetic, the final cast to the output dtype to "
+                "nearest with ties away from zero", "arithmetic", _reference_in(np.float32, "half_away_from_zero")),
         Variant("flush_subnormal_inputs", "the reference on inputs whose subnormals are flushed to zero",
                 "arithmetic", _flush_inputs),
         Variant("flush_subnormal_outputs", "the reference, subnormal results flushed to zero", "arithmetic",
