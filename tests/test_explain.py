@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import run_cli
+from conftest import MMCV_CUDA, mmcv_cuda_case, mmcv_cuda_case_ids, run_cli
 import kernels
 from gen.core.casefile import find, load
 from gen.core.registry import explain_variants, known_ops, planted_bugs, spec_for
@@ -26,7 +26,7 @@ from harness.cli.interop import import_all
 from harness.explain import (Score, computed_variants, explain_outputs, region_text, same_bits, ulps_apart,
                              variant_name, variants)
 from harness.mutants import CHECKS, Call, NotApplicable, mutants, outcome
-from gen.core.backend import Backend
+from gen.core.backend import Backend, Request, TensorInfo
 from harness.runner import new_result, run_loaded
 
 OPS = known_ops()
@@ -166,6 +166,30 @@ def test_mmcv_emulation_is_explained_as_mmcv_bit_for_bit_on_the_conformance_case
     # The kernels mmcv lacks are unsupported, never wrongly explained.
     assert {c["status"] for c in doc["cases"]} <= {"outputs", "unsupported"}, result.output
     assert result.exit_code == 0, result.output
+
+
+def _captured_request(op: str, meta: dict, inputs: dict, outputs: dict) -> Request:
+    spec = spec_for(op)
+    return Request(op=op, params=dict(meta["params"]), inputs=inputs,
+                   outputs={n: TensorInfo(tuple(a.shape), a.dtype, spec.outputs[n].layout) for n, a in outputs.items()},
+                   layouts={n: spec.inputs[n].layout for n in inputs})
+
+
+@pytest.mark.parametrize("op", sorted(p.stem for p in MMCV_CUDA.glob("*.npz")))
+def test_mmcv_real_cuda_outputs_are_explained_as_mmcv(op):
+    """mmcv's own outputs, captured on a GPU (tests/conformance/mmcv-cuda): explain ranks the mmcv
+    emulation, or one of the kernel's own variants (another order of atomic adds), first on every
+    output, and says where it is exact."""
+    allowed = {"mmcv"} | set(explain_variants(op))
+    catalogue = variants(op)
+    exact = 0
+    for case_id in mmcv_cuda_case_ids(op):
+        meta, inputs, outputs = mmcv_cuda_case(op, case_id)
+        found, _ = explain_outputs(_captured_request(op, meta, inputs, outputs), outputs, catalogue)
+        for e in found:
+            assert allowed & set(_top(e)), (meta["name"], e.output, e.text)
+            exact += e.ranking[0].identical == e.size
+    assert exact, f"{op}: mmcv's outputs matched the emulation bit for bit on no output"
 
 
 # --------------------------------------------------------------------------- the parts
