@@ -111,11 +111,14 @@ def _kernel_variant(function):
 
 
 def variants(op: str) -> list[Variant]:
-    """Every variant of ``op`` that `opcase explain` compares with, the reference first."""
+    """Every variant of ``op`` that `opcase explain` compares with, simplest first: variants with the
+    same bits on an output are named by the first of them (the reference, then the arithmetic of the
+    built-in backends and the controls, other arithmetic, the kernel's own variants, then bugs)."""
     spec = spec_for(op)
-    found = [
-        Variant(REFERENCE, "the reference (float64, rounded to nearest even once)", "arithmetic",
-                _reference, key=REFERENCE),
+    found = [Variant(REFERENCE, "the reference (float64, rounded to nearest even once)", "arithmetic",
+                     _reference, key=REFERENCE)]
+    found += [_from_mutant(m) for m in controls(spec)]
+    found += [
         Variant("float16_arithmetic", "the reference in float16 arithmetic throughout (products and sums "
                 "rounded to half)", "arithmetic", _reference_in(np.float16)),
         Variant("round_half_away_from_zero", "the reference, its final cast rounded to nearest with ties away "
@@ -130,15 +133,17 @@ def variants(op: str) -> list[Variant]:
                 "arithmetic", _flush_inputs),
         Variant("flush_subnormal_outputs", "the reference, subnormal results flushed to zero", "arithmetic",
                 _flush_outputs),
-        Variant("left_zero", "0 (left unwritten in a zeroed buffer)", "generic", _zeros),
     ]
     for name, function in explain_variants(op).items():
         what = (function.__doc__ or name.replace("_", " ")).strip().splitlines()[0]
         found.append(Variant(name, what, "kernel", _kernel_variant(function)))
-    for m in controls(spec) + [m for m in mutants(spec, REFERENCE) if m.kind != CHECKS]:
-        name = variant_name(m)
-        found.append(Variant(name, _what(m), m.kind, m.apply, key=m.apply))
+    found.append(Variant("left_zero", "0 (left unwritten in a zeroed buffer)", "generic", _zeros))
+    found += [_from_mutant(m) for m in mutants(spec, REFERENCE) if m.kind != CHECKS]
     return found
+
+
+def _from_mutant(m: Mutant) -> Variant:
+    return Variant(variant_name(m), _what(m), m.kind, m.apply, key=m.apply)
 
 
 def variant_name(m: Mutant) -> str:
