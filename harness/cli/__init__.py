@@ -968,8 +968,9 @@ def explain(paths, backend_spec, json_path, timeout, filter_text):
     elements.  Variants are computed one at a time on the whole case and dropped once scored
     (network cases too): memory is about the outputs three times over plus two bits per element
     per variant; a case needing over half the machine's memory is refused.
-    Exit status: 0 every case explained; 1 the backend failed on a case (raised, crashed, timed out);
-    2 usage or input error; 5 nothing explained (every case unsupported or refused).
+    Exit status: 0 every case explained; 1 the backend failed on a case (raised, crashed, timed out)
+    or a case file is unreadable; 2 usage or input error; 5 nothing explained (every case
+    unsupported or refused).
     """
     from harness.explain import case_lines, explain_case, json_doc   # a command's own module, loaded when used
 
