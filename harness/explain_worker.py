@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,16 +92,22 @@ def _in_worker(path: Path, backend_spec: str, timeout: float | None) -> BackendC
         with open(log_path, "wb") as log:
             # The worker imports what this process can (its sys.path), as run's spawned workers do.
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-            command = [sys.executable, "-m", "harness.explain_worker", str(path), backend_spec, scratch]
-            worker = subprocess.Popen(command,
-                                      stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                      start_new_session=True, env=env)
+            # A lifeline: the worker sees its end close when this process ends, however it ends.
+            lifeline, keep = os.pipe()
+            command = [sys.executable, "-m", "harness.explain_worker", str(path), backend_spec, scratch, str(lifeline)]
+            try:
+                worker = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                          start_new_session=True, env=env, pass_fds=(lifeline,))
+            finally:
+                os.close(lifeline)
         try:
             code = _wait(worker, Path(scratch) / _LOADED_FILE, timeout)
         except BaseException:
             kill_process_group(worker.pid)
             worker.wait()
             raise
+        finally:
+            os.close(keep)
         kill_process_group(worker.pid)   # whatever the backend started goes with its worker
         worker.wait()
         tail = _tail(log_path)
@@ -149,8 +156,19 @@ def _tail(log_path: Path) -> str:
     return f"\noutput of the worker:\n{data}" if data else ""
 
 
-def _serve(path: str, backend_spec: str, scratch: str) -> None:
+def _watch_parent(lifeline: int) -> None:
+    """A thread: when opcase is gone (its end of the lifeline closes, even if it was SIGKILLed), the
+    worker's whole process group goes too."""
+    try:
+        os.read(lifeline, 1)
+    except OSError:
+        pass
+    kill_process_group(0)
+
+
+def _serve(path: str, backend_spec: str, scratch: str, lifeline: str) -> None:
     """The worker: load the backend and the case, call it once, save the outputs, then the status."""
+    threading.Thread(target=_watch_parent, args=(int(lifeline),), name="opcase-lifeline", daemon=True).start()
     directory = Path(scratch)
     try:
         backend = load_backend(backend_spec)
@@ -174,4 +192,4 @@ def _serve(path: str, backend_spec: str, scratch: str) -> None:
 
 
 if __name__ == "__main__":
-    _serve(*sys.argv[1:4])
+    _serve(*sys.argv[1:5])

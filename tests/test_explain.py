@@ -330,3 +330,37 @@ def test_a_case_over_the_memory_bound_is_refused(tail_case, monkeypatch):
     monkeypatch.setattr(harness.explain, "physical_memory", lambda: 2 * 1024)
     result = _explain(tail_case, "--backend", "reference")
     assert result.exit_code == 5 and "not explained: it would hold about" in result.output, result.output
+
+
+def test_a_worker_does_not_outlive_opcase_killed(tail_case, tmp_path):
+    """opcase SIGKILLed while its worker's backend hangs (with a helper process of its own): the
+    lifeline takes the worker and the helper with it."""
+    import contextlib
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    marker = f"explain-killed-{os.getpid()}"
+    env = {**os.environ, "OPCASE_TEST_MARKER": marker,
+           "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])}
+    opcase = subprocess.Popen([sys.executable, "-m", "harness.cli", "explain", str(tail_case), "--backend",
+                               "ending_backends:starts_helper_and_hangs"], env=env, cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        give_up = time.monotonic() + 60
+        while len(_marked(marker)) < 3:    # opcase, its worker, the helper
+            assert time.monotonic() < give_up, _marked(marker)
+            time.sleep(0.2)
+    finally:
+        opcase.send_signal(signal.SIGKILL)
+        opcase.wait()
+    give_up = time.monotonic() + 10
+    while _marked(marker) and time.monotonic() < give_up:
+        time.sleep(0.1)
+    left = _marked(marker)
+    for pid in left:   # should the lifeline fail, this test does not leave them behind either
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGKILL)
+    assert left == []
