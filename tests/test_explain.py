@@ -8,7 +8,13 @@ nothing here names a kernel except the channel-tail example, which is the README
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -335,13 +341,6 @@ def test_a_case_over_the_memory_bound_is_refused(tail_case, monkeypatch):
 def test_a_worker_does_not_outlive_opcase_killed(tail_case, tmp_path):
     """opcase SIGKILLed while its worker's backend hangs (with a helper process of its own): the
     lifeline takes the worker and the helper with it."""
-    import contextlib
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     marker = f"explain-killed-{os.getpid()}"
     env = {**os.environ, "OPCASE_TEST_MARKER": marker,
            "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])}
