@@ -27,7 +27,7 @@ from gen.core.casefile import find, load
 from gen.core.registry import explain_variants, known_ops, planted_bugs, spec_for
 from gen.core.verdict import FAILED, request_for
 from harness.backends import mmcv_backend
-from harness.backends.builtin import reference
+from harness.backends.builtin import lowp, reference
 from harness.cli import main
 from harness.cli.interop import import_all
 from harness.explain import (Score, computed_variants, explain_outputs, region_text, same_bits, ulps_apart,
@@ -135,7 +135,7 @@ def test_correct_backends_are_explained_as_their_arithmetic(suites, op):
         request = request_for(case)
         computed = list(computed_variants(request, catalogue))
         for backend, name in (("reference", "reference"), ("lowp", "float32_arithmetic")):
-            produced = {"reference": reference().run, "lowp": _lowp_run}[backend](request)
+            produced = {"reference": reference, "lowp": lowp}[backend]().run(request)
             found, _ = explain_outputs(request, produced, catalogue, computed)
             for e in found:
                 assert name in e.ranking[0].names and e.ranking[0].identical == e.size, (backend, case.name, e.text)
@@ -143,11 +143,6 @@ def test_correct_backends_are_explained_as_their_arithmetic(suites, op):
                 # reference's, else the float32 arithmetic itself.
                 first = "reference" if "reference" in e.ranking[0].names else name
                 assert e.text.startswith("matches ") and f"[{first}]" in e.text.split("(the same bits")[0], e.text
-
-
-def _lowp_run(request):
-    from harness.backends.builtin import lowp   # the backend under test, as `opcase explain --backend lowp` loads it
-    return lowp().run(request)
 
 
 @pytest.fixture(scope="module")
