@@ -24,6 +24,7 @@ from click.testing import CliRunner
 from conftest import MMCV_CUDA, mmcv_cuda_case, mmcv_cuda_case_ids, run_cli
 import kernels
 from gen.core.casefile import find, load
+from gen.core.rounding import round_to
 from gen.core.registry import explain_variants, known_ops, planted_bugs, spec_for
 from gen.core.verdict import FAILED, request_for
 from harness.backends import mmcv_backend
@@ -199,6 +200,24 @@ def test_mmcv_real_cuda_outputs_are_explained_as_mmcv(op):
 
 
 # --------------------------------------------------------------------------- the parts
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_round_half_away_from_zero_breaks_ties_away_and_rounds_the_rest_to_nearest(dtype):
+    """On every float16 (a sample of float32) and the midpoints beside it: a midpoint goes to the
+    neighbour of larger magnitude; anything else as round to nearest even."""
+    values = np.arange(0, 0x7C00, dtype=np.uint16).view(np.float16).astype(dtype) if dtype == np.float16 else \
+        np.random.default_rng(0).integers(0, 0x7F800000, 20000, dtype=np.uint32).view(np.float32)
+    values = np.concatenate([values, -values])
+    with np.errstate(over="ignore"):   # the largest value's neighbour is inf: left out below
+        above = np.nextafter(values, np.copysign(np.inf, values).astype(dtype))
+    finite = np.isfinite(above)
+    low, high = values[finite].astype(np.float64), above[finite].astype(np.float64)
+    midpoints = (low + high) / 2      # exact in float64
+    assert np.array_equal(round_to(midpoints, dtype, "half_away_from_zero"), above[finite])
+    off_midpoint = np.nextafter(midpoints, low)
+    assert np.array_equal(round_to(off_midpoint, dtype, "half_away_from_zero"), round_to(off_midpoint, dtype))
+    assert np.array_equal(round_to(low, dtype, "half_away_from_zero"), values[finite])
+
 
 def test_ulps_and_bits():
     a = np.array([1.0, -0.0, np.nan, 1.0, -1.0], np.float32)
