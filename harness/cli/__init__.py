@@ -524,11 +524,14 @@ def _warn_mixed_versions(files) -> None:
 @click.option("-q", "--quiet", is_flag=True,
               help="Leave out passing cases (skipped ones stay counted; failures, the summary and the list of "
                    "cases that need attention stay).")
+@click.option("--explain", "explain_failures", is_flag=True,
+              help="For each failed case, run the backend on it once more and say which known variant its "
+                   "outputs match (as `opcase explain`): an EXPLAIN line in its report, the HTML and --json.")
 @_executor_options
 @_exits_on_signals
 def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmup, bitwise, html_path, profile_path, jobs,
         device, timeout, shard_text, filter_text, exclude_text, rerun_failed, exitfirst, maxfail, allow_empty,
-        in_process, verbose, quiet, executor, address, resources_text):
+        in_process, verbose, quiet, explain_failures, executor, address, resources_text):
     """Run a backend on every case under PATHS and judge its outputs.
 
     \b
@@ -555,6 +558,7 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     from harness.runner import RunOptions  # lazily: fast --help
     from harness.selection import case_key, in_shard  # lazily: fast --help
     from harness.workers import Stopped, run_cases, runs_isolated  # lazily: fast --help
+    from gen.core.verdict import FAILED  # lazily: fast --help
 
     if not backend_spec:
         raise InputError(f"give --backend (or set {BACKEND_ENV}): the implementation to judge, e.g. "
@@ -630,6 +634,8 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     seen: list = []   # the results so far, for --maxfail and an interrupted run's summary
 
     def on_result(result):
+        if explain_failures and result.status == FAILED:
+            result.explanation = _explanation(result, backend_spec, timeout)
         if baseline is not None:
             judge_against(result, baseline.get(result.key))
             if result.gate in GATE_FAILING and baseline_path not in result.repro:
@@ -706,6 +712,18 @@ def _echo_attention(results) -> None:
         click.echo("cases that need attention:")
         for line in lines:
             click.echo(line)
+
+
+def _explanation(result, backend_spec: str, timeout) -> str:
+    """`opcase explain`'s headline for a failed case (its backend run again, the way explain runs it)."""
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import CaseFileError  # lazily: fast --help
+    from harness.explain import explain_case   # the explain command's module, loaded only when asked for
+
+    try:
+        return explain_case(Path(result.path), backend_spec, timeout)["headline"]
+    except (BackendLoadError, CaseFileError) as exc:
+        return f"not explained: {exc}"
 
 
 def _run_on_ray(files, backend_spec, options, on_result, address, resources, timeout):
@@ -1089,6 +1107,66 @@ def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout):
     click.echo(f"wrote {found.path}")
     click.echo(f"{found.tries} candidate(s) in {found.seconds:.1f} s"
                + (f"; stopped: out of {found.exhausted} (--max-tries / --time)" if found.exhausted else ""))
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--backend", "backend_spec", required=True,
+              help="The backend whose outputs are explained (as `opcase run` takes it).")
+@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False),
+              help="Write every case's ranking (per output: each variant's identical fraction, diff1, diff3, "
+                   "ulps) and explanation as JSON.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Seconds the backend may take on a case (as `opcase run --timeout`).")
+@click.option("--filter", "filter_text", default=None, help="Only cases whose OP/SUITE/NAME matches this regular expression.")
+@_exits_on_signals
+def explain(paths, backend_spec, json_path, timeout, filter_text):
+    """Name the arithmetic or the bug a backend's outputs match, element by element.
+
+    \b
+    Runs the backend on each case under PATHS as `opcase run` does (Python backends other than
+    reference and lowp in a worker process) and compares its outputs with known variants of the
+    kernel computed on the same inputs: the reference in other arithmetic (float32, float16, the
+    final cast toward zero, ties away from zero or through float32, subnormals flushed), the mmcv
+    emulation, the kernel's own variants, the generic mutants of `opcase power` and the kernel's
+    planted bugs.  Per output, variants are ranked by the fraction of elements bit-identical, then
+    diff1 and diff3; the line says which variant matches bit for bit, or which explains which
+    elements.  Variants are computed one at a time on the whole case and dropped once scored
+    (network cases too): memory is about the outputs three times over plus two bits per element
+    per variant; a case needing over half the machine's memory is refused.
+    Exit status: 0 every case explained; 1 the backend failed on a case (raised, crashed, timed out)
+    or a case file is unreadable; 2 usage or input error; 5 nothing explained (every case
+    unsupported or refused).
+    """
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import CaseFileError, atomic_write  # lazily: fast --help
+    from harness.explain import case_lines, explain_case, json_doc   # a command's own module, loaded when used
+
+    if json_path is not None:
+        _check_writable("--json", json_path)
+    files = _run_files(paths, None, filter_text)
+    docs = []
+    for path in files:
+        try:
+            doc = explain_case(path, backend_spec, timeout)
+        except BackendLoadError as exc:
+            raise InputError(str(exc)) from None
+        except CaseFileError as exc:
+            doc = {"case": str(path), "path": str(path), "backend": backend_spec, "status": "error",
+                   "headline": f"unreadable case file: {exc}", "outputs": [], "seconds": 0.0}
+        for line in case_lines(doc):
+            click.echo(line)
+        docs.append(json_doc(doc))
+    if json_path:
+        atomic_write(json_path, json.dumps({"backend": backend_spec, "cases": docs}, indent=1, allow_nan=False) + "\n")
+    explained = [d for d in docs if d["status"] in ("outputs", "rejected")]
+    click.echo(f"{len(explained)} of {len(docs)} case(s) explained in {sum(d['seconds'] for d in docs):.1f} s")
+    if any(d["status"] in ("raised", "error") for d in docs):
+        sys.exit(EXIT_FAILED)
+    if not explained:
+        click.echo(f"exit status {EXIT_NOTHING_JUDGED}: no case was explained", err=True)
+        sys.exit(EXIT_NOTHING_JUDGED)
+    sys.exit(0)
 
 
 def _size_text(n: int) -> str:
