@@ -11,7 +11,8 @@ in a process the backend never ran in; what comes from here can only be the back
 
 Calling convention (see gen.core.backend): ``backend.run(request)`` returns a dict of numpy
 arrays, one per requested output, in the requested shapes and dtypes; it raises
-``InvalidArgument`` to reject a call.  A backend whose ``measures_time`` is True returns
+``InvalidArgument`` to reject a call, and ``NotSupported`` to decline one it does not implement
+(the case is then skipped).  A backend whose ``measures_time`` is True returns
 ``(outputs, seconds)`` instead, ``seconds`` being its own kernel (device) time for that call;
 otherwise the harness times ``run`` itself.  The request's input arrays are read-only: a backend
 that writes into them (or returns outputs it was not asked for) wrote outside what it was asked
@@ -27,7 +28,7 @@ from typing import Callable
 
 import numpy as np
 
-from gen.core.backend import Backend, InvalidArgument, Request
+from gen.core.backend import Backend, InvalidArgument, NotSupported, Request
 from gen.core.casefile import Case
 from gen.core.timing import BackendProtocolError, TimingPlan, call, summarize
 from gen.core.verdict import request_for, validate_outputs
@@ -103,10 +104,13 @@ def _raised(exc: BaseException, what: str) -> str:
 
 # --------------------------------------------------------------------------- calling
 
-def judged_call(backend: Backend, request: Request) -> Called:
-    """The one call whose outputs are judged: the single place a case's judged call is made."""
+def judged_call(backend: Backend, request: Request, what: str = "") -> Called:
+    """The one call whose outputs are judged: the single place a case's judged call is made
+    (``what``: the kernel and dtype, for a declined call's message)."""
     try:
         produced, seconds, _ = call(backend, request)
+    except NotSupported as exc:   # it declines the call: skipped, as for supports() False
+        return Called(SKIPPED, f"backend {backend.name} declined {what or request.op}" + (f": {exc}" if str(exc) else ""))
     except InvalidArgument as exc:
         return Called(REJECTED, str(exc))
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever the backend raises is reported
@@ -154,7 +158,7 @@ def call_case(backend: Backend, case: Case, plan: TimingPlan, hand_over: Callabl
         return None
     request = request_for(case)
     before = _fingerprints(case)
-    called = judged_call(backend, request)
+    called = judged_call(backend, request, f"{case.op} {case.dtype}")
     if called.outcome == OUTPUTS and case.expect == "rejected":
         called.outputs = None   # accepted a call it should have refused: the outputs do not matter
     elif called.outcome == OUTPUTS:

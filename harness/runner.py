@@ -11,6 +11,7 @@ How a case ends: gen.core.verdict.
 from __future__ import annotations
 
 import shlex
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from gen.core.descriptor import describe
 from gen.core.timing import TimingPlan
 from gen.core.verdict import (ERROR, FAILED, MISTRUSTED, NONDETERMINISTIC, PASSED, SKIPPED, WRONGLY_ACCEPTED,
                               WRONGLY_REJECTED, CaseResult, judge, measure, output_fails, validate_outputs)
+from harness.backends import import_path_for
 from harness.calling import OUTPUTS, REJECTED, SKIPPED as NOT_SUPPORTED, Called, Timed, call_case
 from harness.determinism import RepeatCheck
 from harness.efficiency import efficiency
@@ -37,7 +39,11 @@ class RunOptions:
 
 
 def repro_command(path, backend_spec: str, options=()) -> str:
-    return " ".join(["opcase", "run", shlex.quote(str(path)), "--backend", shlex.quote(backend_spec),
+    """The command that reruns one case, in a fresh shell: with the PYTHONPATH the backend's
+    module needs when it is not an installed one."""
+    env = import_path_for(backend_spec)
+    return " ".join([*([env] if env else []), "opcase", "run", shlex.quote(str(path)),
+                     "--backend", shlex.quote(backend_spec),
                      *map(shlex.quote, map(str, options))])
 
 
@@ -147,10 +153,13 @@ def new_result(path, backend_spec: str, options: RunOptions | None = None) -> Ca
 
 def run_case(path: Path, backend: Backend, backend_spec: str, options: RunOptions | None = None) -> CaseResult:
     result = new_result(path, backend_spec, options)
+    started = time.monotonic()
     try:
         case = load(path)
     except CaseFileError as exc:
         result.status, result.message = ERROR, str(exc)
         result.name = Path(path).name
-        return result
-    return run_loaded(case, backend, result, options)
+    else:
+        run_loaded(case, backend, result, options)
+    result.wall_seconds = time.monotonic() - started
+    return result

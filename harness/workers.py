@@ -416,6 +416,7 @@ class _Worker:
         # Cases sent after it, which the worker starts as soon as it is done with the one under
         # way (no wait for this process to wake up): (index, judgement, settled).
         self.queued: deque = deque()
+        self.assigned = 0.0   # when the case under way started (its wall time counts from there)
 
     def send(self, doc: dict, fds=()) -> None:
         channel.send(self.jobs, doc, fds)
@@ -639,7 +640,8 @@ class _Pool:
         """The worker's next queued case is now the one under way."""
         worker.case, worker.judgement, worker.settled = worker.queued.popleft()
         worker.called = None
-        worker.deadline = time.monotonic() + self.timeout if self.timeout else None
+        worker.assigned = time.monotonic()
+        worker.deadline = worker.assigned + self.timeout if self.timeout else None
 
     def _judgement(self, index: int) -> tuple[Judgement | None, CaseResult | None]:
         """The case's Judgement, or its result already when it cannot be judged (the worker's
@@ -738,19 +740,20 @@ class _Pool:
                         or (timing is None and not problem):
                     raise ChannelError("the timed calls' frame is malformed")
                 timed = Timed(timing, problem)
-            self.judging.append((worker.case, judgement, worker.called, timed))
+            self.judging.append((worker.case, judgement, worker.called, timed, worker.assigned))
             worker.case = worker.deadline = worker.judgement = worker.called = None
             if worker.queued:
                 self._start_next(worker)
 
     def _judge_one(self) -> None:
-        index, judgement, called, timed = self.judging.popleft()
+        index, judgement, called, timed, started = self.judging.popleft()
         try:
             if not self.options.bitwise:
                 judgement.first(called, copy_outputs=False)
             result = judgement.end(timed)
         except Exception:  # noqa: BLE001 - the harness's own failure costs only this case
             result = _internal_error(self.shown[index], self.backend_spec, self.options)
+        result.wall_seconds = time.monotonic() - started
         self._finish(index, result)
 
     def _retire(self, worker: _Worker, why: str) -> None:
@@ -773,12 +776,15 @@ class _Pool:
             self._finish(index, worker.settled)
             return
         tail = worker.output_tail()
-        self._error(index, why + (f"\noutput of the worker before it ended:\n{tail}" if tail else ""))
+        # The case's wall time: from when the worker got it (or was started, for one it died loading).
+        since = worker.assigned if worker.case is not None else worker.born
+        self._error(index, why + (f"\noutput of the worker before it ended:\n{tail}" if tail else ""),
+                    time.monotonic() - since)
 
-    def _error(self, index: int, message: str) -> None:
+    def _error(self, index: int, message: str, wall_seconds: float = 0.0) -> None:
         result = new_result(self.shown[index], self.backend_spec, self.options)
         identify_result(result)
-        result.status, result.message = ERROR, message
+        result.status, result.message, result.wall_seconds = ERROR, message, wall_seconds
         self._finish(index, result)
 
     def _finish(self, index: int, result: CaseResult) -> None:

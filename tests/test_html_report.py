@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import needs
 from conftest import REPO, run_cli
 from gen.core.casefile import load
 from harness.error_map import MAX_CELLS, error_map
@@ -82,7 +82,7 @@ def test_heat_map_shows_the_tile_where_the_bug_was_planted(tmp_path):
         golden_there = {(r, c) for r, c in tile if np.any(t.data[:, r, c, :] != 0)}
         assert heat["cells"] == golden_there and golden_there, name
     text = " ".join(report.text)
-    assert f"REPRO: opcase run {CASE} --backend {BACKEND}" in re.sub(r"\s+", " ", text)
+    assert f"REPRO: PYTHONPATH={REPO / 'tests'} opcase run {CASE} --backend {BACKEND}" in re.sub(r"\s+", " ", text)
     assert "dynamic, design doc" in text                           # where each threshold came from
     assert "grad_mask[n=0, h=5, w=13, c=11]" in text               # the worst element at its coordinates
     assert {p["class"].split()[1] for p in report.plots} == {"heat-map", "profile", "histogram"}
@@ -161,10 +161,10 @@ def test_error_map_without_named_axes_uses_the_last_two():
 
 
 def _chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
+    return needs.chromium()
 
 
-@pytest.mark.skipif(_chromium() is None, reason="chromium is not installed (.ci/run installs it)")
+@pytest.mark.needs("chromium")
 def test_report_renders_in_a_headless_browser(tmp_path):
     result, html = _report(tmp_path, CASE, PASSING, options=("--repeat", "2"))
     assert result.exit_code == 1

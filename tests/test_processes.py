@@ -170,7 +170,7 @@ def test_a_killed_run_leaves_results_that_are_refused_and_a_directory_the_next_r
     assert list(tmp_path.glob("opcase-workers-*"))
     assert_marked_incomplete(report, junit)
     for args in (["baseline", "update", report, "-o", tmp_path / "baseline.json"],
-                 ["run", "--rerun-failed", report]):
+                 ["run", "--rerun-failed", report, "--backend", "reference"]):
         done = opcase(args, marker, tmp_path)
         assert done.returncode == 2, done.stdout + done.stderr
         assert done.stderr.splitlines() == [f"Error: {'--rerun-failed: ' if args[0] == 'run' else ''}{report}: "
@@ -187,7 +187,7 @@ def test_a_killed_run_leaves_results_that_are_refused_and_a_directory_the_next_r
 
 def test_a_finished_run_replaces_stale_results_with_complete_ones(tmp_path, marker):
     report, junit = stale_results(tmp_path)
-    done = opcase(["run", ONE_CASE, "--json", report, "--junit", junit], marker, tmp_path)
+    done = opcase(["run", ONE_CASE, "--backend", "reference", "--json", report, "--junit", junit], marker, tmp_path)
     assert done.returncode == 0, done.stderr
     doc = json.loads(report.read_text())
     assert doc["complete"] is True and doc["run"]["in_process"] is True and len(doc["cases"]) == 1
