@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import MMCV_CUDA, mmcv_cuda_case, mmcv_cuda_case_ids, run_cli
-from test_processes import leftovers
+from test_processes import leftovers, marked
 import kernels
 from gen.core.casefile import find, load
 from gen.core.rounding import round_to
@@ -352,17 +352,14 @@ def test_a_worker_does_not_outlive_opcase_killed(tail_case, tmp_path):
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         give_up = time.monotonic() + 60
-        while len(_marked(marker)) < 3:    # opcase, its worker, the helper
-            assert time.monotonic() < give_up, _marked(marker)
+        while len(marked(marker)) < 3:    # opcase, its worker, the helper
+            assert time.monotonic() < give_up, marked(marker)
             time.sleep(0.2)
     finally:
         opcase.send_signal(signal.SIGKILL)
         opcase.wait()
-    give_up = time.monotonic() + 10
-    while _marked(marker) and time.monotonic() < give_up:
-        time.sleep(0.1)
-    left = _marked(marker)
-    for pid in left:   # should the lifeline fail, this test does not leave them behind either
+    left = leftovers(marker, within=10)
+    for line in left:   # should the lifeline fail, this test does not leave them behind either
         with contextlib.suppress(ProcessLookupError):
-            os.kill(int(pid), signal.SIGKILL)
+            os.kill(int(line.split(":")[0]), signal.SIGKILL)
     assert left == []
