@@ -179,7 +179,7 @@ def plan_random(spec: Spec, count: int, base_seed: int) -> list[Plan]:
             if _elements(shapes) > max_elements:
                 continue
             infos = tensor_infos(spec, shapes, _dtypes_of(spec, dtype), _layouts_of(spec))
-            if first_failure(spec, infos, params) is None:
+            if first_failure(spec, infos, params, spec_errors=True) is None:
                 break
         else:
             raise GenerationError(f"{spec.path}: suites.random: no valid case in {RANDOM_ATTEMPTS} draws; "
@@ -293,7 +293,8 @@ def plan_stress(spec: Spec, base_seed: int) -> list[Plan]:
 def _refuse_invalid_stress(spec: Spec, plan: Plan, key: str, tensor: str | None, limit: str | None) -> None:
     """A derived stress case must be a valid call, and an index-width case must cross its limit."""
     lay = layout_of(spec, replace(plan, params=interface_params(spec, plan.params)))
-    broken = first_failure(spec, tensor_infos(spec, lay.shapes, lay.dtypes, lay.layouts, plan.omit), plan.params)
+    broken = first_failure(spec, tensor_infos(spec, lay.shapes, lay.dtypes, lay.layouts, plan.omit), plan.params,
+                           spec_errors=True)
     if broken is not None:
         raise SpecError(spec.path, plan.line, f"suites.stress.{key}: case {plan.name} breaks check "
                                               f"'{broken.id}'; change suites.stress.base or the {key} entry")
@@ -438,6 +439,8 @@ class Generator:
 
     def _expect_valid(self, plan: Plan, lay: Layout) -> None:
         infos = tensor_infos(self.spec, lay.shapes, lay.dtypes, lay.layouts, plan.omit)
+        if plan.violation is None:
+            first_failure(self.spec, infos, plan.params, spec_errors=True)   # a check that raises: the spec's error
         failed = [c.id for c in failures(self.spec, infos, plan.params)]
         if plan.violation is None and failed:
             raise SpecError(self.spec.path, plan.line, f"case {plan.suite}/{plan.name} breaks check(s) {failed}")

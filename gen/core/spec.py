@@ -19,7 +19,7 @@ import yaml
 
 from gen.core.backend import BUILTIN_NAMES
 from gen.core.casefile import METRICS
-from gen.core.expr import ExprError, compile_expr
+from gen.core.expr import ExprError, attribute_owners, compile_expr
 from gen.core.casefile import PLAIN_NAME_RULE, is_plain_name
 
 FLOAT_DTYPES = ("float16", "float32", "float64")
@@ -39,6 +39,9 @@ TRUST_ENV = "OPCASE_TRUST_SPEC_CODE"
 # Cases one network or boundary entry may expand to (the product of the lengths of its 'each' lists).
 MAX_CASES_PER_ENTRY = 1000
 MAX_RANDOM_COUNT = 100_000
+# The deepest nesting of mappings and lists in a spec (the committed specs nest 7 deep); PyYAML
+# builds nested nodes by recursion, which a few hundred levels take past Python's stack limit.
+MAX_YAML_DEPTH = 64
 
 
 class SpecError(Exception):
@@ -69,13 +72,22 @@ class _LList(list):
 
 
 class _LineLoader(yaml.SafeLoader):
+    depth = 0
+
     def compose_node(self, parent, index):
         # An alias can expand exponentially (a 'billion laughs' of a few lines); specs need none.
         if self.check_event(yaml.events.AliasEvent):
             event = self.peek_event()
             raise yaml.composer.ComposerError(None, None, f"YAML aliases (*{event.anchor}) are not allowed in a spec",
                                               event.start_mark)
-        return super().compose_node(parent, index)
+        if self.depth >= MAX_YAML_DEPTH:
+            raise yaml.composer.ComposerError(None, None, f"nested over {MAX_YAML_DEPTH} levels deep",
+                                              self.peek_event().start_mark)
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
     def construct_mapping(self, node, deep=False):
         # Duplicate keys silently override in PyYAML; in a spec they are always a mistake.
@@ -332,6 +344,10 @@ def _check(v: _Validator, node, inputs, outputs, params) -> Check:
     v.plain_name(node, "id", node["id"], "check id")
     where = f"check '{node['id']}'"
     v.expr(node, "require", node["require"], where)
+    not_tensors = sorted(attribute_owners(node["require"]) - set(inputs) - set(outputs))
+    if not_tensors:
+        v.fail(node, "require", f"{where}: {', '.join(not_tensors)} is no tensor: only a tensor has .shape, .dtype, "
+                                f".layout, .ndim and .size")
     violate = node.get("violate")
     untestable = str(node.get("untestable", ""))
     if violate is None and not untestable:

@@ -382,6 +382,9 @@ def _run_files(paths, rerun_failed, filter_text) -> list[Path]:
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
         raise InputError(f"no such file or directory: {', '.join(missing)}")
+    special = [p for p in paths if not (Path(p).is_dir() or Path(p).is_file())]
+    if special:   # a device, a FIFO, a socket: reading one would never end, or block
+        raise InputError(f"not a case file or a directory (a case file is a regular file): {', '.join(special)}")
     files = find(paths)
     if paths and not files:
         raise InputError(f"no .opcase files under {', '.join(paths)}")
