@@ -21,7 +21,7 @@ from gen.core.backend import BUILTIN_NAMES, BackendLoadError
 from gen.core.casefile import CaseFileError, atomic_write, find, load, mixed_versions, physical_memory
 from gen.core.descriptor import DescriptorError
 from gen.core.registry import UnknownOp, known_ops, spec_for
-from gen.core.spec import SUITES, SpecError, load_spec
+from gen.core.spec import MAX_RANDOM_COUNT, SUITES, SpecError, load_spec
 from gen.core.timing import TimingPlan
 from gen.core.verdict import MISTRUSTED, SKIPPED
 from gen.descriptor import write_described
@@ -197,7 +197,8 @@ def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
 @click.argument("specs", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--suite", "suite_text", default="all", show_default=True,
               help="Comma list of network, random, boundary, invalid, stress; or all.")
-@click.option("--count", type=click.IntRange(min=0), default=None, help="Random cases per spec (default: the spec's).")
+@click.option("--count", type=click.IntRange(min=0, max=MAX_RANDOM_COUNT), default=None,
+              help=f"Random cases per spec (default: the spec's; at most {MAX_RANDOM_COUNT}, as in a spec).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed; every case is fixed by (spec, suite, seed).")
 @click.option("--select", default=None, help="Only cases whose name matches this regular expression.")
 @click.option("--max-size", "max_size", default=None, callback=_size_option,
@@ -282,7 +283,13 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
         click.echo(f"{op}: " + ", ".join(f"{n} {s}" for s, n in by_suite.items()))
     for line in skipped:
         click.echo(f"skipped (over --max-size): {line}")
-    click.echo(f"wrote {sum(sum(c.values()) for c in counts.values())} cases ({written[0] / 1e6:.1f} MB) to {out_dir}")
+    total = sum(sum(c.values()) for c in counts.values())
+    click.echo(f"wrote {total} cases ({written[0] / 1e6:.1f} MB) to {out_dir}")
+    if total == 0:   # as `opcase run`: a step that made nothing is not a success
+        why = "every case is over --max-size" if skipped else \
+            f"--select {select!r} matches no case" if select else "the suites chosen hold no case"
+        click.echo(f"exit status {EXIT_NOTHING_JUDGED}: no case written: {why}", err=True)
+        sys.exit(EXIT_NOTHING_JUDGED)
 
 
 def _refuse_foreign_cases(found, out_dir, spec) -> None:
