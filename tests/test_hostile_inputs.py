@@ -407,3 +407,172 @@ def test_run_warns_about_cases_of_several_spec_versions(tmp_path):
     same = CliRunner().invoke(main, ["run", str(tmp_path / "mixed" / "more")])
     assert same.exit_code == 0 and "warning" not in same.stderr
 
+
+
+# ----------------------------------------------------------------------------- issue 19: inputs that got through
+
+@pytest.mark.parametrize("text", ["'%01000000000d' % 0", "b'%0999999999d' % 0", "(2 ** 4000) * (2 ** 4000)",
+                                  "-" * 50_000 + "1", "+".join(["1"] * 30_000), "-" * 500 + "1",
+                                  "(" * 90 + "1" + ")" * 90 + " + " + "+".join(["1"] * 200)])
+def test_expressions_that_build_large_objects_or_nest_deep_are_refused(text):
+    started = time.monotonic()
+    with pytest.raises(ExprError, match="not allowed|too large|characters, over|nested"):
+        evaluate(text, {})
+    assert time.monotonic() - started < 1
+    assert evaluate("7 % 3 + 2 ** 4096 % 5", {}) == 1 + 2 ** 4096 % 5   # integer % still works
+
+
+@pytest.mark.parametrize("yaml_text", ["[" * 400 + "]" * 400, "".join("\n" + "  " * (i + 1) + "-" for i in range(400))])
+def test_yaml_nested_past_the_limit_is_a_spec_error(tmp_path, yaml_text):
+    path = _spec(tmp_path, PSAMASK.replace("summary:", f"nested: {yaml_text}\nsummary:", 1))
+    result = _run("gen", path, "--suite", "boundary", "-o", tmp_path / "out")
+    assert result.exit_code == 2 and "nested over 64 levels deep" in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+
+
+@pytest.mark.parametrize("where", ["shape", "require"])
+def test_deep_expression_in_a_spec_is_a_spec_error_with_its_line(tmp_path, where):
+    deep = "-" * 50_000 + "1"
+    if where == "shape":
+        path = _spec(tmp_path, PSAMASK, "shape: [N, H, W, h_mask * w_mask]", f"shape: [N, H, W, {deep}]")
+    else:
+        path = _spec(tmp_path, PSAMASK, 'require: "x.dtype == y.dtype"', f'require: "{deep}"')
+    _one_line_error(_run("gen", path, "--suite", "boundary", "-o", tmp_path / "out"), path, "-----",
+                    "characters, over the limit")
+
+
+@pytest.mark.parametrize("require, message", [
+    ("x.dtype.shape == 1", ".shape applies to a tensor's name only"),
+    ("psa_type.ndim == 1", "psa_type is no tensor"),
+    ("x.shape[0] // (x.shape[0] - x.shape[0]) == 0", "cannot be evaluated on a call that meets every check before it"),
+])
+def test_a_check_that_raises_is_a_spec_error_not_a_failing_check(tmp_path, require, message):
+    path = _spec(tmp_path, PSAMASK, 'require: "x.dtype == y.dtype"', f'require: "{require}"')
+    for suite in ("random", "boundary"):
+        result = _run("gen", path, "--suite", suite, "-o", tmp_path / "out")
+        assert result.exit_code == 2, result.output
+        line = result.output.strip().splitlines()
+        assert len(line) == 1 and line[0].startswith(f"Error: {path}:") and message in line[0], result.output
+        assert "dtype_match" in line[0], result.output
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
+def test_only_regular_files_are_case_files(tmp_path, special):
+    if special == "fifo":
+        special = tmp_path / "blocked.opcase"
+        os.mkfifo(special)
+        inside = tmp_path / "dir"
+        inside.mkdir()
+        os.mkfifo(inside / "also.opcase")
+        _tiny_case(inside)
+        # In a directory a FIFO named like a case is not one: the run judges the real case.
+        result = CliRunner().invoke(main, ["run", str(inside), "--backend", "reference"])
+        assert result.exit_code == 0 and "1 cases: 1 passed" in result.output, result.output
+    started = time.monotonic()
+    for command in (["run", str(special), "--backend", "reference"], ["show", str(special)]):
+        result = CliRunner().invoke(main, command)
+        assert result.exit_code == 2, result.output
+        assert "regular file" in result.output and len(result.output.strip().splitlines()) == 1, result.output
+    assert time.monotonic() - started < 10
+    with pytest.raises(CaseFileError, match="not a regular file"):
+        load(special)
+
+
+def test_a_case_file_over_the_size_limit_is_refused_before_reading(tmp_path, monkeypatch):
+    case = _tiny_case(tmp_path)
+    monkeypatch.setattr(casefile, "MAX_CASE_FILE_BYTES", case.stat().st_size - 1)
+    read = []
+    monkeypatch.setattr(casefile.os, "read", lambda *a: read.append(a) or b"")
+    with pytest.raises(CaseFileError, match="MiB a case file may have"):
+        load(case)
+    assert not read
+
+
+def test_overlapping_paths_count_each_case_once():
+    paths = [REPO / "cases" / "psamask_forward", REPO / "cases" / "psamask_forward" / "random",
+             *sorted((REPO / "cases" / "psamask_forward" / "random").glob("*.opcase"))[:1]]
+    alone = len(find([paths[0]]))
+    assert len(find(paths)) == alone
+    result = CliRunner().invoke(main, ["run", *map(str, paths), "--backend", "reference"])
+    assert result.exit_code == 0 and f"{alone} cases: {alone} passed" in result.output, result.output
+
+
+@pytest.mark.parametrize("option", ["--json", "--junit", "--html"])
+def test_results_files_cannot_be_a_case_file_of_the_run(tmp_path, option):
+    case = _tiny_case(tmp_path)
+    before = case.read_bytes()
+    for target in (case, tmp_path / "src"):   # the file itself; a file under a directory of PATHS
+        result = CliRunner().invoke(main, ["run", str(target), "--backend", "reference", option, str(case)])
+        assert result.exit_code == 2 and "is a case file" in result.output, result.output
+        assert case.read_bytes() == before
+
+
+def test_results_file_cannot_be_the_rerun_failed_file(tmp_path):
+    case = _tiny_case(tmp_path)
+    results = tmp_path / "results.json"
+    assert CliRunner().invoke(main, ["run", str(case), "--backend", "reference", "--json", str(results)]).exit_code == 0
+    before = results.read_bytes()
+    result = CliRunner().invoke(main, ["run", str(case), "--backend", "reference", "--rerun-failed", str(results),
+                                       "--json", str(results)])
+    assert result.exit_code == 2 and "--rerun-failed and --json name the same file" in result.output, result.output
+    assert results.read_bytes() == before
+
+
+@pytest.mark.parametrize("failing", ["--junit", "--html", "--json"])
+def test_a_full_disk_at_the_final_write_is_one_line_and_leaves_results_incomplete(tmp_path, monkeypatch, failing):
+    import harness.cli
+    case = _tiny_case(tmp_path)
+    paths = {"--json": tmp_path / "r.json", "--junit": tmp_path / "r.xml", "--html": tmp_path / "r.html"}
+    real_write = harness.cli.atomic_write
+    starts = []
+
+    def full_disk(path, text):
+        if Path(path) == paths[failing]:
+            starts.append(path)
+            if len(starts) > 1:   # the incomplete marker at the start fits; the results do not
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_write(path, text)
+
+    monkeypatch.setattr(harness.cli, "atomic_write", full_disk)
+    args = ["run", str(case), "--backend", "reference"] + [str(x) for kv in paths.items() for x in kv]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 3, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error")]
+    assert errors == [f"Error: {failing}: cannot write {paths[failing]}: No space left on device; the results "
+                      f"files say that the run did not finish"], result.stderr
+    assert '"complete": false' in paths["--json"].read_text()
+    assert 'type="incomplete"' in paths["--junit"].read_text()
+    assert "INCOMPLETE" in paths["--html"].read_text()
+
+
+def test_a_full_tmpfs_at_the_final_write(tmp_path):
+    tiny = tmp_path / "tiny"
+    tiny.mkdir()
+    if os.geteuid() != 0 or os.system(f"mount -t tmpfs -o size=12k tmpfs {tiny} 2>/dev/null") != 0:
+        pytest.skip("needs root to mount a small tmpfs (the test above fakes the full disk)")
+    try:
+        result = CliRunner().invoke(main, ["run", str(REPO / "cases" / "psamask_forward"), "--backend", "reference",
+                                           "--junit", str(tiny / "j.xml"), "--html", str(tiny / "r.html")])
+        assert result.exit_code == 3 and "No space left on device" in result.stderr, result.output
+        assert 'type="incomplete"' in (tiny / "j.xml").read_text()
+        assert "INCOMPLETE" in (tiny / "r.html").read_text()
+    finally:
+        os.system(f"umount {tiny}")
+
+
+def test_gen_that_writes_no_case_exits_5(tmp_path):
+    result = _run("gen", REPO / "specs" / "psamask_forward.yaml", "--select", "no_such_case", "-o", tmp_path / "out")
+    assert result.exit_code == 5 and "no case written" in result.stderr, result.output
+    result = _run("gen", REPO / "specs" / "psamask_forward.yaml", "--suite", "network", "--max-size", "1", "-o",
+                  tmp_path / "out")
+    assert result.exit_code == 5 and "over --max-size" in result.stderr, result.output
+
+
+def test_gen_count_beyond_the_limit_is_refused_before_any_work(tmp_path):
+    started = time.monotonic()
+    result = _run("gen", REPO / "specs" / "psamask_forward.yaml", "--suite", "random", "--count", "10" + "0" * 12,
+                  "-o", tmp_path / "out")
+    assert result.exit_code == 2 and "--count" in result.output, result.output
+    assert time.monotonic() - started < 5 and not (tmp_path / "out").exists()

@@ -39,7 +39,7 @@ from harness.cli.shrink import ShrinkError, shrink_case
 from harness.efficiency import ProfileError, load_profile
 from harness.gate import (GATE_FAILING, BaselineError, BaselineRefused, gate_summary, judge_against, load_baseline,
                           load_results, updated_baseline)
-from harness.html_report import html_report
+from harness.html_report import html_report, incomplete_html
 from harness.junit import incomplete_junit_xml, junit_xml
 from harness.power import measure as measure_power
 from harness.power import table_lines as power_table
@@ -60,6 +60,8 @@ class InputError(click.ClickException):
 # `opcase run`'s other exit statuses (README: Checking your implementation).  5, as pytest's
 # "no tests ran": a run that judged nothing is neither a pass nor a failure of the backend.
 EXIT_FAILED = 1
+# The run finished but could not write a results file (a full disk): they all say it did not finish.
+EXIT_RESULTS_UNWRITTEN = 3
 EXIT_NOTHING_JUDGED = 5
 
 
@@ -362,16 +364,40 @@ def _progress(total: int, label: str):
         yield lambda item: bar.update(1, item)
 
 
-def _start_results_files(json_path, junit_path, backend_spec: str) -> None:
+_INCOMPLETE = {"--json": incomplete_json, "--junit": incomplete_junit_xml, "--html": incomplete_html}
+
+
+def _start_results_files(json_path, junit_path, backend_spec: str, html_path=None) -> None:
     """Replace the results files with ones saying that the run did not finish, so that a run cut
     short (killed, crashed, stopped by a signal) can never leave an older, complete-looking report."""
 
-    for option, path, text in (("--json", json_path, incomplete_json), ("--junit", junit_path, incomplete_junit_xml)):
+    for option, path in (("--json", json_path), ("--junit", junit_path), ("--html", html_path)):
         if path:
             try:
-                atomic_write(path, text(backend_spec))
+                atomic_write(path, _INCOMPLETE[option](backend_spec))
             except OSError as exc:
                 raise InputError(f"{option}: cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _write_results_files(writes, backend_spec: str) -> None:
+    """Write each (option, path, render) whole; if one cannot be written (a full disk), those
+    already written go back to saying that the run did not finish, and the run exits
+    EXIT_RESULTS_UNWRITTEN with one line: no set of results files is ever half complete."""
+
+    written = []
+    for option, path, render in writes:
+        if not path:
+            continue
+        try:
+            atomic_write(path, render())
+        except OSError as exc:
+            for done_option, done_path in written:
+                with contextlib.suppress(OSError):   # the incomplete marker is small; if even it fails, say so below
+                    atomic_write(done_path, _INCOMPLETE[done_option](backend_spec))
+            click.echo(f"Error: {option}: cannot write {path}: {exc.strerror or exc}; the results files say "
+                       f"that the run did not finish", err=True)
+            sys.exit(EXIT_RESULTS_UNWRITTEN)
+        written.append((option, path))
 
 
 def _shard(text: str | None) -> tuple[int, int] | None:
@@ -417,6 +443,20 @@ def _run_files(paths, rerun_failed, filter_text) -> list[Path]:
         if not files:
             raise InputError(f"no case matches --filter {filter_text!r} (it is matched against OP/SUITE/NAME)")
     return files
+
+
+def _refuse_results_over_cases(results_files, case_files) -> None:
+    """A results file must not be a case file (or a case's sidecar) of the run: writing it
+    would destroy what the run judges."""
+    cases = {os.path.realpath(f) for f in case_files}
+    for option, path in results_files:
+        if path is None:
+            continue
+        real = os.path.realpath(path)
+        case = next((c for c in cases if real == c or real.startswith(c + ".")), None)
+        if case is not None:
+            raise InputError(f"{option} {path} is {'a case file' if real == case else 'a sidecar of the case file'} "
+                             f"{case} that the run reads; give another file")
 
 
 def _warn_mixed_versions(files) -> None:
@@ -492,9 +532,11 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     for option, path in (("--json", json_path), ("--junit", junit_path), ("--html", html_path)):
         if path is not None:
             _check_writable(option, path)
-    _check_distinct([("--compare", baseline_path), ("--json", json_path), ("--junit", junit_path),
-                     ("--html", html_path)])
+    results_files = [("--json", json_path), ("--junit", junit_path), ("--html", html_path)]
+    _check_distinct([("--compare", baseline_path), ("--rerun-failed", rerun_failed),
+                     ("--device-profile", profile_path), *results_files])
     selected = _run_files(paths, rerun_failed, filter_text)
+    _refuse_results_over_cases(results_files, find(paths) if paths else selected)
     files = [f for f in selected if in_shard(f, *shard)] if shard else selected
     _warn_mixed_versions(files)
     pool_timeout = timeout
@@ -520,7 +562,7 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         raise InputError(f"--compare: {exc}") from None
     # Every input is read: from here on the run either finishes or leaves its results files
     # saying that it did not.
-    _start_results_files(json_path, junit_path, backend_spec)
+    _start_results_files(json_path, junit_path, backend_spec, html_path)
     try:
         backend_spec = with_device(backend_spec, device)
         # Any other backend's code runs only in workers: this process never imports it.
@@ -569,12 +611,10 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
                 "device_profile": profile_path, "compare": baseline_path}
     if resources is not None:
         run_info["executor"] = {"name": "ray", "address": address, "resources": resources}
-    if json_path:
-        atomic_write(json_path, to_json(results, backend_spec, gate, run_info))
-    if junit_path:
-        atomic_write(junit_path, junit_xml(results, backend_spec))
-    if html_path:
-        atomic_write(html_path, html_report(results, backend_spec, gate, run_info))
+    _write_results_files([("--junit", junit_path, lambda: junit_xml(results, backend_spec)),
+                          ("--html", html_path, lambda: html_report(results, backend_spec, gate, run_info)),
+                          ("--json", json_path, lambda: to_json(results, backend_spec, gate, run_info))],
+                         backend_spec)
     if any(fails(r) for r in results):
         sys.exit(EXIT_FAILED)
     if not judged(results):
