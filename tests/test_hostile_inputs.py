@@ -4,6 +4,7 @@ outside its place, no resource bomb, and every bad input one clear line with exi
 from __future__ import annotations
 
 import errno
+import json
 import os
 import time
 from pathlib import Path
@@ -576,3 +577,45 @@ def test_gen_count_beyond_the_limit_is_refused_before_any_work(tmp_path):
                   "-o", tmp_path / "out")
     assert result.exit_code == 2 and "--count" in result.output, result.output
     assert time.monotonic() - started < 5 and not (tmp_path / "out").exists()
+
+
+def _baseline_of(tmp_path, **edit) -> Path:
+    case = _tiny_case(tmp_path)
+    results = tmp_path / "results.json"
+    assert CliRunner().invoke(main, ["run", str(case), "--backend", "reference", "--json", str(results)]).exit_code == 0
+    baseline = tmp_path / "baseline.json"
+    assert CliRunner().invoke(main, ["baseline", "update", str(results), "-o", str(baseline)]).exit_code == 0
+    doc = json.loads(baseline.read_text())
+    for key, value in edit.items():
+        doc["cases"] = value(doc["cases"])
+    baseline.write_text(json.dumps(doc))
+    return case, baseline
+
+
+def test_a_baseline_sharing_no_case_with_the_run_is_not_green(tmp_path):
+    case, baseline = _baseline_of(tmp_path, cases=lambda cases: {"other_op/random/r000": next(iter(cases.values()))})
+    results = tmp_path / "gated.json"
+    result = CliRunner().invoke(main, ["run", str(case), "--backend", "reference", "--compare", str(baseline),
+                                       "--json", str(results)])
+    assert result.exit_code == 1 and "the baseline shares no case with this run" in result.output, result.output
+    doc = json.loads(results.read_text())
+    assert doc["gate"]["compared"] == 0 and not doc["gate"]["ok"] and not doc["summary"]["ok"]
+    case, same = _baseline_of(tmp_path / "same")
+    assert CliRunner().invoke(main, ["run", str(case), "--backend", "reference", "--compare", str(same)]).exit_code == 0
+
+
+@pytest.mark.parametrize("entry, message", [
+    (5, "an entry is a mapping"),
+    ({"status": None}, "status None is not one of"),
+    ({"status": "passed", "median_us": "fast"}, "median_us 'fast' is not a finite number"),
+    ({"status": "passed", "median_us": float("inf")}, "median_us inf is not a finite number"),
+    ({"status": "passed", "median_us": float("nan")}, "median_us nan is not a finite number"),
+    ({"status": "passed", "median_us": 3.0, "timing_source": 7}, "timing_source 7 is not a string"),
+])
+def test_a_malformed_baseline_entry_is_one_line_exit_2(tmp_path, entry, message):
+    case, baseline = _baseline_of(tmp_path, cases=lambda cases: {key: entry for key in cases})
+    result = CliRunner().invoke(main, ["run", str(case), "--backend", "reference", "--compare", str(baseline),
+                                       "--repeat", "1"])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert len(result.output.strip().splitlines()) == 1 and message in result.output, result.output

@@ -615,7 +615,7 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
                           ("--html", html_path, lambda: html_report(results, backend_spec, gate, run_info)),
                           ("--json", json_path, lambda: to_json(results, backend_spec, gate, run_info))],
                          backend_spec)
-    if any(fails(r) for r in results):
+    if any(fails(r) for r in results) or (gate is not None and not gate["ok"]):
         sys.exit(EXIT_FAILED)
     if not judged(results):
         for line in _why_nothing_judged(results, backend, backend_spec, shard_text, len(selected), rerun_failed):
