@@ -22,7 +22,7 @@ from gen.core.casefile import CaseFileError, atomic_write, find, load, mixed_ver
 from gen.core.descriptor import DescriptorError
 from gen.core.registry import UnknownOp, known_ops, spec_for
 from gen.core.spec import MAX_RANDOM_COUNT, SUITES, SpecError, load_spec
-from gen.core.timing import TimingPlan
+from gen.core.timing import MAX_TIMEOUT_S, TimingPlan
 from gen.core.verdict import MISTRUSTED, SKIPPED
 from gen.descriptor import write_described
 from gen.generate import GenerationError, builds_in_memory, case_path, foreign_case, plan_suite, total_bytes
@@ -118,9 +118,12 @@ def _size_option(ctx, param, value):
 
 
 def _finite_seconds(ctx, param, value):
-    """Click callback: inf or nan seconds would never time anything out."""
+    """Click callback: inf or nan seconds would never time anything out, and the OS's timers
+    hold no wait past MAX_TIMEOUT_S."""
     if value is not None and not math.isfinite(value):
         raise click.BadParameter(f"{value} is not a finite number of seconds")
+    if value is not None and value > MAX_TIMEOUT_S:
+        raise click.BadParameter(f"{value:g} s is over the longest timeout, {MAX_TIMEOUT_S:g} s (10 days)")
     return value
 
 
@@ -949,7 +952,7 @@ def show(case_path, n_values):
               help="Candidate cases to generate and run at most.")
 @click.option("--time", "seconds", type=click.FloatRange(min=0, min_open=True), default=600, show_default=True,
               help="Seconds to spend at most (the case being run when they run out finishes).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
               help="Seconds each run of the backend may take (as `opcase run --timeout`).")
 def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout):
     """Find the smallest case that fails like CASE_FILE on --backend: same status, same failing
