@@ -757,9 +757,10 @@ def case_path(out_dir: Path, case_or_plan, op: str) -> Path:
         raise GenerationError(f"case {op}/{case_or_plan.suite}/{case_or_plan.name}: {exc}") from None
 
 
-def foreign_case(out_dir: Path, spec: Spec) -> tuple[Path, str] | None:
-    """A case already in OUT/OP written from another version of ``spec`` or by another generator
-    (with what it was written from), or None: one directory never mixes the two."""
+def foreign_case(out_dir: Path, spec: Spec, base_seed: int = 0) -> tuple[Path, str] | None:
+    """A case already in OUT/OP written from another version of ``spec``, by another generator
+    or with another base seed (with what it was written from), or None: one directory never mixes
+    them (a suite of two seeds would hold two random cases where each seed makes one)."""
     for path in find([Path(out_dir) / spec.op]) if (Path(out_dir) / spec.op).is_dir() else []:
         try:
             msg = read_envelope(path)
@@ -767,4 +768,21 @@ def foreign_case(out_dir: Path, spec: Spec) -> tuple[Path, str] | None:
             continue                  # not a case anyone can run; gen does not judge it
         if (msg.spec_sha256, msg.generator_version) != (spec.sha256, GENERATOR_VERSION):
             return path, f"spec sha256 {msg.spec_sha256[:12]}, {msg.generator_version}"
+        if _made_with_seed(msg, base_seed) is False:
+            return path, f"made with another --seed than {base_seed}"
     return None
+
+
+def _made_with_seed(msg, base_seed: int) -> bool | None:
+    """Whether a case of a suite gen makes was made with ``base_seed`` (its seed is the one that
+    base seed gives its label); None for a case of another origin (described, imported)."""
+    if msg.suite == "random":
+        index = re.fullmatch(r"r(\d+)(-.*)?", msg.name)
+        if index is None:
+            return None
+        label = f"r{int(index.group(1))}"
+    elif msg.suite in SUITES:
+        label = msg.name
+    else:
+        return None
+    return case_seed(base_seed, msg.op, msg.suite, label) == msg.seed

@@ -274,7 +274,7 @@ def test_element_count_that_wraps_int64_is_not_small(tmp_path):
     path = _spec(tmp_path, PSAMASK, "dims: {N: 3, H: 1, W: 1}", "dims: {N: 4294967296, H: 4294967296, W: 1}")
     result = _run("gen", path, "--suite", "boundary", "--select", "map_1x1", "--max-size", "1MB",
                   "-o", tmp_path / "out")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 5, result.output   # nothing written: not a success
     assert "skipped (over --max-size): psamask_forward/boundary/map_1x1-psa_type0-float32" in result.output
     assert "wrote 0 cases" in result.output
 
@@ -406,7 +406,7 @@ def test_run_warns_about_cases_of_several_spec_versions(tmp_path):
     assert result.exit_code == 0, result.output
     assert "warning: the psamask_forward cases come from 2 versions" in result.stderr
     same = CliRunner().invoke(main, ["run", str(tmp_path / "mixed" / "more")])
-    assert same.exit_code == 0 and "warning" not in same.stderr
+    assert same.exit_code == 0 and "versions" not in same.stderr
 
 
 
@@ -619,3 +619,38 @@ def test_a_malformed_baseline_entry_is_one_line_exit_2(tmp_path, entry, message)
     assert result.exit_code == 2, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     assert len(result.output.strip().splitlines()) == 1 and message in result.output, result.output
+
+
+def test_a_second_import_does_not_replace_a_case_silently(tmp_path):
+    _mluops(tmp_path / "in" / "case_0.prototxt")
+    first = _run("import", tmp_path / "in", "-o", tmp_path / "out")
+    assert first.exit_code == 0, first.output
+    [case] = find([tmp_path / "out"])
+    before = case.read_bytes()
+    _mluops(tmp_path / "in" / "case_0.prototxt", RANDOM.replace("seed: 23", "seed: 24"))
+    second = _run("import", tmp_path / "in", "-o", tmp_path / "out")
+    assert second.exit_code == 1 and "exists already" in second.output, second.output
+    assert second.output.strip().endswith("0 written, 0 skipped, 1 error"), second.output
+    assert case.read_bytes() == before
+
+
+def test_gen_refuses_an_out_dir_holding_cases_of_another_seed(tmp_path):
+    out = tmp_path / "out"
+    args = [REPO / "specs" / "psamask_forward.yaml", "--suite", "random", "--count", "2", "-o", out]
+    assert _run("gen", *args).exit_code == 0
+    other = _run("gen", *args, "--seed", "7")
+    assert other.exit_code == 2 and "made with another --seed than 7" in other.output, other.output
+    assert len(other.output.strip().splitlines()) == 1
+    again = _run("gen", *args)
+    assert again.exit_code == 0, again.output
+    assert len(find([out])) == 2
+
+
+def test_run_says_when_cases_record_another_spec_version_than_it_loads(tmp_path):
+    case = _tiny_case(tmp_path, spec_sha256="ab" * 32)
+    result = CliRunner().invoke(main, ["run", str(case), "--backend", "reference"])
+    assert result.exit_code == 0, result.output
+    assert "warning: psamask_forward cases record spec sha256 abababababab, not that of the spec this run loads" \
+        in result.stderr, result.stderr
+    current = _tiny_case(tmp_path / "current")
+    assert "warning" not in CliRunner().invoke(main, ["run", str(current), "--backend", "reference"]).stderr

@@ -300,7 +300,7 @@ def test_a_backend_resource_no_node_has_is_refused_before_any_case(cluster, case
 def test_a_backend_the_ray_workers_cannot_import_is_one_line_exit_2(cluster, cases, tmp_path):
     done = cluster.opcase("run", cases, "--backend", "no_such_package_here:run", "--executor", "ray",
                           "--address", cluster.address, "--json", tmp_path / "r.json", cwd=tmp_path)
-    errors = [line for line in done.stderr.splitlines() if line.strip()]
+    errors = [line for line in done.stderr.splitlines() if line.startswith(("Error", "Traceback"))]
     assert done.returncode == 2 and len(errors) == 1, done.stderr
     assert errors[0].startswith("Error: --executor ray: backend no_such_package_here:run cannot be loaded in a "
                                 "Ray worker process: "), done.stderr

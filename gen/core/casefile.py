@@ -563,10 +563,9 @@ def find(paths) -> list[Path]:
     return found
 
 
-def mixed_versions(paths) -> dict[str, int]:
-    """Operators whose cases among ``paths`` were written from more than one spec version or
-    generator (by recorded spec sha256 and generator version), with how many; unreadable files
-    are left to whoever reads them."""
+def recorded_versions(paths) -> dict[str, set[tuple[str, str]]]:
+    """Per operator, the (spec sha256, generator version) pairs its cases among ``paths`` record;
+    unreadable files are left to whoever reads them."""
     versions: dict[str, set] = {}
     for path in paths:
         try:
@@ -574,4 +573,10 @@ def mixed_versions(paths) -> dict[str, int]:
         except CaseFileError:
             continue
         versions.setdefault(msg.op, set()).add((msg.spec_sha256, msg.generator_version))
+    return versions
+
+
+def mixed_versions(versions: dict[str, set]) -> dict[str, int]:
+    """Operators of ``versions`` (recorded_versions) whose cases were written from more than one
+    spec version or generator, with how many."""
     return {op: len(found) for op, found in versions.items() if len(found) > 1}

@@ -18,7 +18,8 @@ import click
 import numpy as np
 
 from gen.core.backend import BUILTIN_NAMES, BackendLoadError
-from gen.core.casefile import CaseFileError, atomic_write, find, load, mixed_versions, physical_memory
+from gen.core.casefile import (CaseFileError, atomic_write, find, load, mixed_versions, physical_memory,
+                               recorded_versions)
 from gen.core.descriptor import DescriptorError
 from gen.core.registry import UnknownOp, known_ops, spec_for
 from gen.core.spec import MAX_RANDOM_COUNT, SUITES, SpecError, load_spec
@@ -246,7 +247,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     try:
         baseline = _baseline_on_device(baseline, device)
         for spec in [load_spec(p) for p in specs]:
-            _refuse_foreign_cases(foreign_case(Path(out_dir), spec), out_dir, spec)
+            _refuse_foreign_cases(foreign_case(Path(out_dir), spec, seed), out_dir, spec)
             if spec.criteria.mode == "dynamic":
                 load_backend(baseline or spec.criteria.baseline)       # fail early on a bad --baseline
             for suite in suites:
@@ -300,7 +301,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
 def _refuse_foreign_cases(found, out_dir, spec) -> None:
     if found is not None:
         path, origin = found
-        raise InputError(f"{Path(out_dir) / spec.op} holds cases of another spec version or generator ({path}: "
+        raise InputError(f"{Path(out_dir) / spec.op} holds cases of another spec version, generator or --seed ({path}: "
                          f"{origin}); remove that directory or give another -o")
 
 
@@ -463,9 +464,20 @@ def _refuse_results_over_cases(results_files, case_files) -> None:
 
 
 def _warn_mixed_versions(files) -> None:
-    for op, count in mixed_versions(files).items():
+    versions = recorded_versions(files)
+    for op, count in mixed_versions(versions).items():
         click.echo(f"warning: the {op} cases come from {count} versions of its spec or generator "
                    f"(an -o reused across versions?); their verdicts are not comparable", err=True)
+    for op, found in sorted(versions.items()):
+        try:
+            spec = spec_for(op)
+        except (UnknownOp, SpecError):
+            continue   # each of its cases is an error that says why
+        others = sorted({sha[:12] for sha, _ in found if sha != spec.sha256})
+        if others:
+            click.echo(f"warning: {op} cases record spec sha256 {', '.join(others)}, not that of the spec this run "
+                       f"loads ({spec.path}, {spec.sha256[:12]}): their checks and thresholds are another "
+                       f"version's", err=True)
 
 
 @main.command()

@@ -237,7 +237,7 @@ def _check_backend_loads(ray, backend_spec: str, resources: dict, environment: d
     runs where a case would (same resources) in a worker process used for it alone (max_calls=1),
     so the backend's code stays out of the processes that then run cases.  One that does not
     finish within _LOAD_CHECK_S (no node free) is left to the cases."""
-    ref = ray.remote(_load_task).options(max_retries=0, max_calls=1, **resources).remote(environment, backend_spec)
+    ref = ray.remote(max_calls=1)(_load_task).options(max_retries=0, **resources).remote(environment, backend_spec)
     ready, _ = ray.wait([ref], num_returns=1, timeout=_LOAD_CHECK_S)
     if not ready:
         _cancel(ray, [ref])
