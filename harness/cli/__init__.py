@@ -10,6 +10,7 @@ import re
 import shlex
 import shutil
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -35,6 +36,7 @@ from harness.calibrate import BackendRun, calibration
 from harness.calibrate import table_lines as calibration_table
 from harness.cli.interop import export_all, import_all
 from harness.cli import ray_executor
+from harness.cli.fresh import Fresh, draw_seed, is_fresh, write_fresh
 from harness.cli.ray_executor import ExecutorError, TaskLost, import_ray, parse_resources
 from harness.cli.shrink import ShrinkError, shrink_case
 from harness.efficiency import ProfileError, load_profile
@@ -521,12 +523,19 @@ def _warn_mixed_versions(files) -> None:
 @click.option("--in-process", "in_process", is_flag=True,
               help="Run a Python backend in this process rather than in a worker (faster start; but a backend "
                    "that ends the process, e.g. by exit(0), then ends the run with its exit status).")
+@click.option("--fresh", "fresh_count", type=click.IntRange(min=1, max=MAX_RANDOM_COUNT), default=None,
+              help="Also draw N new cases per kernel present under PATHS, as the random suite draws them from the "
+                   "installed spec, with goldens computed now: cases no backend can have seen (judged like the "
+                   "rest, filed as OP/fresh/NAME, removed after the run).")
+@click.option("--fresh-seed", "fresh_seed", type=click.IntRange(min=0, max=2**63 - 1), default=None,
+              help="The base seed of the --fresh cases (default: a new random one, printed, so that a run can be "
+                   "repeated).")
 @click.option("-v", "--verbose", is_flag=True, help="Show details for passing cases too.")
 @_executor_options
 @_exits_on_signals
 def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmup, bitwise, html_path, profile_path, jobs,
         device, timeout, shard_text, filter_text, rerun_failed, allow_empty, in_process, verbose, executor, address,
-        resources_text):
+        resources_text, fresh_count=None, fresh_seed=None):
     """Run a backend on every case under PATHS and judge its outputs.
 
     \b
@@ -544,6 +553,8 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         raise InputError("give case files or directories (PATHS), or --rerun-failed RESULTS.json")
     if bitwise and repeat is None:
         raise InputError("--bitwise compares repeated calls: give --repeat N too")
+    if fresh_seed is not None and fresh_count is None:
+        raise InputError("--fresh-seed is the seed of --fresh cases: give --fresh N too")
     for option, path in (("--json", json_path), ("--junit", junit_path), ("--html", html_path)):
         if path is not None:
             _check_writable(option, path)
@@ -578,6 +589,9 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     # Every input is read: from here on the run either finishes or leaves its results files
     # saying that it did not.
     _start_results_files(json_path, junit_path, backend_spec, html_path)
+    fresh = _fresh_cases(files, fresh_count, fresh_seed, executor) if fresh_count else None
+    if fresh is not None:
+        files = files + fresh.files
     try:
         backend_spec = with_device(backend_spec, device)
         # Any other backend's code runs only in workers: this process never imports it.
@@ -602,6 +616,8 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     progress = Progress(len(files), sys.stdout.isatty(), verbose)
 
     def on_result(result):
+        if is_fresh(result.path, fresh):
+            result.repro = _fresh_repro(result, paths, fresh)
         if baseline is not None:
             judge_against(result, baseline.get(result.key))
             if result.gate in GATE_FAILING and baseline_path not in result.repro:
@@ -621,11 +637,15 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         progress.close()
     gate = gate_summary(results, baseline_path, baseline) if baseline is not None else None
     click.echo(summary_text(results, gate))
+    if fresh is not None:
+        click.echo(_fresh_summary(results, fresh))
     run_info = {"backend_origin": origin, "in_process": runs_here, "jobs": jobs, "timeout": timeout, "repeat": repeat,
                 "warmup": warmup if repeat else None, "bitwise": bitwise, "shard": shard_text, "filter": filter_text,
                 "device_profile": profile_path, "compare": baseline_path}
     if resources is not None:
         run_info["executor"] = {"name": "ray", "address": address, "resources": resources}
+    if fresh is not None:
+        run_info["fresh"] = {"count": fresh.count, "seed": fresh.seed, "kernels": fresh.kernels}
     _write_results_files([("--junit", junit_path, lambda: junit_xml(results, backend_spec)),
                           ("--html", html_path, lambda: html_report(results, backend_spec, gate, run_info)),
                           ("--json", json_path, lambda: to_json(results, backend_spec, gate, run_info))],
@@ -640,6 +660,43 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
                        f"(--allow-empty accepts it)", err=True)
             sys.exit(EXIT_NOTHING_JUDGED)
     sys.exit(0)
+
+
+def _fresh_cases(files, count: int, seed: int | None, executor: str | None) -> Fresh:
+    """--fresh: write the fresh cases of the kernels among ``files`` into a temporary directory,
+    removed when the command ends however it ends (on Ray: under the working directory, which
+    every node sees)."""
+
+    kernels = sorted(recorded_versions(files))
+    seed = draw_seed() if seed is None else seed
+    where = tempfile.mkdtemp(prefix="opcase-fresh-", dir=os.getcwd() if executor == "ray" else None)
+    click.get_current_context().call_on_close(lambda: shutil.rmtree(where, ignore_errors=True))
+    click.echo(f"fresh: drawing {count} new case(s) per kernel ({', '.join(kernels) or 'none found'}) with "
+               f"--fresh-seed {seed}")
+    try:
+        fresh = write_fresh(kernels, count, seed, Path(where))
+    except (SpecError, UnknownOp, GenerationError, BackendLoadError) as exc:
+        raise InputError(f"--fresh: {exc}") from None
+    if fresh.without:
+        click.echo(f"warning: --fresh: no random suite to draw from in the spec of {', '.join(fresh.without)}",
+                   err=True)
+    return fresh
+
+
+def _fresh_repro(result, paths, fresh: Fresh) -> str:
+    """A fresh case's REPRO line: its file goes with the run, so the line draws it again (the same
+    seed over the same PATHS gives the same cases), narrowed to its kernel."""
+    start = f"opcase run {shlex.quote(str(result.path))} "
+    rest = result.repro[len(start):] if result.repro.startswith(start) else ""
+    return (f"opcase run {' '.join(map(shlex.quote, map(str, paths)))} {rest} --fresh {fresh.count} "
+            f"--fresh-seed {fresh.seed} --filter {shlex.quote('^' + re.escape(result.op) + '/')}").replace("  ", " ")
+
+
+def _fresh_summary(results, fresh: Fresh) -> str:
+    drawn = [r for r in results if is_fresh(r.path, fresh)]
+    counts = ", ".join(f"{n} {status}" for status, n in Counter(r.status for r in drawn).most_common())
+    return (f"fresh: {len(drawn)} case(s) drawn at run time with --fresh-seed {fresh.seed} "
+            f"({', '.join(fresh.kernels) or 'no kernel'}): {counts or 'none'}")
 
 
 def _run_on_ray(files, backend_spec, options, on_result, address, resources, timeout):
