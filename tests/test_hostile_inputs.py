@@ -707,3 +707,16 @@ def test_fresh_seed_needs_fresh(tmp_path):
     result = CliRunner().invoke(main, ["run", str(REPO / "cases" / "psamask_forward"), "--backend", "reference",
                                        "--fresh-seed", "3"])
     assert result.exit_code == 2 and "give --fresh N too" in result.output, result.output
+
+
+@pytest.mark.parametrize("value", ["3e6", "1e10"])
+def test_timeout_beyond_what_os_timers_hold_is_a_usage_error(tmp_path, monkeypatch, value):
+    case = _tiny_case(tmp_path)
+    for command in (["run", str(case), "--backend", "reference", "--timeout", value],
+                    ["shrink", str(case), "--backend", "reference", "--timeout", value]):
+        result = CliRunner().invoke(main, command)
+        assert result.exit_code == 2 and "over the longest timeout" in result.output, result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    monkeypatch.setenv("OPCASE_EXEC_TIMEOUT", value)
+    result = CliRunner().invoke(main, ["run", str(case), "--backend", "exec:true"])
+    assert result.exit_code == 2 and "OPCASE_EXEC_TIMEOUT" in result.output, result.output
