@@ -223,7 +223,9 @@ def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
 @_exits_on_signals
 def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, out_dir, descriptor, executor,
         address, resources_text):
-    """Generate suites of cases from operator SPECS (YAML) into OUT."""
+    """Generate suites of cases from operator SPECS (YAML) into OUT.
+
+    Exit status: 0 cases written; 2 usage, spec or input error; 5 no case written."""
     if descriptor is not None:
         source = click.get_current_context().get_parameter_source
         given = [option for option, name in (("--suite", "suite_text"), ("--count", "count"), ("--seed", "seed"),
@@ -542,8 +544,9 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     Statuses: passed, failed, wrongly-accepted, wrongly-rejected, error, skipped, mistrusted,
     nondeterministic (--bitwise).
     Exit status: 0 at least one case judged and none fails; 1 any case fails or errors, or the
-    --compare gate fails; 2 usage or input error; 5 no case judged (none selected, or every one
-    skipped or mistrusted; --allow-empty makes that 0); 128+N stopped by signal N (SIGTERM, SIGHUP).
+    --compare gate fails; 2 usage or input error; 3 a results file could not be written (full disk;
+    they all say the run did not finish); 5 no case judged (none selected, or every one skipped or
+    mistrusted; --allow-empty makes that 0); 128+N stopped by signal N (SIGTERM, SIGHUP).
     Python backends other than reference and lowp run in a worker process unless --in-process.
     """
 
