@@ -485,7 +485,7 @@ def test_a_case_file_over_the_size_limit_is_refused_before_reading(tmp_path, mon
     monkeypatch.setattr(casefile, "MAX_CASE_FILE_BYTES", case.stat().st_size - 1)
     read = []
     monkeypatch.setattr(casefile.os, "read", lambda *a: read.append(a) or b"")
-    with pytest.raises(CaseFileError, match="MiB a case file may have"):
+    with pytest.raises(CaseFileError, match="bytes, over the limit of"):
         load(case)
     assert not read
 
@@ -720,3 +720,14 @@ def test_timeout_beyond_what_os_timers_hold_is_a_usage_error(tmp_path, monkeypat
     monkeypatch.setenv("OPCASE_EXEC_TIMEOUT", value)
     result = CliRunner().invoke(main, ["run", str(case), "--backend", "exec:true"])
     assert result.exit_code == 2 and "OPCASE_EXEC_TIMEOUT" in result.output, result.output
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
+def test_import_reads_only_regular_files(tmp_path, special):
+    if special == "fifo":
+        special = tmp_path / "case_0.prototxt"
+        os.mkfifo(special)
+    started = time.monotonic()
+    result = _run("import", special, "-o", tmp_path / "out")
+    assert result.exit_code == 1 and "not a regular file" in result.output, result.output
+    assert time.monotonic() - started < 10

@@ -431,27 +431,35 @@ def _tensor_from_pb(case_path: Path, t: pb.Tensor, verify: bool) -> Tensor:
                   absent=t.absent)
 
 
-def _read_case_file(path: Path) -> bytes:
-    """A case file's bytes: a regular file of at most MAX_CASE_FILE_BYTES, checked before reading
-    (a FIFO would block, /dev/zero never end).  O_NONBLOCK lets the open of a FIFO return at once."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        raise CaseFileError(f"{path}: cannot read ({exc.strerror})") from None
+class NotARegularFile(ValueError):
+    """A path that is no regular file, or one too large to read."""
+
+
+def regular_file_bytes(path: Path, limit: int) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``limit`` bytes, both checked before a byte
+    is read: a FIFO would block, /dev/zero never end.  O_NONBLOCK lets the open of a FIFO return
+    at once.  Raises NotARegularFile, or OSError when it cannot be read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise CaseFileError(f"{path}: not a regular file (a case file is one)")
-        if info.st_size > MAX_CASE_FILE_BYTES:
-            raise CaseFileError(f"{path}: {info.st_size} bytes, over the {MAX_CASE_FILE_BYTES >> 20} MiB a case "
-                                f"file may have (tensors over 1 MiB live in sidecar files)")
-        try:
-            raw = f.read(MAX_CASE_FILE_BYTES + 1)   # bounded even if the file grows meanwhile
-        except OSError as exc:
-            raise CaseFileError(f"{path}: cannot read ({exc.strerror})") from None
-    if len(raw) > MAX_CASE_FILE_BYTES:
-        raise CaseFileError(f"{path}: grew past {MAX_CASE_FILE_BYTES >> 20} MiB while being read")
+            raise NotARegularFile(f"{path}: not a regular file")
+        if info.st_size > limit:
+            raise NotARegularFile(f"{path}: {info.st_size} bytes, over the limit of {limit} bytes")
+        raw = f.read(limit + 1)   # bounded even if the file grows meanwhile
+    if len(raw) > limit:
+        raise NotARegularFile(f"{path}: grew past the limit of {limit} bytes while being read")
     return raw
+
+
+def _read_case_file(path: Path) -> bytes:
+    try:
+        return regular_file_bytes(path, MAX_CASE_FILE_BYTES)
+    except NotARegularFile as exc:
+        raise CaseFileError(f"{exc} (a case file is a regular file; tensors over 1 MiB live in sidecar "
+                            f"files)") from None
+    except OSError as exc:
+        raise CaseFileError(f"{path}: cannot read ({exc.strerror})") from None
 
 
 def read_envelope(path: Path) -> pb.Case:
