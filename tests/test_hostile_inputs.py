@@ -731,3 +731,22 @@ def test_import_reads_only_regular_files(tmp_path, special):
     result = _run("import", special, "-o", tmp_path / "out")
     assert result.exit_code == 1 and "not a regular file" in result.output, result.output
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("kernel", ["border_align pool_size", "deform_roi_pool sampling_ratio",
+                                    "deform_roi_pool adaptive roi"])
+def test_a_call_far_beyond_any_network_cannot_keep_the_reference_sampling(kernel):
+    """The long fuzz run's hang: a case file's pool_size of 1e308 kept the reference looping."""
+    from gen.ops import border_align, deform_roi_pool
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="sample points"):
+        if kernel.startswith("border_align"):
+            border_align.forward({"input": np.zeros((1, 4, 5, 16)), "boxes": np.zeros((1, 2, 4))},
+                                 {"pool_size": 10 ** 308})
+        else:
+            huge = kernel.endswith("roi")
+            rois = np.array([[0, 0, 0, 1e30 if huge else 3, 3]])
+            deform_roi_pool.forward({"input": np.zeros((1, 4, 4, 2)), "rois": rois},
+                                    {"pooled_height": 2, "pooled_width": 2, "sampling_ratio": 0 if huge else 10 ** 9,
+                                     "spatial_scale": 1.0, "gamma": 0.1})
+    assert time.monotonic() - started < 1
