@@ -1,4 +1,10 @@
-"""The `opcase` command line."""
+"""The `opcase` command line.
+
+Each command imports what it needs when it runs (the imports marked "lazily: fast --help"): the
+module itself loads only click and the standard library, so that `opcase --help` (and an option
+Click refuses) comes back in about the time of `import click` (tests/bench/bench_startup.py
+measures it, tests/test_startup.py keeps numpy and the commands' modules out).
+"""
 from __future__ import annotations
 
 import contextlib
@@ -16,40 +22,7 @@ from collections import Counter
 from pathlib import Path
 
 import click
-import numpy as np
 
-from gen.core.backend import BUILTIN_NAMES, BackendLoadError
-from gen.core.casefile import (CaseFileError, atomic_write, find, load, mixed_versions, physical_memory,
-                               recorded_versions)
-from gen.core.descriptor import DescriptorError
-from gen.core.registry import UnknownOp, known_ops, spec_for
-from gen.core.spec import MAX_RANDOM_COUNT, SUITES, SpecError, load_spec
-from gen.core.timing import MAX_TIMEOUT_S, TimingPlan
-from gen.core.verdict import MISTRUSTED, SKIPPED
-from gen.descriptor import write_described
-from gen.generate import GenerationError, builds_in_memory, case_path, foreign_case, plan_suite, total_bytes
-from gen.jobs import Task, write_all
-from harness import plugins
-from harness.backends import load_backend, with_device
-from harness.backends.exec_backend import TIMEOUT_ENV
-from harness.calibrate import BackendRun, calibration
-from harness.calibrate import table_lines as calibration_table
-from harness.cli.interop import export_all, import_all
-from harness.cli import ray_executor
-from harness.cli.fresh import Fresh, draw_seed, is_fresh, write_fresh
-from harness.cli.ray_executor import ExecutorError, TaskLost, import_ray, parse_resources
-from harness.cli.shrink import ShrinkError, shrink_case
-from harness.efficiency import ProfileError, load_profile
-from harness.gate import (GATE_FAILING, BaselineError, BaselineRefused, gate_summary, judge_against, load_baseline,
-                          load_results, updated_baseline)
-from harness.html_report import html_report, incomplete_html
-from harness.junit import incomplete_junit_xml, junit_xml
-from harness.power import measure as measure_power
-from harness.power import table_lines as power_table
-from harness.report import Progress, fails, incomplete_json, judged, summary_text, to_json
-from harness.runner import RunOptions, repro_command
-from harness.selection import case_key, failed_in, in_shard
-from harness.workers import Stopped, run_cases, runs_isolated, stop_on_signals
 
 SIZE_UNITS = {"": 1, "B": 1, "K": 10**3, "KB": 10**3, "KIB": 1024, "M": 10**6, "MB": 10**6, "MIB": 1024**2,
               "G": 10**9, "GB": 10**9, "GIB": 1024**3, "T": 10**12, "TB": 10**12, "TIB": 1024**4}
@@ -65,7 +38,11 @@ class InputError(click.ClickException):
 EXIT_FAILED = 1
 # The run finished but could not write a results file (a full disk): they all say it did not finish.
 EXIT_RESULTS_UNWRITTEN = 3
+# What `opcase run` judges when --backend is not given: no default, so that the reference is never
+# judged by accident (a green run that checked nothing).
+BACKEND_ENV = "OPCASE_BACKEND"
 EXIT_NOTHING_JUDGED = 5
+EXIT_INTERRUPTED = 130
 
 
 def _check_writable(option: str, path, directory: bool = False) -> None:
@@ -123,6 +100,7 @@ def _size_option(ctx, param, value):
 def _finite_seconds(ctx, param, value):
     """Click callback: inf or nan seconds would never time anything out, and the OS's timers
     hold no wait past MAX_TIMEOUT_S."""
+    from gen.core.timing import MAX_TIMEOUT_S  # lazily: fast --help
     if value is not None and not math.isfinite(value):
         raise click.BadParameter(f"{value} is not a finite number of seconds")
     if value is not None and value > MAX_TIMEOUT_S:
@@ -131,6 +109,7 @@ def _finite_seconds(ctx, param, value):
 
 
 def _suites(text: str) -> list[str]:
+    from gen.core.spec import SUITES  # lazily: fast --help
     names = list(SUITES) if text.strip() == "all" else [s.strip() for s in text.split(",") if s.strip()]
     unknown = [s for s in names if s not in SUITES]
     if unknown or not names:
@@ -140,15 +119,20 @@ def _suites(text: str) -> list[str]:
 
 def _exits_on_signals(command):
     """``command`` with SIGTERM and SIGHUP unwinding it as Ctrl-C does (workers and commands killed,
-    temporary files removed), then exiting 128 + the signal's number."""
+    temporary files removed), then exiting 128 + the signal's number; Ctrl-C exits 130 (128 +
+    SIGINT, as shells and pytest's "interrupted" do), not Click's "Aborted!" and 1."""
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
+        from harness.workers import Stopped, stop_on_signals  # lazily: fast --help
         try:
             with stop_on_signals():
                 return command(*args, **kwargs)
         except Stopped as exc:
             click.echo(f"opcase {command.__name__}: stopped by {exc.name} before it finished", err=True)
             sys.exit(128 + exc.signum)
+        except KeyboardInterrupt:
+            click.echo(f"opcase {command.__name__}: interrupted (Ctrl-C) before it finished", err=True)
+            sys.exit(EXIT_INTERRUPTED)
     return wrapper
 
 
@@ -184,6 +168,7 @@ def _executor_options(command):
 
 def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
     """The Ray task options of --executor ray (None for local), or a usage error."""
+    from harness.cli.ray_executor import ExecutorError, import_ray, parse_resources  # lazily: fast --help
 
     if executor != "ray":
         for option, value in (("--address", address), ("--resources", resources_text)):
@@ -205,8 +190,8 @@ def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
 @click.argument("specs", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--suite", "suite_text", default="all", show_default=True,
               help="Comma list of network, random, boundary, invalid, stress; or all.")
-@click.option("--count", type=click.IntRange(min=0, max=MAX_RANDOM_COUNT), default=None,
-              help=f"Random cases per spec (default: the spec's; at most {MAX_RANDOM_COUNT}, as in a spec).")
+@click.option("--count", type=click.IntRange(min=0), default=None,
+              help="Random cases per spec (default: the spec's; at most 100000, as in a spec).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed; every case is fixed by (spec, suite, seed).")
 @click.option("--select", default=None, help="Only cases whose name matches this regular expression.")
 @click.option("--max-size", "max_size", default=None, callback=_size_option,
@@ -219,13 +204,27 @@ def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
               help="Write just the case of this one-line descriptor (as REPRO's CASE line and `opcase shrink` "
                    "print it), byte for byte; SPECS optional (default: the installed spec of its op).")
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="List each case skipped over --max-size (else one line per kernel).")
 @_executor_options
 @_exits_on_signals
 def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, out_dir, descriptor, executor,
-        address, resources_text):
+        address, resources_text, verbose=False):
     """Generate suites of cases from operator SPECS (YAML) into OUT.
 
-    Exit status: 0 cases written; 2 usage, spec or input error; 5 no case written."""
+    A case already in OUT whole (its checksum holds) from the same spec version, suite, seed and
+    baseline is kept, not written again: an interrupted gen, run again, resumes.  Without a
+    terminal it prints a line per kernel done and at least every 30 s, with an ETA.
+
+    Exit status: 0 cases written (or kept); 2 usage, spec or input error; 5 no case written."""
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.registry import UnknownOp  # lazily: fast --help
+    from gen.core.spec import MAX_RANDOM_COUNT, SpecError, load_spec  # lazily: fast --help
+    from gen.generate import (GenerationError, builds_in_memory, case_path, foreign_case,  # lazily: fast --help
+                              plan_suite, total_bytes, written_whole)
+    from gen.jobs import Task, write_all  # lazily: fast --help
+    from harness.backends import load_backend  # lazily: fast --help
+    from harness.report import Heartbeat  # lazily: fast --help
     if descriptor is not None:
         source = click.get_current_context().get_parameter_source
         given = [option for option, name in (("--suite", "suite_text"), ("--count", "count"), ("--seed", "seed"),
@@ -237,6 +236,8 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
         return
     if not specs:
         raise InputError("give operator SPECS (YAML), or --case DESCRIPTOR")
+    if count is not None and count > MAX_RANDOM_COUNT:   # before any work: planning alone would never end
+        raise InputError(f"--count {count}: at most {MAX_RANDOM_COUNT} random cases per spec, as in a spec")
     from concurrent.futures.process import BrokenProcessPool
 
 
@@ -247,7 +248,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
         pattern = re.compile(select) if select else None
     except re.error as exc:
         raise InputError(f"--select: bad regular expression: {exc}") from None
-    tasks, skipped, counts, needed = [], [], {}, 0
+    tasks, skipped, counts, needed, kept = [], [], {}, 0, 0
     try:
         baseline = _baseline_on_device(baseline, device)
         for spec in [load_spec(p) for p in specs]:
@@ -261,22 +262,30 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
                         continue
                     size = total_bytes(spec, plan)
                     if max_size is not None and size > max_size:
-                        skipped.append(f"{spec.op}/{suite}/{plan.name} ({size / 1e6:.1f} MB)")
+                        skipped.append((spec.op, f"{spec.op}/{suite}/{plan.name}", size))
+                        continue
+                    path = case_path(Path(out_dir), plan, spec.op)
+                    if written_whole(path, spec, plan, baseline):
+                        counts[spec.op][suite] += 1
+                        kept += 1
                         continue
                     needed += size
                     if builds_in_memory(spec, plan):
                         _refuse_over_memory(size, f"{spec.op}/{suite}/{plan.name}")
                     tasks.append(Task(str(spec.path), spec.op, suite, plan.name, index, count, seed, baseline,
-                                      str(case_path(Path(out_dir), plan, spec.op)), load_backend))
+                                      str(path), load_backend))
     except (SpecError, GenerationError, BackendLoadError) as exc:
         raise InputError(str(exc)) from None
     _refuse_over_free_space(needed, out_dir)
     written = [0]
+    heartbeat = None if sys.stdout.isatty() else Heartbeat("generated", Counter(task.op for task in tasks))
     with _progress(len(tasks), "generating") as advance:
         def done(task, size):
             counts[task.op][task.suite] += 1
             written[0] += size
             advance(f"{task.op}/{task.suite}/{task.name}")
+            if heartbeat is not None:
+                heartbeat.tick(task.op, f"{written[0] / 1e6:.1f} MB written")
         try:
             if resources is None:
                 write_all(tasks, jobs or 1, done)
@@ -291,15 +300,27 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
                                        "rerun with fewer --jobs") from None
     for op, by_suite in counts.items():
         click.echo(f"{op}: " + ", ".join(f"{n} {s}" for s, n in by_suite.items()))
-    for line in skipped:
-        click.echo(f"skipped (over --max-size): {line}")
-    total = sum(sum(c.values()) for c in counts.values())
-    click.echo(f"wrote {total} cases ({written[0] / 1e6:.1f} MB) to {out_dir}")
-    if total == 0:   # as `opcase run`: a step that made nothing is not a success
+    for line in _skipped_lines(skipped, verbose):
+        click.echo(line)
+    n_written = sum(sum(c.values()) for c in counts.values()) - kept
+    click.echo(f"wrote {n_written} cases ({written[0] / 1e6:.1f} MB) to {out_dir}"
+               + (f"; kept {kept} already there whole (same spec, suite and seed)" if kept else ""))
+    if n_written + kept == 0:   # as `opcase run`: a step that made nothing is not a success
         why = "every case is over --max-size" if skipped else \
             f"--select {select!r} matches no case" if select else "the suites chosen hold no case"
         click.echo(f"exit status {EXIT_NOTHING_JUDGED}: no case written: {why}", err=True)
         sys.exit(EXIT_NOTHING_JUDGED)
+
+
+def _skipped_lines(skipped, verbose: bool) -> list[str]:
+    """gen's cases over --max-size: each with -v, else one counted line per kernel."""
+    if verbose:
+        return [f"skipped (over --max-size): {key} ({size / 1e6:.1f} MB)" for _, key, size in skipped]
+    by_op: dict[str, list[int]] = {}
+    for op, _, size in skipped:
+        by_op.setdefault(op, []).append(size)
+    return [f"skipped (over --max-size): {len(sizes)} {op} case(s), {_size_text(min(sizes))} to "
+            f"{_size_text(max(sizes))} (-v lists them)" for op, sizes in by_op.items()]
 
 
 def _refuse_foreign_cases(found, out_dir, spec) -> None:
@@ -311,6 +332,7 @@ def _refuse_foreign_cases(found, out_dir, spec) -> None:
 
 def _refuse_over_memory(size: int, what: str) -> None:
     """A case built whole in memory that cannot fit in it is refused, not run into the OOM killer."""
+    from gen.core.casefile import physical_memory  # lazily: fast --help
     memory = physical_memory()
     if memory is not None and size > memory:
         raise InputError(f"{what}: its tensors take {size / 1e6:.1f} MB, it is built in memory and this machine "
@@ -329,6 +351,7 @@ def _refuse_over_free_space(needed: int, out_dir) -> None:
 
 def _baseline_on_device(baseline: str | None, device: str | None) -> str | None:
     """gen's --baseline as it runs on --device (BackendLoadError for a backend without devices)."""
+    from harness.backends import with_device  # lazily: fast --help
 
     if device is None:
         return baseline
@@ -339,6 +362,12 @@ def _baseline_on_device(baseline: str | None, device: str | None) -> str | None:
 
 def _gen_described(descriptor: str, specs, baseline, device, out_dir) -> None:
     """`opcase gen --case`: write the one case of ``descriptor``."""
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.descriptor import DescriptorError  # lazily: fast --help
+    from gen.core.spec import SpecError  # lazily: fast --help
+    from gen.descriptor import write_described  # lazily: fast --help
+    from gen.generate import GenerationError  # lazily: fast --help
+    from harness.backends import load_backend  # lazily: fast --help
 
     _check_writable("-o", out_dir, directory=True)
     try:
@@ -353,6 +382,8 @@ def _gen_described(descriptor: str, specs, baseline, device, out_dir) -> None:
 
 def _write_on_ray(tasks, done, address, resources) -> None:
 
+    from harness.cli import ray_executor  # lazily: fast --help
+    from harness.cli.ray_executor import ExecutorError, TaskLost  # lazily: fast --help
     try:
         ray_executor.write_all(tasks, done, address, resources)
     except ExecutorError as exc:
@@ -372,17 +403,23 @@ def _progress(total: int, label: str):
         yield lambda item: bar.update(1, item)
 
 
-_INCOMPLETE = {"--json": incomplete_json, "--junit": incomplete_junit_xml, "--html": incomplete_html}
+def _incomplete(option: str, backend_spec: str) -> str:
+    """What results file ``option`` says until the run has finished."""
+    from harness.html_report import incomplete_html  # lazily: fast --help
+    from harness.junit import incomplete_junit_xml  # lazily: fast --help
+    from harness.report import incomplete_json  # lazily: fast --help
+    return {"--json": incomplete_json, "--junit": incomplete_junit_xml, "--html": incomplete_html}[option](backend_spec)
 
 
 def _start_results_files(json_path, junit_path, backend_spec: str, html_path=None) -> None:
     """Replace the results files with ones saying that the run did not finish, so that a run cut
     short (killed, crashed, stopped by a signal) can never leave an older, complete-looking report."""
+    from gen.core.casefile import atomic_write  # lazily: fast --help
 
     for option, path in (("--json", json_path), ("--junit", junit_path), ("--html", html_path)):
         if path:
             try:
-                atomic_write(path, _INCOMPLETE[option](backend_spec))
+                atomic_write(path, _incomplete(option, backend_spec))
             except OSError as exc:
                 raise InputError(f"{option}: cannot write {path}: {exc.strerror or exc}") from None
 
@@ -391,6 +428,7 @@ def _write_results_files(writes, backend_spec: str) -> None:
     """Write each (option, path, render) whole; if one cannot be written (a full disk), those
     already written go back to saying that the run did not finish, and the run exits
     EXIT_RESULTS_UNWRITTEN with one line: no set of results files is ever half complete."""
+    from gen.core.casefile import atomic_write  # lazily: fast --help
 
     written = []
     for option, path, render in writes:
@@ -401,7 +439,7 @@ def _write_results_files(writes, backend_spec: str) -> None:
         except OSError as exc:
             for done_option, done_path in written:
                 with contextlib.suppress(OSError):   # the incomplete marker is small; if even it fails, say so below
-                    atomic_write(done_path, _INCOMPLETE[done_option](backend_spec))
+                    atomic_write(done_path, _incomplete(done_option, backend_spec))
             click.echo(f"Error: {option}: cannot write {path}: {exc.strerror or exc}; the results files say "
                        f"that the run did not finish", err=True)
             sys.exit(EXIT_RESULTS_UNWRITTEN)
@@ -417,8 +455,11 @@ def _shard(text: str | None) -> tuple[int, int] | None:
     return int(m.group(1)), int(m.group(2))
 
 
-def _run_files(paths, rerun_failed, filter_text) -> list[Path]:
-    """The case files a run covers: PATHS (or the failures of --rerun-failed), then --filter."""
+def _run_files(paths, rerun_failed, filter_text, exclude_text=None) -> list[Path]:
+    """The case files a run covers: PATHS (or the failures of every --rerun-failed file), then
+    --filter, then --exclude."""
+    from gen.core.casefile import find  # lazily: fast --help
+    from harness.selection import case_key  # lazily: fast --help
 
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
@@ -430,10 +471,7 @@ def _run_files(paths, rerun_failed, filter_text) -> list[Path]:
     if paths and not files:
         raise InputError(f"no .opcase files under {', '.join(paths)}")
     if rerun_failed:
-        try:
-            failed_paths, failed_keys = failed_in(load_results(rerun_failed))
-        except BaselineError as exc:
-            raise InputError(f"--rerun-failed: {exc}") from None
+        failed_paths, failed_keys = _failed_in_all(rerun_failed)
         if paths:
             files = [f for f in files if str(f.resolve()) in failed_paths or case_key(f) in failed_keys]
         else:
@@ -450,6 +488,12 @@ def _run_files(paths, rerun_failed, filter_text) -> list[Path]:
         files = [f for f in files if pattern.search(case_key(f))]
         if not files:
             raise InputError(f"no case matches --filter {filter_text!r} (it is matched against OP/SUITE/NAME)")
+    if exclude_text:
+        try:
+            pattern = re.compile(exclude_text)
+        except re.error as exc:
+            raise InputError(f"--exclude: bad regular expression: {exc}") from None
+        files = [f for f in files if not pattern.search(case_key(f))]
     return files
 
 
@@ -467,7 +511,26 @@ def _refuse_results_over_cases(results_files, case_files) -> None:
                              f"{case} that the run reads; give another file")
 
 
+def _failed_in_all(results_paths) -> tuple[set[str], set[str]]:
+    """The union of the failures of every --rerun-failed file (e.g. one per shard); an unreadable
+    or unfinished one is refused, as a single one is."""
+    from harness.gate import BaselineError, load_results  # lazily: fast --help
+    from harness.selection import failed_in  # lazily: fast --help
+    paths, keys = set(), set()
+    for results_path in results_paths:
+        try:
+            failed_paths, failed_keys = failed_in(load_results(results_path))
+        except BaselineError as exc:
+            raise InputError(f"--rerun-failed: {exc}") from None
+        paths |= failed_paths
+        keys |= failed_keys
+    return paths, keys
+
+
 def _warn_mixed_versions(files) -> None:
+    from gen.core.casefile import mixed_versions, recorded_versions  # lazily: fast --help
+    from gen.core.registry import UnknownOp, spec_for  # lazily: fast --help
+    from gen.core.spec import SpecError  # lazily: fast --help
     versions = recorded_versions(files)
     for op, count in mixed_versions(versions).items():
         click.echo(f"warning: the {op} cases come from {count} versions of its spec or generator "
@@ -486,10 +549,11 @@ def _warn_mixed_versions(files) -> None:
 
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--backend", "backend_spec", default="reference", show_default=True,
-              help="reference, lowp, torch, exec:'COMMAND ...' (a program in any language), an installed "
-                   "plugin's name (`opcase backends` lists them), or module:attr (a run(request) function "
-                   "or an object with run).")
+@click.option("--backend", "backend_spec", envvar=BACKEND_ENV, show_envvar=True, default=None,
+              help="Required: the implementation to judge: module:attr (a run(request) function or an object "
+                   "with run; found on the PYTHONPATH or in the current directory), exec:'COMMAND ...' (a "
+                   "program in any language), an installed plugin's name (`opcase backends` lists them), "
+                   "torch, or reference/lowp (opcase's own, to check the cases themselves).")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Write per-case results as JSON.")
 @click.option("--junit", "junit_path", default=None, type=click.Path(dir_okay=False),
               help="Write JUnit XML for CI: a testcase per case, classname OP.SUITE.")
@@ -517,15 +581,21 @@ def _warn_mixed_versions(files) -> None:
                    "the command may take (it is killed; no workers needed).")
 @click.option("--shard", "shard_text", default=None, help="I/N: run only shard I of N (1-based), stable by case name.")
 @click.option("--filter", "filter_text", default=None, help="Only cases whose OP/SUITE/NAME matches this regular expression.")
-@click.option("--rerun-failed", "rerun_failed", default=None, type=click.Path(dir_okay=False),
-              help="Only the cases that failed in this results file (of --json); PATHS optional.")
+@click.option("--exclude", "exclude_text", default=None,
+              help="Leave out cases whose OP/SUITE/NAME matches this regular expression (after --filter).")
+@click.option("--rerun-failed", "rerun_failed", multiple=True, type=click.Path(dir_okay=False),
+              help="Only the cases that failed in this results file (of --json); repeat for several (e.g. one "
+                   "per shard): the failures of all of them.  PATHS optional.")
+@click.option("-x", "--exitfirst", "exitfirst", is_flag=True, help="Stop at the first failing case (--maxfail 1).")
+@click.option("--maxfail", type=click.IntRange(min=1), default=None,
+              help="Stop after N failing cases; the results then cover the cases run so far.")
 @click.option("--allow-empty", is_flag=True,
               help="Exit 0, not 5, when no case is judged (none selected, e.g. an empty --shard, or every "
                    "one skipped or mistrusted).")
 @click.option("--in-process", "in_process", is_flag=True,
               help="Run a Python backend in this process rather than in a worker (faster start; but a backend "
                    "that ends the process, e.g. by exit(0), then ends the run with its exit status).")
-@click.option("--fresh", "fresh_count", type=click.IntRange(min=1, max=MAX_RANDOM_COUNT), default=None,
+@click.option("--fresh", "fresh_count", type=click.IntRange(min=1), default=None,
               help="Also draw N new cases per kernel present under PATHS, as the random suite draws them from the "
                    "installed spec, with goldens computed now: cases no backend can have seen (judged like the "
                    "rest, filed as OP/fresh/NAME, removed after the run).")
@@ -533,11 +603,18 @@ def _warn_mixed_versions(files) -> None:
               help="The base seed of the --fresh cases (default: a new random one, printed, so that a run can be "
                    "repeated).")
 @click.option("-v", "--verbose", is_flag=True, help="Show details for passing cases too.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Leave out passing cases (skipped ones stay counted; failures, the summary and the list of "
+                   "cases that need attention stay).")
+@click.option("--explain", "explain_failures", is_flag=True,
+              help="For each failed case, run the backend on it once more and say which known variant its "
+                   "outputs match (as `opcase explain`): an EXPLAIN line in its report, the HTML and --json.")
 @_executor_options
 @_exits_on_signals
 def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmup, bitwise, html_path, profile_path, jobs,
-        device, timeout, shard_text, filter_text, rerun_failed, allow_empty, in_process, verbose, executor, address,
-        resources_text, fresh_count=None, fresh_seed=None):
+        device, timeout, shard_text, filter_text, exclude_text, rerun_failed, exitfirst, maxfail, allow_empty,
+        in_process, verbose, quiet, explain_failures, executor, address, resources_text, fresh_count=None,
+        fresh_seed=None):
     """Run a backend on every case under PATHS and judge its outputs.
 
     \b
@@ -546,10 +623,31 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     Exit status: 0 at least one case judged and none fails; 1 any case fails or errors, or the
     --compare gate fails; 2 usage or input error; 3 a results file could not be written (full disk;
     they all say the run did not finish); 5 no case judged (none selected, or every one skipped or
-    mistrusted; --allow-empty makes that 0); 128+N stopped by signal N (SIGTERM, SIGHUP).
+    mistrusted; --allow-empty makes that 0); 130 interrupted (Ctrl-C); 128+N stopped by signal N
+    (SIGTERM, SIGHUP).  Interrupted or stopped, it prints the partial summary and leaves --json and
+    --junit saying that the run did not finish.
     Python backends other than reference and lowp run in a worker process unless --in-process.
     """
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import atomic_write, find  # lazily: fast --help
+    from harness.cli.fresh import is_fresh  # lazily: fast --help
+    from gen.core.timing import TimingPlan  # lazily: fast --help
+    from harness.backends import load_backend, with_device  # lazily: fast --help
+    from harness.backends.exec_backend import TIMEOUT_ENV  # lazily: fast --help
+    from harness.efficiency import ProfileError, load_profile  # lazily: fast --help
+    from harness.gate import (BaselineError, GATE_FAILING, gate_summary, judge_against,  # lazily: fast --help
+                              load_baseline)
+    from harness.html_report import html_report  # lazily: fast --help
+    from harness.junit import junit_xml  # lazily: fast --help
+    from harness.report import Progress, fails, judged, summary_text, to_json  # lazily: fast --help
+    from harness.runner import RunOptions  # lazily: fast --help
+    from harness.selection import case_key, in_shard  # lazily: fast --help
+    from harness.workers import Stopped, run_cases, runs_isolated  # lazily: fast --help
+    from gen.core.verdict import FAILED  # lazily: fast --help
 
+    if not backend_spec:
+        raise InputError(f"give --backend (or set {BACKEND_ENV}): the implementation to judge, e.g. "
+                         f"--backend mymodule:run; --backend reference checks the cases themselves")
     shard = _shard(shard_text)
     resources = _ray_resources(executor, address, resources_text, jobs)
     if not paths and not rerun_failed:
@@ -558,13 +656,19 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         raise InputError("--bitwise compares repeated calls: give --repeat N too")
     if fresh_seed is not None and fresh_count is None:
         raise InputError("--fresh-seed is the seed of --fresh cases: give --fresh N too")
+    if verbose and quiet:
+        raise InputError("-v and -q contradict each other: give one")
+    if exitfirst:
+        if maxfail not in (None, 1):
+            raise InputError("-x is --maxfail 1: give one of them")
+        maxfail = 1
     for option, path in (("--json", json_path), ("--junit", junit_path), ("--html", html_path)):
         if path is not None:
             _check_writable(option, path)
     results_files = [("--json", json_path), ("--junit", junit_path), ("--html", html_path)]
-    _check_distinct([("--compare", baseline_path), ("--rerun-failed", rerun_failed),
-                     ("--device-profile", profile_path), *results_files])
-    selected = _run_files(paths, rerun_failed, filter_text)
+    _check_distinct([("--compare", baseline_path), ("--device-profile", profile_path), *results_files,
+                     *(("--rerun-failed", path) for path in rerun_failed or ())])
+    selected = _run_files(paths, rerun_failed, filter_text, exclude_text)
     _refuse_results_over_cases(results_files, find(paths) if paths else selected)
     files = [f for f in selected if in_shard(f, *shard)] if shard else selected
     _warn_mixed_versions(files)
@@ -616,17 +720,26 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     options = RunOptions(timing=TimingPlan(repeat or 0, warmup if repeat else 0), profile=profile,
                          repro_options=tuple(repro), bitwise=bitwise, error_maps=html_path is not None)
 
-    progress = Progress(len(files), sys.stdout.isatty(), verbose)
+    progress = Progress(len(files), sys.stdout.isatty(), verbose, quiet,
+                        per_kernel=Counter(case_key(f).split("/")[0] for f in files))
+    order = {str(f): number for number, f in enumerate(files)}
+    seen: list = []   # the results so far, for --maxfail and an interrupted run's summary
 
     def on_result(result):
         if is_fresh(result.path, fresh):
             result.repro = _fresh_repro(result, paths, fresh)
+        if explain_failures and result.status == FAILED:
+            result.explanation = _explanation(result, backend_spec, timeout)
         if baseline is not None:
             judge_against(result, baseline.get(result.key))
             if result.gate in GATE_FAILING and baseline_path not in result.repro:
                 result.repro += f" --compare {shlex.quote(str(baseline_path))}"
+        seen.append(result)   # before it is shown: an interruption after the line keeps the case
         progress.case(result)
+        if maxfail is not None and sum(map(fails, seen)) >= maxfail:
+            raise _EnoughFailures()
 
+    stopped_early = False
     try:
         if resources is None:
             results, origin = run_cases(files, backend, backend_spec, options, on_result, jobs=jobs,
@@ -636,15 +749,33 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
             origin = backend.origin if backend is not None else f"{backend_spec}, loaded in Ray tasks"
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
+    except _EnoughFailures:
+        # The workers are stopped (run_cases unwound); the results are those of the cases run.
+        results = sorted(seen, key=lambda r: order.get(r.path, len(order)))
+        origin = backend.origin if backend is not None else f"{backend_spec}, loaded in worker processes"
+        stopped_early = True
+    except (KeyboardInterrupt, Stopped):
+        progress.close()
+        # What was judged before the interruption; the results files keep saying that the run
+        # did not finish (written at its start).
+        _echo_attention(seen)
+        click.echo(summary_text(sorted(seen, key=lambda r: order.get(r.path, len(order))))
+                   + f" (of {len(files)}: interrupted)")
+        raise
     finally:
         progress.close()
     gate = gate_summary(results, baseline_path, baseline) if baseline is not None else None
+    _echo_attention(results)   # as pytest's short summary: before the totals, which stay the last line
+    if stopped_early:
+        click.echo(f"stopped after {maxfail} failing case(s) (--maxfail/-x): {len(files) - len(results)} of "
+                   f"{len(files)} case(s) not run")
     click.echo(summary_text(results, gate))
     if fresh is not None:
         click.echo(_fresh_summary(results, fresh))
     run_info = {"backend_origin": origin, "in_process": runs_here, "jobs": jobs, "timeout": timeout, "repeat": repeat,
                 "warmup": warmup if repeat else None, "bitwise": bitwise, "shard": shard_text, "filter": filter_text,
-                "device_profile": profile_path, "compare": baseline_path}
+                "exclude": exclude_text, "device_profile": profile_path, "compare": baseline_path,
+                "maxfail": maxfail, "not_run": len(files) - len(results)}
     if resources is not None:
         run_info["executor"] = {"name": "ray", "address": address, "resources": resources}
     if fresh is not None:
@@ -665,11 +796,20 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     sys.exit(0)
 
 
-def _fresh_cases(files, count: int, seed: int | None, executor: str | None) -> Fresh:
+def _fresh_cases(files, count: int, seed: int | None, executor: str | None):
     """--fresh: write the fresh cases of the kernels among ``files`` into a temporary directory,
     removed when the command ends however it ends (on Ray: under the working directory, which
     every node sees)."""
+    import tempfile
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import recorded_versions  # lazily: fast --help
+    from gen.core.registry import UnknownOp  # lazily: fast --help
+    from gen.core.spec import MAX_RANDOM_COUNT, SpecError  # lazily: fast --help
+    from gen.generate import GenerationError  # lazily: fast --help
+    from harness.cli.fresh import draw_seed, write_fresh  # lazily: fast --help
 
+    if count > MAX_RANDOM_COUNT:
+        raise InputError(f"--fresh {count}: at most {MAX_RANDOM_COUNT} cases per kernel, as a random suite")
     kernels = sorted(recorded_versions(files))
     seed = draw_seed() if seed is None else seed
     where = tempfile.mkdtemp(prefix="opcase-fresh-", dir=os.getcwd() if executor == "ray" else None)
@@ -686,7 +826,7 @@ def _fresh_cases(files, count: int, seed: int | None, executor: str | None) -> F
     return fresh
 
 
-def _fresh_repro(result, paths, fresh: Fresh) -> str:
+def _fresh_repro(result, paths, fresh) -> str:
     """A fresh case's REPRO line: its file goes with the run, so the line draws it again (the same
     seed over the same PATHS gives the same cases), narrowed to its kernel."""
     start = f"opcase run {shlex.quote(str(result.path))} "
@@ -695,15 +835,44 @@ def _fresh_repro(result, paths, fresh: Fresh) -> str:
             f"--fresh-seed {fresh.seed} --filter {shlex.quote('^' + re.escape(result.op) + '/')}").replace("  ", " ")
 
 
-def _fresh_summary(results, fresh: Fresh) -> str:
+def _fresh_summary(results, fresh) -> str:
+    from harness.cli.fresh import is_fresh  # lazily: fast --help
     drawn = [r for r in results if is_fresh(r.path, fresh)]
     counts = ", ".join(f"{n} {status}" for status, n in Counter(r.status for r in drawn).most_common())
     return (f"fresh: {len(drawn)} case(s) drawn at run time with --fresh-seed {fresh.seed} "
             f"({', '.join(fresh.kernels) or 'no kernel'}): {counts or 'none'}")
 
 
+class _EnoughFailures(Exception):
+    """--maxfail failing cases reached: unwind the run (its workers stopped) and report what ran."""
+
+
+def _echo_attention(results) -> None:
+    """pytest's "short test summary": every case that needs attention, with its REPRO line."""
+    from harness.report import attention_lines  # lazily: fast --help
+    lines = attention_lines(results)
+    if lines:
+        click.echo("cases that need attention:")
+        for line in lines:
+            click.echo(line)
+
+
+def _explanation(result, backend_spec: str, timeout) -> str:
+    """`opcase explain`'s headline for a failed case (its backend run again, the way explain runs it)."""
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import CaseFileError  # lazily: fast --help
+    from harness.explain import explain_case   # the explain command's module, loaded only when asked for
+
+    try:
+        return explain_case(Path(result.path), backend_spec, timeout)["headline"]
+    except (BackendLoadError, CaseFileError) as exc:
+        return f"not explained: {exc}"
+
+
 def _run_on_ray(files, backend_spec, options, on_result, address, resources, timeout):
 
+    from harness.cli import ray_executor  # lazily: fast --help
+    from harness.cli.ray_executor import ExecutorError  # lazily: fast --help
     try:
         return ray_executor.run_cases(files, backend_spec, options, on_result, address, resources, timeout,
                          notify=lambda line: click.echo(line, err=True))
@@ -719,6 +888,8 @@ def _implementation(backend):
 def _warn_declarations(backend, files) -> None:
     """Before the run, once: what the backend declares that names no kernel or dtype it could be
     given (exec: lines of `COMMAND --list-supported`), on stderr."""
+    from gen.core.registry import known_ops  # lazily: fast --help
+    from harness.selection import case_key  # lazily: fast --help
 
     warnings_of = getattr(_implementation(backend), "declaration_warnings", None)
     if warnings_of is None:
@@ -730,11 +901,12 @@ def _warn_declarations(backend, files) -> None:
 
 def _why_nothing_judged(results, backend, backend_spec: str, shard_text, n_selected: int, rerun_failed) -> list[str]:
     """Why a run judged no case: what was (not) selected, or what the backend declared."""
+    from gen.core.verdict import MISTRUSTED, SKIPPED  # lazily: fast --help
 
     if not results:
         if shard_text:
             return [f"no case judged: shard {shard_text} holds none of the {n_selected} case(s) selected"]
-        return [f"no case judged: no case to rerun: none of them failed in {rerun_failed}"]
+        return [f"no case judged: no case to rerun: none of them failed in {', '.join(rerun_failed)}"]
     skipped = [r for r in results if r.status == SKIPPED]
     n_mistrusted = sum(r.status == MISTRUSTED for r in results)
     counts = ", ".join(f"{n} {status}" for status, n in ((SKIPPED, len(skipped)), (MISTRUSTED, n_mistrusted)) if n)
@@ -766,6 +938,9 @@ def backends_(names):
     Give NAMES (any --backend value, e.g. exec:'./my_kernels') to describe just those.
     Cases of a kernel or dtype a backend does not support are skipped by `opcase run`, not failed.
     """
+    from gen.core.backend import BUILTIN_NAMES, BackendLoadError  # lazily: fast --help
+    from harness import plugins  # lazily: fast --help
+    from harness.backends import load_backend  # lazily: fast --help
 
     # (name, loader): what to describe and how to load it; exec:COMMAND alone has no loader
     if names:
@@ -800,6 +975,7 @@ def backends_(names):
 
 def _supported_lines(backend) -> list[str]:
     """'OP  DTYPE ...' for each known kernel, from the backend's supports(op, dtype)."""
+    from gen.core.registry import known_ops, spec_for  # lazily: fast --help
 
     ops = known_ops()
     width = max(map(len, ops), default=0)
@@ -833,6 +1009,12 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text):
     a trusted backend fails, or fails to run, is a finding.
     Exit status: 0 no findings; 1 findings; 2 usage or input error; 5 a backend judged no case.
     """
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import atomic_write  # lazily: fast --help
+    from harness.backends import load_backend  # lazily: fast --help
+    from harness.calibrate import BackendRun, calibration, table_lines as calibration_table  # lazily: fast --help
+    from harness.runner import RunOptions  # lazily: fast --help
+    from harness.workers import run_cases, runs_isolated  # lazily: fast --help
 
     if json_path is not None:
         _check_writable("--json", json_path)
@@ -895,6 +1077,10 @@ def power(paths, backend_spec, json_path, max_size, filter_text):
     Exit status: 0 every applicable generic mutant killed and every control passes; 1 a
     survivor, a failing control or a case the base fails; 2 usage or input error; 5 no case judged.
     """
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import atomic_write  # lazily: fast --help
+    from harness.backends import load_backend  # lazily: fast --help
+    from harness.power import table_lines as power_table  # lazily: fast --help
     import signal
 
 
@@ -926,6 +1112,7 @@ def power(paths, backend_spec, json_path, max_size, filter_text):
 def _measure_power(paths, specs, base, backend_spec, max_size, filter_text):
     """(report, case files, seconds) of `opcase power`: SPECs' default suites generated into a
     temporary directory (removed after), then every case measured."""
+    from harness.power import measure as measure_power  # lazily: fast --help
     import tempfile
 
 
@@ -961,6 +1148,9 @@ def baseline_update(results_paths, out_path, allow_failing):
 
     Refuses (exit 1) when any of them failed, unless --allow-failing.
     """
+    from gen.core.casefile import atomic_write  # lazily: fast --help
+    from harness.gate import (BaselineError, BaselineRefused, load_baseline, load_results,  # lazily: fast --help
+                              updated_baseline)
     missing = [p for p in results_paths if not Path(p).is_file()]
     if missing:
         raise InputError(f"no such results file: {', '.join(missing)}")
@@ -984,6 +1174,9 @@ def baseline_update(results_paths, out_path, allow_failing):
 @click.option("--values", "n_values", default=6, show_default=True, help="How many leading values to show per tensor.")
 def show(case_path, n_values):
     """Print a case readably, with a command that reruns just it."""
+    from gen.core.casefile import CaseFileError, load  # lazily: fast --help
+    from harness.runner import repro_command  # lazily: fast --help
+    import numpy as np  # lazily: fast --help
 
     try:
         case = load(case_path)
@@ -1029,6 +1222,12 @@ def show(case_path, n_values):
 def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout):
     """Find the smallest case that fails like CASE_FILE on --backend: same status, same failing
     metrics or NaN/Inf mismatches.  Prints its one-line descriptor and the sizes before and after."""
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import CaseFileError  # lazily: fast --help
+    from gen.core.descriptor import DescriptorError  # lazily: fast --help
+    from gen.core.spec import SpecError  # lazily: fast --help
+    from harness.backends import load_backend  # lazily: fast --help
+    from harness.cli.shrink import ShrinkError, shrink_case  # lazily: fast --help
 
     _check_writable("-o", out_dir, directory=True)
     try:
@@ -1051,6 +1250,66 @@ def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout):
     click.echo(f"wrote {found.path}")
     click.echo(f"{found.tries} candidate(s) in {found.seconds:.1f} s"
                + (f"; stopped: out of {found.exhausted} (--max-tries / --time)" if found.exhausted else ""))
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--backend", "backend_spec", required=True,
+              help="The backend whose outputs are explained (as `opcase run` takes it).")
+@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False),
+              help="Write every case's ranking (per output: each variant's identical fraction, diff1, diff3, "
+                   "ulps) and explanation as JSON.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Seconds the backend may take on a case (as `opcase run --timeout`).")
+@click.option("--filter", "filter_text", default=None, help="Only cases whose OP/SUITE/NAME matches this regular expression.")
+@_exits_on_signals
+def explain(paths, backend_spec, json_path, timeout, filter_text):
+    """Name the arithmetic or the bug a backend's outputs match, element by element.
+
+    \b
+    Runs the backend on each case under PATHS as `opcase run` does (Python backends other than
+    reference and lowp in a worker process) and compares its outputs with known variants of the
+    kernel computed on the same inputs: the reference in other arithmetic (float32, float16, the
+    final cast toward zero, ties away from zero or through float32, subnormals flushed), the mmcv
+    emulation, the kernel's own variants, the generic mutants of `opcase power` and the kernel's
+    planted bugs.  Per output, variants are ranked by the fraction of elements bit-identical, then
+    diff1 and diff3; the line says which variant matches bit for bit, or which explains which
+    elements.  Variants are computed one at a time on the whole case and dropped once scored
+    (network cases too): memory is about the outputs three times over plus two bits per element
+    per variant; a case needing over half the machine's memory is refused.
+    Exit status: 0 every case explained; 1 the backend failed on a case (raised, crashed, timed out)
+    or a case file is unreadable; 2 usage or input error; 5 nothing explained (every case
+    unsupported or refused).
+    """
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import CaseFileError, atomic_write  # lazily: fast --help
+    from harness.explain import case_lines, explain_case, json_doc   # a command's own module, loaded when used
+
+    if json_path is not None:
+        _check_writable("--json", json_path)
+    files = _run_files(paths, None, filter_text)
+    docs = []
+    for path in files:
+        try:
+            doc = explain_case(path, backend_spec, timeout)
+        except BackendLoadError as exc:
+            raise InputError(str(exc)) from None
+        except CaseFileError as exc:
+            doc = {"case": str(path), "path": str(path), "backend": backend_spec, "status": "error",
+                   "headline": f"unreadable case file: {exc}", "outputs": [], "seconds": 0.0}
+        for line in case_lines(doc):
+            click.echo(line)
+        docs.append(json_doc(doc))
+    if json_path:
+        atomic_write(json_path, json.dumps({"backend": backend_spec, "cases": docs}, indent=1, allow_nan=False) + "\n")
+    explained = [d for d in docs if d["status"] in ("outputs", "rejected")]
+    click.echo(f"{len(explained)} of {len(docs)} case(s) explained in {sum(d['seconds'] for d in docs):.1f} s")
+    if any(d["status"] in ("raised", "error") for d in docs):
+        sys.exit(EXIT_FAILED)
+    if not explained:
+        click.echo(f"exit status {EXIT_NOTHING_JUDGED}: no case was explained", err=True)
+        sys.exit(EXIT_NOTHING_JUDGED)
+    sys.exit(0)
 
 
 def _size_text(n: int) -> str:
@@ -1084,6 +1343,8 @@ def import_(paths, out_dir, baseline, max_size):
 
     A case is named after its file; files of one kernel that share a name (case_0.prototxt in
     several directories) are named after their path under PATH instead."""
+    from gen.core.spec import SpecError  # lazily: fast --help
+    from harness.cli.interop import import_all  # lazily: fast --help
 
     _check_writable("-o", out_dir, directory=True)
     out = Path(out_dir)
@@ -1102,6 +1363,8 @@ def import_(paths, out_dir, baseline, max_size):
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
 def export(paths, fmt, text, out_dir):
     """Export opcase cases in the operator library's own format (mlu-ops)."""
+    from gen.core.spec import SpecError  # lazily: fast --help
+    from harness.cli.interop import export_all  # lazily: fast --help
 
     _check_writable("-o", out_dir, directory=True)
     try:
