@@ -446,9 +446,11 @@ def regular_file_bytes(path: Path, limit: int) -> bytes:
             raise NotARegularFile(f"{path}: not a regular file")
         if info.st_size > limit:
             raise NotARegularFile(f"{path}: {info.st_size} bytes, over the limit of {limit} bytes")
-        raw = f.read(limit + 1)   # bounded even if the file grows meanwhile
-    if len(raw) > limit:
-        raise NotARegularFile(f"{path}: grew past the limit of {limit} bytes while being read")
+        # Its size and one byte more (read(n) allocates n bytes at once): bounded, and a file
+        # that grows meanwhile is seen to.
+        raw = f.read(info.st_size + 1)
+    if len(raw) > info.st_size:
+        raise NotARegularFile(f"{path}: grew while being read")
     return raw
 
 
