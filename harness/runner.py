@@ -28,6 +28,7 @@ from gen.core.timing import BackendProtocolError, TimingPlan, call, summarize
 from gen.core.verdict import (ERROR, FAILED, MISTRUSTED, NONDETERMINISTIC, PASSED, SKIPPED, WRONGLY_ACCEPTED,
                               WRONGLY_REJECTED, CaseResult, judge, measure, output_fails, request_for,
                               validate_outputs)
+from harness.decoy import decoy_first
 from harness.determinism import RepeatCheck
 from harness.efficiency import efficiency
 from harness.error_map import error_map
@@ -53,19 +54,18 @@ def _tail(text: str, lines: int = 6) -> str:
 
 # --------------------------------------------------------------------------- inputs untouched
 
-def _fingerprints(case: Case) -> dict:
-    """CRCs of the inputs held in process memory.
+def _fingerprints(request: Request) -> dict:
+    """CRCs of the call's inputs held in process memory.
 
     Read-only flags stop numpy writes; these catch a backend that writes through a raw pointer.
     Memory-mapped sidecars need no fingerprint: they are mapped read-only, so such a write faults.
     """
-    return {n: zlib.crc32(memoryview(np.ascontiguousarray(t.data)).cast("B"))
-            for n, t in case.inputs.items()
-            if t.data is not None and not isinstance(t.data, np.memmap) and t.data.size}
+    return {n: zlib.crc32(memoryview(np.ascontiguousarray(a)).cast("B"))
+            for n, a in request.inputs.items() if not isinstance(a, np.memmap) and a.size}
 
 
-def _changed_inputs(case: Case, before: dict) -> list[str]:
-    after = _fingerprints(case)
+def _changed_inputs(request: Request, before: dict) -> list[str]:
+    after = _fingerprints(request)
     return sorted(n for n in before if after.get(n) != before[n])
 
 
@@ -140,7 +140,9 @@ def run_loaded(case: Case, backend: Backend, result: CaseResult, options: RunOpt
         result.status, result.message = ERROR, f"the case carries no golden for {no_golden}: nothing to judge against"
         return result
     request = request_for(case)
-    before = _fingerprints(case)
+    if case.expect != "rejected":
+        request = decoy_first(backend, request)
+    before = _fingerprints(request)
     try:
         produced, result.seconds, _ = call(backend, request)
     except InvalidArgument as exc:
@@ -156,7 +158,7 @@ def run_loaded(case: Case, backend: Backend, result: CaseResult, options: RunOpt
         result.status = WRONGLY_ACCEPTED
         result.message = f"accepted a call that breaks check '{case.expect_check}': {case.expect_message}"
         return result
-    problem = validate_outputs(case, produced) or _wrote_inputs(case, before)
+    problem = validate_outputs(case, produced) or _wrote_inputs(request, before)
     if problem:
         result.status, result.message = ERROR, problem
         return result
@@ -174,7 +176,7 @@ def run_loaded(case: Case, backend: Backend, result: CaseResult, options: RunOpt
             result.status, result.message = ERROR, problem
             return result
         result.seconds = result.timing["median_us"] * 1e-6
-        problem = _wrote_inputs(case, before)
+        problem = _wrote_inputs(request, before)
         if problem:
             result.status, result.message = ERROR, problem
             return result
@@ -197,8 +199,8 @@ def _record_determinism(check: RepeatCheck, result: CaseResult) -> None:
         result.message += f"\nalso not deterministic: {check.problem}"
 
 
-def _wrote_inputs(case: Case, before: dict) -> str:
-    changed = _changed_inputs(case, before)
+def _wrote_inputs(request: Request, before: dict) -> str:
+    changed = _changed_inputs(request, before)
     return f"backend wrote into its input(s) {changed}, which it was only to read" if changed else ""
 
 
