@@ -168,7 +168,7 @@ def _last_block(width: int, copy: bool):
                 continue
             size = a.shape[-1]
             tail = size % width
-            if not tail or not _float(a) and not copy:
+            if not tail:
                 continue
             start = size - tail
             if not copy:
@@ -177,6 +177,21 @@ def _last_block(width: int, copy: bool):
                 a[..., start:] = a[..., start - width:start - width + tail]
         return outputs
     return apply
+
+
+def _index_block_zeroed(call: Call) -> dict:
+    """The last 1/32 of each integer output's elements (in memory order) left at 0: a block of indices
+    a kernel never wrote, under the few percent a float-style threshold lets through."""
+    outputs = _copy(call.base())
+    touched = False
+    for a in outputs.values():
+        if a.dtype.kind in "iu" and a.size >= 2:
+            flat = a.reshape(-1)
+            flat[flat.size - max(1, flat.size // 32):] = 0
+            touched = True
+    if not touched:
+        raise NotApplicable("no integer output of two elements or more")
+    return outputs
 
 
 def _repeat_last(letter: str):
@@ -433,6 +448,8 @@ def mutants(spec, base_name: str) -> list[Mutant]:
                             f"the last partial {width}-element block of each output's innermost axis copied "
                             f"from the block before", f"an output whose innermost axis is longer than {width} "
                             f"and not a multiple of it", _last_block(width, copy=True)))
+    found.append(Mutant("index_block_zeroed", GENERIC, "the last 1/32 of each integer output's elements left at 0",
+                        "an integer output (index, argmax) judged exactly", _index_block_zeroed))
     found.append(Mutant("last_row_repeated", GENERIC, "each output's last H row copied from the row before",
                         "an output with H >= 2 in its layout", _repeat_last("H")))
     found.append(Mutant("last_col_repeated", GENERIC, "each output's last W column copied from the column before",
