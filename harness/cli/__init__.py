@@ -1,4 +1,10 @@
-"""The `opcase` command line."""
+"""The `opcase` command line.
+
+Each command imports what it needs when it runs (the imports marked "lazily: fast --help"): the
+module itself loads only click and the standard library, so that `opcase --help` (and an option
+Click refuses) comes back in about the time of `import click` (tests/bench/bench_startup.py
+measures it, tests/test_startup.py keeps numpy and the commands' modules out).
+"""
 from __future__ import annotations
 
 import contextlib
@@ -15,38 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 import click
-import numpy as np
 
-from gen.core.backend import BUILTIN_NAMES, BackendLoadError
-from gen.core.casefile import CaseFileError, atomic_write, find, load, mixed_versions, physical_memory
-from gen.core.descriptor import DescriptorError
-from gen.core.registry import UnknownOp, known_ops, spec_for
-from gen.core.spec import SUITES, SpecError, load_spec
-from gen.core.timing import TimingPlan
-from gen.core.verdict import MISTRUSTED, SKIPPED
-from gen.descriptor import write_described
-from gen.generate import GenerationError, builds_in_memory, case_path, foreign_case, plan_suite, total_bytes
-from gen.jobs import Task, write_all
-from harness import plugins
-from harness.backends import load_backend, with_device
-from harness.backends.exec_backend import TIMEOUT_ENV
-from harness.calibrate import BackendRun, calibration
-from harness.calibrate import table_lines as calibration_table
-from harness.cli.interop import export_all, import_all
-from harness.cli import ray_executor
-from harness.cli.ray_executor import ExecutorError, TaskLost, import_ray, parse_resources
-from harness.cli.shrink import ShrinkError, shrink_case
-from harness.efficiency import ProfileError, load_profile
-from harness.gate import (GATE_FAILING, BaselineError, BaselineRefused, gate_summary, judge_against, load_baseline,
-                          load_results, updated_baseline)
-from harness.html_report import html_report
-from harness.junit import incomplete_junit_xml, junit_xml
-from harness.power import measure as measure_power
-from harness.power import table_lines as power_table
-from harness.report import Progress, fails, incomplete_json, judged, summary_text, to_json
-from harness.runner import RunOptions, repro_command
-from harness.selection import case_key, failed_in, in_shard
-from harness.workers import Stopped, run_cases, runs_isolated, stop_on_signals
 
 SIZE_UNITS = {"": 1, "B": 1, "K": 10**3, "KB": 10**3, "KIB": 1024, "M": 10**6, "MB": 10**6, "MIB": 1024**2,
               "G": 10**9, "GB": 10**9, "GIB": 1024**3, "T": 10**12, "TB": 10**12, "TIB": 1024**4}
@@ -60,7 +35,11 @@ class InputError(click.ClickException):
 # `opcase run`'s other exit statuses (README: Checking your implementation).  5, as pytest's
 # "no tests ran": a run that judged nothing is neither a pass nor a failure of the backend.
 EXIT_FAILED = 1
+# What `opcase run` judges when --backend is not given: no default, so that the reference is never
+# judged by accident (a green run that checked nothing).
+BACKEND_ENV = "OPCASE_BACKEND"
 EXIT_NOTHING_JUDGED = 5
+EXIT_INTERRUPTED = 130
 
 
 def _check_writable(option: str, path, directory: bool = False) -> None:
@@ -123,6 +102,7 @@ def _finite_seconds(ctx, param, value):
 
 
 def _suites(text: str) -> list[str]:
+    from gen.core.spec import SUITES  # lazily: fast --help
     names = list(SUITES) if text.strip() == "all" else [s.strip() for s in text.split(",") if s.strip()]
     unknown = [s for s in names if s not in SUITES]
     if unknown or not names:
@@ -132,15 +112,20 @@ def _suites(text: str) -> list[str]:
 
 def _exits_on_signals(command):
     """``command`` with SIGTERM and SIGHUP unwinding it as Ctrl-C does (workers and commands killed,
-    temporary files removed), then exiting 128 + the signal's number."""
+    temporary files removed), then exiting 128 + the signal's number; Ctrl-C exits 130 (128 +
+    SIGINT, as shells and pytest's "interrupted" do), not Click's "Aborted!" and 1."""
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
+        from harness.workers import Stopped, stop_on_signals  # lazily: fast --help
         try:
             with stop_on_signals():
                 return command(*args, **kwargs)
         except Stopped as exc:
             click.echo(f"opcase {command.__name__}: stopped by {exc.name} before it finished", err=True)
             sys.exit(128 + exc.signum)
+        except KeyboardInterrupt:
+            click.echo(f"opcase {command.__name__}: interrupted (Ctrl-C) before it finished", err=True)
+            sys.exit(EXIT_INTERRUPTED)
     return wrapper
 
 
@@ -176,6 +161,7 @@ def _executor_options(command):
 
 def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
     """The Ray task options of --executor ray (None for local), or a usage error."""
+    from harness.cli.ray_executor import ExecutorError, import_ray, parse_resources  # lazily: fast --help
 
     if executor != "ray":
         for option, value in (("--address", address), ("--resources", resources_text)):
@@ -206,15 +192,32 @@ def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="Generate cases in N worker processes (default 1).")
 @click.option("--device", default=None, help="Device for a torch --baseline: cpu, cuda, ...")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Seconds each call of a --baseline backend other than opcase's own may take (it runs in a "
+                   "worker process, as `opcase run` runs it); over it, generation stops with an error.")
 @click.option("--case", "descriptor", default=None,
               help="Write just the case of this one-line descriptor (as REPRO's CASE line and `opcase shrink` "
                    "print it), byte for byte; SPECS optional (default: the installed spec of its op).")
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="List each case skipped over --max-size (else one line per kernel).")
 @_executor_options
 @_exits_on_signals
-def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, out_dir, descriptor, executor,
-        address, resources_text):
-    """Generate suites of cases from operator SPECS (YAML) into OUT."""
+def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, timeout, out_dir, descriptor,
+        executor, address, resources_text, verbose=False):
+    """Generate suites of cases from operator SPECS (YAML) into OUT.
+
+    A case already in OUT whole (its checksum holds) from the same spec version, suite, seed and
+    baseline is kept, not written again: an interrupted gen, run again, resumes.  Without a
+    terminal it prints a line per kernel done and at least every 30 s, with an ETA."""
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.registry import UnknownOp  # lazily: fast --help
+    from gen.core.spec import SpecError, load_spec  # lazily: fast --help
+    from gen.generate import (GenerationError, builds_in_memory, case_path, foreign_case,  # lazily: fast --help
+                              plan_suite, total_bytes, written_whole)
+    from gen.jobs import Task, write_all  # lazily: fast --help
+    from harness.report import Heartbeat  # lazily: fast --help
+    from harness.workers import check_loads, load_apart  # lazily: fast --help
     if descriptor is not None:
         source = click.get_current_context().get_parameter_source
         given = [option for option, name in (("--suite", "suite_text"), ("--count", "count"), ("--seed", "seed"),
@@ -222,7 +225,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
                  if source(name) != click.core.ParameterSource.DEFAULT]
         if given:
             raise InputError(f"--case makes the one case its descriptor names: it takes no {', '.join(given)}")
-        _gen_described(descriptor, specs, baseline, device, out_dir)
+        _gen_described(descriptor, specs, baseline, device, out_dir, timeout)
         return
     if not specs:
         raise InputError("give operator SPECS (YAML), or --case DESCRIPTOR")
@@ -236,13 +239,15 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
         pattern = re.compile(select) if select else None
     except re.error as exc:
         raise InputError(f"--select: bad regular expression: {exc}") from None
-    tasks, skipped, counts, needed = [], [], {}, 0
+    tasks, skipped, counts, needed, kept = [], [], {}, 0, 0
+    # A baseline other than opcase's own runs in a worker process: gen never runs its code.
+    loader = functools.partial(load_apart, timeout=timeout)
     try:
         baseline = _baseline_on_device(baseline, device)
         for spec in [load_spec(p) for p in specs]:
             _refuse_foreign_cases(foreign_case(Path(out_dir), spec), out_dir, spec)
             if spec.criteria.mode == "dynamic":
-                load_backend(baseline or spec.criteria.baseline)       # fail early on a bad --baseline
+                check_loads(baseline or spec.criteria.baseline, timeout)   # fail early on a bad --baseline
             for suite in suites:
                 counts.setdefault(spec.op, {})[suite] = 0
                 for index, plan in enumerate(plan_suite(spec, suite, count, seed)):
@@ -250,22 +255,30 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
                         continue
                     size = total_bytes(spec, plan)
                     if max_size is not None and size > max_size:
-                        skipped.append(f"{spec.op}/{suite}/{plan.name} ({size / 1e6:.1f} MB)")
+                        skipped.append((spec.op, f"{spec.op}/{suite}/{plan.name}", size))
+                        continue
+                    path = case_path(Path(out_dir), plan, spec.op)
+                    if written_whole(path, spec, plan, baseline):
+                        counts[spec.op][suite] += 1
+                        kept += 1
                         continue
                     needed += size
                     if builds_in_memory(spec, plan):
                         _refuse_over_memory(size, f"{spec.op}/{suite}/{plan.name}")
                     tasks.append(Task(str(spec.path), spec.op, suite, plan.name, index, count, seed, baseline,
-                                      str(case_path(Path(out_dir), plan, spec.op)), load_backend))
+                                      str(path), loader))
     except (SpecError, GenerationError, BackendLoadError) as exc:
         raise InputError(str(exc)) from None
     _refuse_over_free_space(needed, out_dir)
     written = [0]
+    heartbeat = None if sys.stdout.isatty() else Heartbeat("generated", Counter(task.op for task in tasks))
     with _progress(len(tasks), "generating") as advance:
         def done(task, size):
             counts[task.op][task.suite] += 1
             written[0] += size
             advance(f"{task.op}/{task.suite}/{task.name}")
+            if heartbeat is not None:
+                heartbeat.tick(task.op, f"{written[0] / 1e6:.1f} MB written")
         try:
             if resources is None:
                 write_all(tasks, jobs or 1, done)
@@ -280,9 +293,22 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
                                        "rerun with fewer --jobs") from None
     for op, by_suite in counts.items():
         click.echo(f"{op}: " + ", ".join(f"{n} {s}" for s, n in by_suite.items()))
-    for line in skipped:
-        click.echo(f"skipped (over --max-size): {line}")
-    click.echo(f"wrote {sum(sum(c.values()) for c in counts.values())} cases ({written[0] / 1e6:.1f} MB) to {out_dir}")
+    for line in _skipped_lines(skipped, verbose):
+        click.echo(line)
+    n_written = sum(sum(c.values()) for c in counts.values()) - kept
+    click.echo(f"wrote {n_written} cases ({written[0] / 1e6:.1f} MB) to {out_dir}"
+               + (f"; kept {kept} already there whole (same spec, suite and seed)" if kept else ""))
+
+
+def _skipped_lines(skipped, verbose: bool) -> list[str]:
+    """gen's cases over --max-size: each with -v, else one counted line per kernel."""
+    if verbose:
+        return [f"skipped (over --max-size): {key} ({size / 1e6:.1f} MB)" for _, key, size in skipped]
+    by_op: dict[str, list[int]] = {}
+    for op, _, size in skipped:
+        by_op.setdefault(op, []).append(size)
+    return [f"skipped (over --max-size): {len(sizes)} {op} case(s), {_size_text(min(sizes))} to "
+            f"{_size_text(max(sizes))} (-v lists them)" for op, sizes in by_op.items()]
 
 
 def _refuse_foreign_cases(found, out_dir, spec) -> None:
@@ -294,6 +320,7 @@ def _refuse_foreign_cases(found, out_dir, spec) -> None:
 
 def _refuse_over_memory(size: int, what: str) -> None:
     """A case built whole in memory that cannot fit in it is refused, not run into the OOM killer."""
+    from gen.core.casefile import physical_memory  # lazily: fast --help
     memory = physical_memory()
     if memory is not None and size > memory:
         raise InputError(f"{what}: its tensors take {size / 1e6:.1f} MB, it is built in memory and this machine "
@@ -312,6 +339,7 @@ def _refuse_over_free_space(needed: int, out_dir) -> None:
 
 def _baseline_on_device(baseline: str | None, device: str | None) -> str | None:
     """gen's --baseline as it runs on --device (BackendLoadError for a backend without devices)."""
+    from harness.backends import with_device  # lazily: fast --help
 
     if device is None:
         return baseline
@@ -320,13 +348,20 @@ def _baseline_on_device(baseline: str | None, device: str | None) -> str | None:
     return with_device(baseline, device)
 
 
-def _gen_described(descriptor: str, specs, baseline, device, out_dir) -> None:
+def _gen_described(descriptor: str, specs, baseline, device, out_dir, timeout=None) -> None:
     """`opcase gen --case`: write the one case of ``descriptor``."""
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.descriptor import DescriptorError  # lazily: fast --help
+    from gen.core.spec import SpecError  # lazily: fast --help
+    from gen.descriptor import write_described  # lazily: fast --help
+    from gen.generate import GenerationError  # lazily: fast --help
+    from harness.workers import load_apart  # lazily: fast --help
 
     _check_writable("-o", out_dir, directory=True)
     try:
         baseline = _baseline_on_device(baseline, device)
-        path = write_described(descriptor, Path(out_dir), load_backend, baseline, specs)
+        path = write_described(descriptor, Path(out_dir), functools.partial(load_apart, timeout=timeout), baseline,
+                               specs)
     except (DescriptorError, SpecError, GenerationError, BackendLoadError) as exc:
         raise InputError(str(exc)) from None
     except OSError as exc:
@@ -336,6 +371,8 @@ def _gen_described(descriptor: str, specs, baseline, device, out_dir) -> None:
 
 def _write_on_ray(tasks, done, address, resources) -> None:
 
+    from harness.cli import ray_executor  # lazily: fast --help
+    from harness.cli.ray_executor import ExecutorError, TaskLost  # lazily: fast --help
     try:
         ray_executor.write_all(tasks, done, address, resources)
     except ExecutorError as exc:
@@ -358,6 +395,9 @@ def _progress(total: int, label: str):
 def _start_results_files(json_path, junit_path, backend_spec: str) -> None:
     """Replace the results files with ones saying that the run did not finish, so that a run cut
     short (killed, crashed, stopped by a signal) can never leave an older, complete-looking report."""
+    from gen.core.casefile import atomic_write  # lazily: fast --help
+    from harness.junit import incomplete_junit_xml  # lazily: fast --help
+    from harness.report import incomplete_json  # lazily: fast --help
 
     for option, path, text in (("--json", json_path, incomplete_json), ("--junit", junit_path, incomplete_junit_xml)):
         if path:
@@ -376,8 +416,11 @@ def _shard(text: str | None) -> tuple[int, int] | None:
     return int(m.group(1)), int(m.group(2))
 
 
-def _run_files(paths, rerun_failed, filter_text) -> list[Path]:
-    """The case files a run covers: PATHS (or the failures of --rerun-failed), then --filter."""
+def _run_files(paths, rerun_failed, filter_text, exclude_text=None) -> list[Path]:
+    """The case files a run covers: PATHS (or the failures of every --rerun-failed file), then
+    --filter, then --exclude."""
+    from gen.core.casefile import find  # lazily: fast --help
+    from harness.selection import case_key  # lazily: fast --help
 
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
@@ -386,10 +429,7 @@ def _run_files(paths, rerun_failed, filter_text) -> list[Path]:
     if paths and not files:
         raise InputError(f"no .opcase files under {', '.join(paths)}")
     if rerun_failed:
-        try:
-            failed_paths, failed_keys = failed_in(load_results(rerun_failed))
-        except BaselineError as exc:
-            raise InputError(f"--rerun-failed: {exc}") from None
+        failed_paths, failed_keys = _failed_in_all(rerun_failed)
         if paths:
             files = [f for f in files if str(f.resolve()) in failed_paths or case_key(f) in failed_keys]
         else:
@@ -406,10 +446,33 @@ def _run_files(paths, rerun_failed, filter_text) -> list[Path]:
         files = [f for f in files if pattern.search(case_key(f))]
         if not files:
             raise InputError(f"no case matches --filter {filter_text!r} (it is matched against OP/SUITE/NAME)")
+    if exclude_text:
+        try:
+            pattern = re.compile(exclude_text)
+        except re.error as exc:
+            raise InputError(f"--exclude: bad regular expression: {exc}") from None
+        files = [f for f in files if not pattern.search(case_key(f))]
     return files
 
 
+def _failed_in_all(results_paths) -> tuple[set[str], set[str]]:
+    """The union of the failures of every --rerun-failed file (e.g. one per shard); an unreadable
+    or unfinished one is refused, as a single one is."""
+    from harness.gate import BaselineError, load_results  # lazily: fast --help
+    from harness.selection import failed_in  # lazily: fast --help
+    paths, keys = set(), set()
+    for results_path in results_paths:
+        try:
+            failed_paths, failed_keys = failed_in(load_results(results_path))
+        except BaselineError as exc:
+            raise InputError(f"--rerun-failed: {exc}") from None
+        paths |= failed_paths
+        keys |= failed_keys
+    return paths, keys
+
+
 def _warn_mixed_versions(files) -> None:
+    from gen.core.casefile import mixed_versions  # lazily: fast --help
     for op, count in mixed_versions(files).items():
         click.echo(f"warning: the {op} cases come from {count} versions of its spec or generator "
                    f"(an -o reused across versions?); their verdicts are not comparable", err=True)
@@ -417,10 +480,11 @@ def _warn_mixed_versions(files) -> None:
 
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--backend", "backend_spec", default="reference", show_default=True,
-              help="reference, lowp, torch, exec:'COMMAND ...' (a program in any language), an installed "
-                   "plugin's name (`opcase backends` lists them), or module:attr (a run(request) function "
-                   "or an object with run).")
+@click.option("--backend", "backend_spec", envvar=BACKEND_ENV, show_envvar=True, default=None,
+              help="Required: the implementation to judge: module:attr (a run(request) function or an object "
+                   "with run; found on the PYTHONPATH or in the current directory), exec:'COMMAND ...' (a "
+                   "program in any language), an installed plugin's name (`opcase backends` lists them), "
+                   "torch, or reference/lowp (opcase's own, to check the cases themselves).")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Write per-case results as JSON.")
 @click.option("--junit", "junit_path", default=None, type=click.Path(dir_okay=False),
               help="Write JUnit XML for CI: a testcase per case, classname OP.SUITE.")
@@ -448,20 +512,29 @@ def _warn_mixed_versions(files) -> None:
                    "the command may take (it is killed; no workers needed).")
 @click.option("--shard", "shard_text", default=None, help="I/N: run only shard I of N (1-based), stable by case name.")
 @click.option("--filter", "filter_text", default=None, help="Only cases whose OP/SUITE/NAME matches this regular expression.")
-@click.option("--rerun-failed", "rerun_failed", default=None, type=click.Path(dir_okay=False),
-              help="Only the cases that failed in this results file (of --json); PATHS optional.")
+@click.option("--exclude", "exclude_text", default=None,
+              help="Leave out cases whose OP/SUITE/NAME matches this regular expression (after --filter).")
+@click.option("--rerun-failed", "rerun_failed", multiple=True, type=click.Path(dir_okay=False),
+              help="Only the cases that failed in this results file (of --json); repeat for several (e.g. one "
+                   "per shard): the failures of all of them.  PATHS optional.")
+@click.option("-x", "--exitfirst", "exitfirst", is_flag=True, help="Stop at the first failing case (--maxfail 1).")
+@click.option("--maxfail", type=click.IntRange(min=1), default=None,
+              help="Stop after N failing cases; the results then cover the cases run so far.")
 @click.option("--allow-empty", is_flag=True,
               help="Exit 0, not 5, when no case is judged (none selected, e.g. an empty --shard, or every "
                    "one skipped or mistrusted).")
-@click.option("--in-process", "in_process", is_flag=True,
-              help="Run a Python backend in this process rather than in a worker (faster start; but a backend "
-                   "that ends the process, e.g. by exit(0), then ends the run with its exit status).")
 @click.option("-v", "--verbose", is_flag=True, help="Show details for passing cases too.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Leave out passing cases (skipped ones stay counted; failures, the summary and the list of "
+                   "cases that need attention stay).")
+@click.option("--explain", "explain_failures", is_flag=True,
+              help="For each failed case, run the backend on it once more and say which known variant its "
+                   "outputs match (as `opcase explain`): an EXPLAIN line in its report, the HTML and --json.")
 @_executor_options
 @_exits_on_signals
 def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmup, bitwise, html_path, profile_path, jobs,
-        device, timeout, shard_text, filter_text, rerun_failed, allow_empty, in_process, verbose, executor, address,
-        resources_text):
+        device, timeout, shard_text, filter_text, exclude_text, rerun_failed, exitfirst, maxfail, allow_empty,
+        verbose, quiet, explain_failures, executor, address, resources_text):
     """Run a backend on every case under PATHS and judge its outputs.
 
     \b
@@ -469,22 +542,49 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     nondeterministic (--bitwise).
     Exit status: 0 at least one case judged and none fails; 1 any case fails or errors, or the
     --compare gate fails; 2 usage or input error; 5 no case judged (none selected, or every one
-    skipped or mistrusted; --allow-empty makes that 0); 128+N stopped by signal N (SIGTERM, SIGHUP).
-    Python backends other than reference and lowp run in a worker process unless --in-process.
+    skipped or mistrusted; --allow-empty makes that 0); 130 interrupted (Ctrl-C); 128+N stopped
+    by signal N (SIGTERM, SIGHUP).  Interrupted or stopped, it prints the partial summary and
+    leaves --json and --junit saying that the run did not finish.
+    Python backends other than opcase's own run only in worker processes, which call them;
+    this process judges what they return, and never runs their code.
     """
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import atomic_write  # lazily: fast --help
+    from gen.core.timing import TimingPlan  # lazily: fast --help
+    from harness.backends import load_backend, with_device  # lazily: fast --help
+    from harness.backends.exec_backend import TIMEOUT_ENV  # lazily: fast --help
+    from harness.efficiency import ProfileError, load_profile  # lazily: fast --help
+    from harness.gate import (BaselineError, GATE_FAILING, gate_summary, judge_against,  # lazily: fast --help
+                              load_baseline)
+    from harness.html_report import html_report  # lazily: fast --help
+    from harness.junit import junit_xml  # lazily: fast --help
+    from harness.report import Progress, fails, judged, summary_text, to_json  # lazily: fast --help
+    from harness.runner import RunOptions  # lazily: fast --help
+    from harness.selection import case_key, in_shard  # lazily: fast --help
+    from harness.workers import Stopped, run_cases, runs_isolated  # lazily: fast --help
+    from gen.core.verdict import FAILED  # lazily: fast --help
 
+    if not backend_spec:
+        raise InputError(f"give --backend (or set {BACKEND_ENV}): the implementation to judge, e.g. "
+                         f"--backend mymodule:run; --backend reference checks the cases themselves")
     shard = _shard(shard_text)
     resources = _ray_resources(executor, address, resources_text, jobs)
     if not paths and not rerun_failed:
         raise InputError("give case files or directories (PATHS), or --rerun-failed RESULTS.json")
     if bitwise and repeat is None:
         raise InputError("--bitwise compares repeated calls: give --repeat N too")
+    if verbose and quiet:
+        raise InputError("-v and -q contradict each other: give one")
+    if exitfirst:
+        if maxfail not in (None, 1):
+            raise InputError("-x is --maxfail 1: give one of them")
+        maxfail = 1
     for option, path in (("--json", json_path), ("--junit", junit_path), ("--html", html_path)):
         if path is not None:
             _check_writable(option, path)
     _check_distinct([("--compare", baseline_path), ("--json", json_path), ("--junit", junit_path),
                      ("--html", html_path)])
-    selected = _run_files(paths, rerun_failed, filter_text)
+    selected = _run_files(paths, rerun_failed, filter_text, exclude_text)
     files = [f for f in selected if in_shard(f, *shard)] if shard else selected
     _warn_mixed_versions(files)
     pool_timeout = timeout
@@ -498,8 +598,6 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         click.get_current_context().call_on_close(
             lambda: os.environ.pop(TIMEOUT_ENV, None) if previous is None else os.environ.update({TIMEOUT_ENV: previous}))
         pool_timeout = None
-    if in_process and (jobs is not None or pool_timeout is not None):
-        raise InputError("--in-process cannot be combined with --jobs or --timeout, which run the backend in workers")
     try:
         profile = load_profile(profile_path) if profile_path else None
     except ProfileError as exc:
@@ -513,8 +611,8 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     _start_results_files(json_path, junit_path, backend_spec)
     try:
         backend_spec = with_device(backend_spec, device)
-        # Any other backend's code runs only in workers: this process never imports it.
-        backend = load_backend(backend_spec) if in_process or not runs_isolated(backend_spec) else None
+        # Any other backend's code runs only in workers: this process, the judge, never imports it.
+        backend = None if runs_isolated(backend_spec) else load_backend(backend_spec)
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
     runs_here = backend is not None and jobs is None and pool_timeout is None   # else in workers (run_cases)
@@ -532,15 +630,24 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     options = RunOptions(timing=TimingPlan(repeat or 0, warmup if repeat else 0), profile=profile,
                          repro_options=tuple(repro), bitwise=bitwise, error_maps=html_path is not None)
 
-    progress = Progress(len(files), sys.stdout.isatty(), verbose)
+    progress = Progress(len(files), sys.stdout.isatty(), verbose, quiet,
+                        per_kernel=Counter(case_key(f).split("/")[0] for f in files))
+    order = {str(f): number for number, f in enumerate(files)}
+    seen: list = []   # the results so far, for --maxfail and an interrupted run's summary
 
     def on_result(result):
+        if explain_failures and result.status == FAILED:
+            result.explanation = _explanation(result, backend_spec, timeout)
         if baseline is not None:
             judge_against(result, baseline.get(result.key))
             if result.gate in GATE_FAILING and baseline_path not in result.repro:
                 result.repro += f" --compare {shlex.quote(str(baseline_path))}"
+        seen.append(result)   # before it is shown: an interruption after the line keeps the case
         progress.case(result)
+        if maxfail is not None and sum(map(fails, seen)) >= maxfail:
+            raise _EnoughFailures()
 
+    stopped_early = False
     try:
         if resources is None:
             results, origin = run_cases(files, backend, backend_spec, options, on_result, jobs=jobs,
@@ -550,13 +657,31 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
             origin = backend.origin if backend is not None else f"{backend_spec}, loaded in Ray tasks"
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
+    except _EnoughFailures:
+        # The workers are stopped (run_cases unwound); the results are those of the cases run.
+        results = sorted(seen, key=lambda r: order.get(r.path, len(order)))
+        origin = backend.origin if backend is not None else f"{backend_spec}, loaded in worker processes"
+        stopped_early = True
+    except (KeyboardInterrupt, Stopped):
+        progress.close()
+        # What was judged before the interruption; the results files keep saying that the run
+        # did not finish (written at its start).
+        _echo_attention(seen)
+        click.echo(summary_text(sorted(seen, key=lambda r: order.get(r.path, len(order))))
+                   + f" (of {len(files)}: interrupted)")
+        raise
     finally:
         progress.close()
     gate = gate_summary(results, baseline_path, baseline) if baseline is not None else None
+    _echo_attention(results)   # as pytest's short summary: before the totals, which stay the last line
+    if stopped_early:
+        click.echo(f"stopped after {maxfail} failing case(s) (--maxfail/-x): {len(files) - len(results)} of "
+                   f"{len(files)} case(s) not run")
     click.echo(summary_text(results, gate))
     run_info = {"backend_origin": origin, "in_process": runs_here, "jobs": jobs, "timeout": timeout, "repeat": repeat,
                 "warmup": warmup if repeat else None, "bitwise": bitwise, "shard": shard_text, "filter": filter_text,
-                "device_profile": profile_path, "compare": baseline_path}
+                "exclude": exclude_text, "device_profile": profile_path, "compare": baseline_path,
+                "maxfail": maxfail, "not_run": len(files) - len(results)}
     if resources is not None:
         run_info["executor"] = {"name": "ray", "address": address, "resources": resources}
     if json_path:
@@ -577,10 +702,38 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     sys.exit(0)
 
 
-def _run_on_ray(files, backend_spec, options, on_result, address, resources, timeout):
+class _EnoughFailures(Exception):
+    """--maxfail failing cases reached: unwind the run (its workers stopped) and report what ran."""
+
+
+def _echo_attention(results) -> None:
+    """pytest's "short test summary": every case that needs attention, with its REPRO line."""
+    from harness.report import attention_lines  # lazily: fast --help
+    lines = attention_lines(results)
+    if lines:
+        click.echo("cases that need attention:")
+        for line in lines:
+            click.echo(line)
+
+
+def _explanation(result, backend_spec: str, timeout) -> str:
+    """`opcase explain`'s headline for a failed case (its backend run again, the way explain runs it)."""
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import CaseFileError  # lazily: fast --help
+    from harness.explain import explain_case   # the explain command's module, loaded only when asked for
 
     try:
-        return ray_executor.run_cases(files, backend_spec, options, on_result, address, resources, timeout,
+        return explain_case(Path(result.path), backend_spec, timeout)["headline"]
+    except (BackendLoadError, CaseFileError) as exc:
+        return f"not explained: {exc}"
+
+
+def _run_on_ray(files, backend_spec, options, on_result, address, resources, timeout):
+
+    from harness.cli import ray_executor  # lazily: fast --help
+    from harness.cli.ray_executor import ExecutorError  # lazily: fast --help
+    try:
+        return ray_executor.run_on_cluster(files, backend_spec, options, on_result, address, resources, timeout,
                          notify=lambda line: click.echo(line, err=True))
     except ExecutorError as exc:
         raise InputError(str(exc)) from None
@@ -594,6 +747,8 @@ def _implementation(backend):
 def _warn_declarations(backend, files) -> None:
     """Before the run, once: what the backend declares that names no kernel or dtype it could be
     given (exec: lines of `COMMAND --list-supported`), on stderr."""
+    from gen.core.registry import known_ops  # lazily: fast --help
+    from harness.selection import case_key  # lazily: fast --help
 
     warnings_of = getattr(_implementation(backend), "declaration_warnings", None)
     if warnings_of is None:
@@ -605,11 +760,12 @@ def _warn_declarations(backend, files) -> None:
 
 def _why_nothing_judged(results, backend, backend_spec: str, shard_text, n_selected: int, rerun_failed) -> list[str]:
     """Why a run judged no case: what was (not) selected, or what the backend declared."""
+    from gen.core.verdict import MISTRUSTED, SKIPPED  # lazily: fast --help
 
     if not results:
         if shard_text:
             return [f"no case judged: shard {shard_text} holds none of the {n_selected} case(s) selected"]
-        return [f"no case judged: no case to rerun: none of them failed in {rerun_failed}"]
+        return [f"no case judged: no case to rerun: none of them failed in {', '.join(rerun_failed)}"]
     skipped = [r for r in results if r.status == SKIPPED]
     n_mistrusted = sum(r.status == MISTRUSTED for r in results)
     counts = ", ".join(f"{n} {status}" for status, n in ((SKIPPED, len(skipped)), (MISTRUSTED, n_mistrusted)) if n)
@@ -641,6 +797,9 @@ def backends_(names):
     Give NAMES (any --backend value, e.g. exec:'./my_kernels') to describe just those.
     Cases of a kernel or dtype a backend does not support are skipped by `opcase run`, not failed.
     """
+    from gen.core.backend import BUILTIN_NAMES, BackendLoadError  # lazily: fast --help
+    from harness import plugins  # lazily: fast --help
+    from harness.backends import load_backend  # lazily: fast --help
 
     # (name, loader): what to describe and how to load it; exec:COMMAND alone has no loader
     if names:
@@ -675,6 +834,7 @@ def backends_(names):
 
 def _supported_lines(backend) -> list[str]:
     """'OP  DTYPE ...' for each known kernel, from the backend's supports(op, dtype)."""
+    from gen.core.registry import known_ops, spec_for  # lazily: fast --help
 
     ops = known_ops()
     width = max(map(len, ops), default=0)
@@ -699,7 +859,10 @@ def _supported_lines(backend) -> list[str]:
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Run each backend's cases in N worker processes.")
 @click.option("--filter", "filter_text", default=None, help="Only cases whose OP/SUITE/NAME matches this regular expression.")
-def calibrate(paths, backend_specs, json_path, jobs, filter_text):
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Seconds a case (all its calls) may take, as `opcase run --timeout`; over it, the case is an "
+                   "error (a finding).")
+def calibrate(paths, backend_specs, json_path, jobs, filter_text, timeout):
     """Judge backends you trust on every case under PATHS: how close each comes to the thresholds.
 
     \b
@@ -708,6 +871,12 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text):
     a trusted backend fails, or fails to run, is a finding.
     Exit status: 0 no findings; 1 findings; 2 usage or input error; 5 a backend judged no case.
     """
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import atomic_write  # lazily: fast --help
+    from harness.backends import load_backend  # lazily: fast --help
+    from harness.calibrate import BackendRun, calibration, table_lines as calibration_table  # lazily: fast --help
+    from harness.runner import RunOptions  # lazily: fast --help
+    from harness.workers import run_cases, runs_isolated  # lazily: fast --help
 
     if json_path is not None:
         _check_writable("--json", json_path)
@@ -719,13 +888,15 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text):
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
     # As `opcase run` does: a case that crashed its worker reruns alone.
-    options = RunOptions(repro_options=("--jobs", "1") if jobs is not None else ())
+    options = RunOptions(repro_options=("--timeout", f"{timeout:g}") if timeout is not None else
+                         ("--jobs", "1") if jobs is not None else ())
     runs = []
     for spec, backend in zip(specs, backends):
         started = time.monotonic()
         with _progress(len(files), f"calibrating {spec}") as advance:
             try:
-                results, origin = run_cases(files, backend, spec, options, lambda r: advance(r.key), jobs=jobs)
+                results, origin = run_cases(files, backend, spec, options, lambda r: advance(r.key), jobs=jobs,
+                                            timeout=timeout)
             except BackendLoadError as exc:
                 raise InputError(str(exc)) from None
         runs.append(BackendRun(spec, origin, results))
@@ -755,7 +926,10 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text):
 @click.option("--max-size", "max_size", default="64MB", show_default=True, callback=_size_option,
               help="With SPECs: the network cases generated are those up to this many bytes of tensors.")
 @click.option("--filter", "filter_text", default=None, help="Only cases whose OP/SUITE/NAME matches this regular expression.")
-def power(paths, backend_spec, json_path, max_size, filter_text):
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Seconds each call of a base other than opcase's own may take (it runs in a worker process, "
+                   "as `opcase run` runs it); over it, that call is an error of the base.")
+def power(paths, backend_spec, json_path, max_size, filter_text, timeout):
     """Measure a suite's power: the planted bugs it catches, and the right variants it passes.
 
     \b
@@ -770,6 +944,10 @@ def power(paths, backend_spec, json_path, max_size, filter_text):
     Exit status: 0 every applicable generic mutant killed and every control passes; 1 a
     survivor, a failing control or a case the base fails; 2 usage or input error; 5 no case judged.
     """
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import atomic_write  # lazily: fast --help
+    from harness.power import table_lines as power_table  # lazily: fast --help
+    from harness.workers import load_apart  # lazily: fast --help
     import signal
 
 
@@ -777,7 +955,9 @@ def power(paths, backend_spec, json_path, max_size, filter_text):
         _check_writable("--json", json_path)
     specs = [p for p in paths if Path(p).suffix in (".yaml", ".yml")]
     try:
-        base = load_backend(backend_spec)
+        # A base other than opcase's own runs in a worker: whatever it does (os._exit(0) included)
+        # is a failure of its call, judged here, never the end of this process.
+        base = load_apart(backend_spec, timeout)
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
     # A SIGTERM unwinds like an exception, so the generated suites (up to GBs) are removed.
@@ -801,6 +981,7 @@ def power(paths, backend_spec, json_path, max_size, filter_text):
 def _measure_power(paths, specs, base, backend_spec, max_size, filter_text):
     """(report, case files, seconds) of `opcase power`: SPECs' default suites generated into a
     temporary directory (removed after), then every case measured."""
+    from harness.power import measure as measure_power  # lazily: fast --help
     import tempfile
 
 
@@ -812,7 +993,7 @@ def _measure_power(paths, specs, base, backend_spec, max_size, filter_text):
                 raise InputError(f"no such spec: {', '.join(missing)}")
             click.get_current_context().invoke(gen, specs=tuple(specs), suite_text="all", count=None, seed=0,
                                                select=None, max_size=max_size, baseline=None, jobs=1, device=None,
-                                               out_dir=generated, descriptor=None)
+                                               timeout=None, out_dir=generated, descriptor=None)
             case_paths.append(generated)
         files = _run_files(case_paths, None, filter_text)
         started = time.monotonic()
@@ -836,6 +1017,9 @@ def baseline_update(results_paths, out_path, allow_failing):
 
     Refuses (exit 1) when any of them failed, unless --allow-failing.
     """
+    from gen.core.casefile import atomic_write  # lazily: fast --help
+    from harness.gate import (BaselineError, BaselineRefused, load_baseline, load_results,  # lazily: fast --help
+                              updated_baseline)
     missing = [p for p in results_paths if not Path(p).is_file()]
     if missing:
         raise InputError(f"no such results file: {', '.join(missing)}")
@@ -859,6 +1043,9 @@ def baseline_update(results_paths, out_path, allow_failing):
 @click.option("--values", "n_values", default=6, show_default=True, help="How many leading values to show per tensor.")
 def show(case_path, n_values):
     """Print a case readably, with a command that reruns just it."""
+    from gen.core.casefile import CaseFileError, load  # lazily: fast --help
+    from harness.runner import repro_command  # lazily: fast --help
+    import numpy as np  # lazily: fast --help
 
     try:
         case = load(case_path)
@@ -899,15 +1086,25 @@ def show(case_path, n_values):
               help="Candidate cases to generate and run at most.")
 @click.option("--time", "seconds", type=click.FloatRange(min=0, min_open=True), default=600, show_default=True,
               help="Seconds to spend at most (the case being run when they run out finishes).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds each run of the backend may take (as `opcase run --timeout`).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Seconds each run of the backend may take (as `opcase run --timeout`); default for a "
+                   "backend other than opcase's own: 10 times the original case's run, at least 10 s.  --time "
+                   "bounds the whole search all the same.")
 def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout):
     """Find the smallest case that fails like CASE_FILE on --backend: same status, same failing
     metrics or NaN/Inf mismatches.  Prints its one-line descriptor and the sizes before and after."""
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import CaseFileError  # lazily: fast --help
+    from gen.core.descriptor import DescriptorError  # lazily: fast --help
+    from gen.core.spec import SpecError  # lazily: fast --help
+    from harness.backends import load_backend  # lazily: fast --help
+    from harness.cli.shrink import ShrinkError, shrink_case  # lazily: fast --help
+    from harness.workers import runs_isolated  # lazily: fast --help
 
     _check_writable("-o", out_dir, directory=True)
     try:
-        backend = load_backend(backend_spec)
+        # As `opcase run`: a foreign backend runs only in workers, loaded there.
+        backend = None if runs_isolated(backend_spec) else load_backend(backend_spec)
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
     Path(out_dir).mkdir(parents=True, exist_ok=True)
@@ -926,6 +1123,66 @@ def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout):
     click.echo(f"wrote {found.path}")
     click.echo(f"{found.tries} candidate(s) in {found.seconds:.1f} s"
                + (f"; stopped: out of {found.exhausted} (--max-tries / --time)" if found.exhausted else ""))
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--backend", "backend_spec", required=True,
+              help="The backend whose outputs are explained (as `opcase run` takes it).")
+@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False),
+              help="Write every case's ranking (per output: each variant's identical fraction, diff1, diff3, "
+                   "ulps) and explanation as JSON.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Seconds the backend may take on a case (as `opcase run --timeout`).")
+@click.option("--filter", "filter_text", default=None, help="Only cases whose OP/SUITE/NAME matches this regular expression.")
+@_exits_on_signals
+def explain(paths, backend_spec, json_path, timeout, filter_text):
+    """Name the arithmetic or the bug a backend's outputs match, element by element.
+
+    \b
+    Runs the backend on each case under PATHS as `opcase run` does (Python backends other than
+    reference and lowp in a worker process) and compares its outputs with known variants of the
+    kernel computed on the same inputs: the reference in other arithmetic (float32, float16, the
+    final cast toward zero, ties away from zero or through float32, subnormals flushed), the mmcv
+    emulation, the kernel's own variants, the generic mutants of `opcase power` and the kernel's
+    planted bugs.  Per output, variants are ranked by the fraction of elements bit-identical, then
+    diff1 and diff3; the line says which variant matches bit for bit, or which explains which
+    elements.  Variants are computed one at a time on the whole case and dropped once scored
+    (network cases too): memory is about the outputs three times over plus two bits per element
+    per variant; a case needing over half the machine's memory is refused.
+    Exit status: 0 every case explained; 1 the backend failed on a case (raised, crashed, timed out)
+    or a case file is unreadable; 2 usage or input error; 5 nothing explained (every case
+    unsupported or refused).
+    """
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import CaseFileError, atomic_write  # lazily: fast --help
+    from harness.explain import case_lines, explain_case, json_doc   # a command's own module, loaded when used
+
+    if json_path is not None:
+        _check_writable("--json", json_path)
+    files = _run_files(paths, None, filter_text)
+    docs = []
+    for path in files:
+        try:
+            doc = explain_case(path, backend_spec, timeout)
+        except BackendLoadError as exc:
+            raise InputError(str(exc)) from None
+        except CaseFileError as exc:
+            doc = {"case": str(path), "path": str(path), "backend": backend_spec, "status": "error",
+                   "headline": f"unreadable case file: {exc}", "outputs": [], "seconds": 0.0}
+        for line in case_lines(doc):
+            click.echo(line)
+        docs.append(json_doc(doc))
+    if json_path:
+        atomic_write(json_path, json.dumps({"backend": backend_spec, "cases": docs}, indent=1, allow_nan=False) + "\n")
+    explained = [d for d in docs if d["status"] in ("outputs", "rejected")]
+    click.echo(f"{len(explained)} of {len(docs)} case(s) explained in {sum(d['seconds'] for d in docs):.1f} s")
+    if any(d["status"] in ("raised", "error") for d in docs):
+        sys.exit(EXIT_FAILED)
+    if not explained:
+        click.echo(f"exit status {EXIT_NOTHING_JUDGED}: no case was explained", err=True)
+        sys.exit(EXIT_NOTHING_JUDGED)
+    sys.exit(0)
 
 
 def _size_text(n: int) -> str:
@@ -954,17 +1211,22 @@ def _status_line():
 @click.option("--baseline", default=None, help="Backend for dynamic thresholds (default: the spec's).")
 @click.option("--max-size", "max_size", default=None, callback=_size_option,
               help="Skip cases whose tensors exceed this many bytes (e.g. 64MB); they are listed.")
-def import_(paths, out_dir, baseline, max_size):
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Seconds each call of a --baseline other than opcase's own may take (it runs in a worker "
+                   "process); over it, that file's import is an error.")
+def import_(paths, out_dir, baseline, max_size, timeout):
     """Import mlu-ops case files (.pb/.prototxt), adding goldens and thresholds.
 
     A case is named after its file; files of one kernel that share a name (case_0.prototxt in
     several directories) are named after their path under PATH instead."""
+    from gen.core.spec import SpecError  # lazily: fast --help
+    from harness.cli.interop import import_all  # lazily: fast --help
 
     _check_writable("-o", out_dir, directory=True)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        outcomes = import_all(paths, out, baseline, max_size)
+        outcomes = import_all(paths, out, baseline, max_size, timeout)
     except SpecError as exc:
         raise InputError(str(exc)) from None
     _report_outcomes(outcomes)
@@ -977,6 +1239,8 @@ def import_(paths, out_dir, baseline, max_size):
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
 def export(paths, fmt, text, out_dir):
     """Export opcase cases in the operator library's own format (mlu-ops)."""
+    from gen.core.spec import SpecError  # lazily: fast --help
+    from harness.cli.interop import export_all  # lazily: fast --help
 
     _check_writable("-o", out_dir, directory=True)
     try:
