@@ -13,8 +13,8 @@ import numpy as np
 
 
 from gen.core.backend import InvalidArgument, TensorInfo
-from gen.core.casefile import (Case, CaseFileError, SidecarWriter, SpillFile, Tensor, Threshold, contained_path,
-                               drop_pages, element_count, find, read_envelope, save)
+from gen.core.casefile import (Case, CaseFileError, SidecarWriter, SpillFile, Tensor, Threshold, Undetermined,
+                               contained_path, drop_pages, element_count, find, read_envelope, save)
 from gen.core.checks import failures, first_failure
 from gen.core.descriptor import case_seed
 from gen.core.expr import ExprError, evaluate
@@ -582,7 +582,23 @@ class Generator:
         for name, t in case.outputs.items():
             t.data = round_to(golden64[name], t.dtype)
         case.criteria = self._criteria(case, golden64)
+        self._judge_exactly(case)
         return case
+
+    def _judge_exactly(self, case: Case) -> None:
+        """The outputs the spec judges exactly (``output_criteria``): an "exact" threshold of 0, and the
+        elements where the golden is not determined with their acceptable answers.  (Static criteria
+        only: a dynamic spec refuses integer outputs.)"""
+        present = {n: t.data for n, t in case.inputs.items() if not t.absent}
+        for name, criterion in self.spec.output_criteria.items():
+            case.criteria[name] = [Threshold(metric="exact", value=0.0, provenance=(
+                f"exact, spec {self.spec.path.name} output_criteria: every element the golden determines "
+                f"must be equal; near-ties accept any of their answers"))]
+            if criterion.undetermined:
+                answers = self.spec.resolve(criterion.undetermined, "undetermined")(
+                    present, dict(case.params), case.dtype, case.outputs[name].data)
+                if answers:
+                    case.undetermined[name] = Undetermined.of(answers)
 
     def _golden(self, case: Case) -> dict:
         spec = self.spec
@@ -608,7 +624,8 @@ class Generator:
     def _criteria(self, case: Case, golden64: dict | None) -> dict:
         spec = self.spec
         if spec.criteria.mode == "static":
-            return {name: static_thresholds(spec, t.dtype.name) for name, t in case.outputs.items()}
+            return {name: static_thresholds(spec, t.dtype.name) for name, t in case.outputs.items()
+                    if name not in spec.output_criteria}
         if self.baseline is None:
             raise GenerationError(f"{spec.path}: dynamic thresholds need a baseline backend")
         units = self._baseline_units(case, {n: t.data for n, t in case.inputs.items() if not t.absent})

@@ -32,6 +32,7 @@ from gen.core.backend import Backend, InvalidArgument, NotSupported, Request
 from gen.core.casefile import Case
 from gen.core.timing import BackendProtocolError, TimingPlan, call, summarize
 from gen.core.verdict import request_for, validate_outputs
+from harness.decoy import decoy_first
 
 # What the judged call did (Called.outcome).
 OUTPUTS, REJECTED, RAISED, INVALID, SKIPPED, UNSUPPORTED_RAISED = (
@@ -63,19 +64,18 @@ def _tail(text: str, lines: int = 6) -> str:
 
 # --------------------------------------------------------------------------- inputs untouched
 
-def _fingerprints(case: Case) -> dict:
-    """CRCs of the inputs held in process memory.
+def _fingerprints(request: Request) -> dict:
+    """CRCs of the call's inputs held in process memory.
 
     Read-only flags stop numpy writes; these catch a backend that writes through a raw pointer.
     Memory-mapped sidecars need no fingerprint: they are mapped read-only, so such a write faults.
     """
-    return {n: zlib.crc32(memoryview(np.ascontiguousarray(t.data)).cast("B"))
-            for n, t in case.inputs.items()
-            if t.data is not None and not isinstance(t.data, np.memmap) and t.data.size}
+    return {n: zlib.crc32(memoryview(np.ascontiguousarray(a)).cast("B"))
+            for n, a in request.inputs.items() if not isinstance(a, np.memmap) and a.size}
 
 
-def _wrote_inputs(case: Case, before: dict) -> str:
-    after = _fingerprints(case)
+def _wrote_inputs(request: Request, before: dict) -> str:
+    after = _fingerprints(request)
     changed = sorted(n for n in before if after.get(n) != before[n])
     return f"backend wrote into its input(s) {changed}, which it was only to read" if changed else ""
 
@@ -157,12 +157,14 @@ def call_case(backend: Backend, case: Case, plan: TimingPlan, hand_over: Callabl
         hand_over(Called(SKIPPED, f"backend {backend.name} does not support {case.op} {case.dtype}"))
         return None
     request = request_for(case)
-    before = _fingerprints(case)
+    if case.expect != "rejected":
+        request = decoy_first(backend, request)   # state kept between calls shows (harness.decoy)
+    before = _fingerprints(request)
     called = judged_call(backend, request, f"{case.op} {case.dtype}")
     if called.outcome == OUTPUTS and case.expect == "rejected":
         called.outputs = None   # accepted a call it should have refused: the outputs do not matter
     elif called.outcome == OUTPUTS:
-        problem = validate_outputs(case, called.outputs) or _wrote_inputs(case, before)
+        problem = validate_outputs(case, called.outputs) or _wrote_inputs(request, before)
         if problem:
             called = Called(INVALID, problem, called.seconds)
     hand_over(called)
@@ -177,4 +179,4 @@ def call_case(backend: Backend, case: Case, plan: TimingPlan, hand_over: Callabl
         return compare(number, outputs) if compare is not None else ""
 
     timing, problem = _time_calls(backend, request, plan, check)
-    return Timed(timing, problem or _wrote_inputs(case, before))
+    return Timed(timing, problem or _wrote_inputs(request, before))

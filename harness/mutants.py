@@ -49,6 +49,10 @@ class Mutant:
     apply: Callable[["Call"], dict]
     applies_to: Callable[[object], str] = lambda case: ""   # why it does not apply to a case, or ''
     backend: str = ""       # the built-in backend a control is, which may have set a case's thresholds
+    # A mutant that keeps state between calls: a factory of fresh ``apply`` functions, each with its
+    # own state (harness.power keeps one per kernel over the whole suite, as a process would);
+    # ``apply`` is then one fresh instance, whose first call is the base's.
+    stateful: Callable[[], Callable[["Call"], dict]] | None = None
 
 
 class Call:
@@ -164,7 +168,7 @@ def _last_block(width: int, copy: bool):
                 continue
             size = a.shape[-1]
             tail = size % width
-            if not tail or not _float(a) and not copy:
+            if not tail:
                 continue
             start = size - tail
             if not copy:
@@ -173,6 +177,21 @@ def _last_block(width: int, copy: bool):
                 a[..., start:] = a[..., start - width:start - width + tail]
         return outputs
     return apply
+
+
+def _index_block_zeroed(call: Call) -> dict:
+    """The last 1/32 of each integer output's elements (in memory order) left at 0: a block of indices
+    a kernel never wrote, under the few percent a float-style threshold lets through."""
+    outputs = _copy(call.base())
+    touched = False
+    for a in outputs.values():
+        if a.dtype.kind in "iu" and a.size >= 2:
+            flat = a.reshape(-1)
+            flat[flat.size - max(1, flat.size // 32):] = 0
+            touched = True
+    if not touched:
+        raise NotApplicable("no integer output of two elements or more")
+    return outputs
 
 
 def _repeat_last(letter: str):
@@ -294,6 +313,82 @@ def _perturb(param: str, delta: int):
     return apply
 
 
+# --------------------------------------------------------------------------- state between calls
+
+# How many buffers or results a stateful mutant keeps (the oldest go first): a run's decoy call comes
+# right before its judged call, so a few suffice, and power's memory stays bounded over a suite.
+_KEPT = 8
+
+
+def _bounded(store: dict) -> None:
+    while len(store) > _KEPT:
+        store.pop(next(iter(store)))
+
+
+def _pooled_outputs(combine):
+    """A factory of kernels whose output buffers are pooled by (op, output, shape, dtype) and kept
+    between calls: each call's result is ``combine(this call's outputs, the buffer)``."""
+    def fresh():
+        pool: dict = {}
+
+        def apply(call: Call) -> dict:
+            result = {}
+            for name, a in call.base().items():
+                a = np.asarray(a)
+                key = (call.request.op, name, a.shape, a.dtype.str)
+                previous = pool.get(key)
+                pool[key] = np.array(a if previous is None else combine(a, previous), dtype=a.dtype, copy=True)
+                _bounded(pool)
+                result[name] = pool[key].copy()
+            return result
+        return apply
+    return fresh
+
+
+def _accumulated(current: np.ndarray, buffer: np.ndarray) -> np.ndarray:
+    """Atomic adds into a buffer zeroed only when it was allocated (float outputs; an index is stored)."""
+    return buffer + current if _float(current) else current
+
+
+def _zeros_not_written(current: np.ndarray, buffer: np.ndarray) -> np.ndarray:
+    """Only the elements the kernel computes as nonzero written; the zero fill is stale."""
+    return np.where(current != 0, current, buffer)
+
+
+def _cached(key_of):
+    """A factory of kernels that cache their results by ``key_of(request)``."""
+    def fresh():
+        cache: dict = {}
+
+        def apply(call: Call) -> dict:
+            key = key_of(call.request)
+            if key not in cache:
+                cache[key] = _copy(call.base())
+                _bounded(cache)
+            return _copy(cache[key])
+        return apply
+    return fresh
+
+
+def _shape_key(request: Request) -> tuple:
+    return (request.op, repr(sorted(request.params.items())),
+            tuple((n, a.shape, a.dtype.str) for n, a in sorted(request.inputs.items())))
+
+
+def _address_key(request: Request) -> tuple:
+    return _shape_key(request) + tuple(a.__array_interface__["data"][0] for _, a in sorted(request.inputs.items()))
+
+
+STATEFUL = (
+    ("output_buffer_uncleared", "outputs added into a buffer pooled by shape and zeroed only when allocated "
+     "(accumulating atomics whose zero fill ran once)", _pooled_outputs(_accumulated)),
+    ("stale_zero_fill", "outputs written into a buffer pooled by shape, elements whose result is 0 left as "
+     "the previous call's (a zero fill made once)", _pooled_outputs(_zeros_not_written)),
+    ("cache_by_shape", "results cached by op, params and input shapes and dtypes", _cached(_shape_key)),
+    ("cache_by_address", "results cached by op, params, shapes and input addresses", _cached(_address_key)),
+)
+
+
 # --------------------------------------------------------------------------- checks and planted bugs
 
 def _without_check(check_id: str):
@@ -353,6 +448,8 @@ def mutants(spec, base_name: str) -> list[Mutant]:
                             f"the last partial {width}-element block of each output's innermost axis copied "
                             f"from the block before", f"an output whose innermost axis is longer than {width} "
                             f"and not a multiple of it", _last_block(width, copy=True)))
+    found.append(Mutant("index_block_zeroed", GENERIC, "the last 1/32 of each integer output's elements left at 0",
+                        "an integer output (index, argmax) judged exactly", _index_block_zeroed))
     found.append(Mutant("last_row_repeated", GENERIC, "each output's last H row copied from the row before",
                         "an output with H >= 2 in its layout", _repeat_last("H")))
     found.append(Mutant("last_col_repeated", GENERIC, "each output's last W column copied from the column before",
@@ -364,6 +461,10 @@ def mutants(spec, base_name: str) -> list[Mutant]:
                         "thresholds from a baseline stricter than mmcv, on a kernel mmcv has, and sums long "
                         "enough for half accumulation to exceed them",
                         _mmcv, _stricter_baseline))
+    for name, what, factory in STATEFUL:
+        found.append(Mutant(name, GENERIC, what, "two calls of one shape whose outputs differ where it "
+                            "shows (the decoy call before each judged call, harness.decoy)",
+                            lambda call, factory=factory: factory()(call), stateful=factory))
     found.append(Mutant("swap_H_W", GENERIC, "every H x W tensor read and written as W x H",
                         "an input with H != W in its layout", _swap_hw))
     for name, tensor in spec.inputs.items():

@@ -42,6 +42,7 @@ class Tally:
     reasons: Counter = field(default_factory=Counter)  # why it could not be made, per case
     over_cap: list = field(default_factory=list)      # a control's cases over the docs' cap (harness.runner)
     closest: dict | None = None                       # the passing case where its error came nearest a threshold
+    state: object = None                              # a stateful mutant's kernel, kept over the suite
 
     def note_margin(self, judged) -> None:
         """Keep the threshold a passing case's error came nearest to (what a survivor's reason quotes)."""
@@ -85,9 +86,11 @@ class Tally:
 
 
 def _capturing(base: Backend, captured: dict) -> Backend:
-    """The base, keeping what its call did (outputs or exception) for the mutants to start from."""
+    """The base, keeping what its calls did (outputs or exception) for the mutants to start from:
+    ``outcome`` the last call's (the judged one), ``calls`` every call's in order (a decoy's first)."""
     def run(request):
         captured["outcome"] = result = outcome(lambda: base.run(request))
+        captured.setdefault("calls", []).append(result)
         if result[0] == "raised":
             raise result[1]
         return result[1]
@@ -133,14 +136,41 @@ def measure(files: list[Path], base: Backend, base_spec: str,
         # pooled size, say): numpy's warnings about that arithmetic are the mutant's, not the user's.
         with np.errstate(all="ignore"):
             for tally in tallies[case.op]:
-                _judge(tally, case, path, base, captured["outcome"], base_spec)
+                _judge(tally, case, path, base, captured["outcome"], base_spec, captured["calls"])
     return report(tallies, cases, base_spec, base_problems)
 
 
-def _judge(tally: Tally, case, path: Path, base: Backend, base_outcome, base_spec: str) -> None:
+def _with_state(tally: Tally, base: Backend, base_calls: list, last: dict) -> Backend:
+    """The stateful mutant as a backend for one case's calls: its state kept from the cases before,
+    each call starting from the base's recorded outcome of that call (in order), ``last`` the
+    outcome of the latest call (the judged one, once the case has run)."""
+    if tally.state is None:
+        tally.state = tally.mutant.stateful()
+    recorded = iter(base_calls)
+
+    def run(request):
+        last["outcome"] = result = outcome(lambda: tally.state(Call(request, base, next(recorded, None))))
+        if result[0] == "raised":
+            raise result[1]
+        return result[1]
+    return Backend(name=tally.mutant.name, origin="opcase power", run=run)
+
+
+def _judge(tally: Tally, case, path: Path, base: Backend, base_outcome, base_spec: str, base_calls=()) -> None:
     why = tally.mutant.applies_to(case)
     if why:
         tally.reasons[why] += 1
+        return
+    if tally.mutant.stateful is not None:
+        # State shows only over a sequence of calls: the case runs as `opcase run` runs it (its
+        # decoy call, then the judged one) with the mutant's state kept from the cases before.
+        last: dict = {}
+        judged = run_loaded(case, _with_state(tally, base, list(base_calls), last),
+                            new_result(path, f"{base_spec} ({tally.mutant.name})"))
+        if "outcome" not in last or same_outcome(last["outcome"], base_outcome):
+            tally.unchanged += 1
+        else:
+            _record(tally, judged)
         return
     try:
         result = outcome(lambda: tally.mutant.apply(Call(request_for(case), base, base_outcome)))
@@ -150,8 +180,12 @@ def _judge(tally: Tally, case, path: Path, base: Backend, base_outcome, base_spe
     if same_outcome(result, base_outcome):
         tally.unchanged += 1
         return
-    judged = run_loaded(case, _replay(tally.mutant.name, result),
-                        new_result(path, f"{base_spec} ({tally.mutant.name})"))
+    _record(tally, run_loaded(case, _replay(tally.mutant.name, result),
+                              new_result(path, f"{base_spec} ({tally.mutant.name})")))
+
+
+def _record(tally: Tally, judged) -> None:
+    """A case whose outputs the mutant changed, judged: killed by it, over the cap, or its margin."""
     tally.judged += 1
     if tally.mutant.backend and fails_only_by_its_own_error_over_the_cap(judged, tally.mutant.backend):
         # The control is the baseline that set this case's thresholds, and its own error is over

@@ -16,12 +16,13 @@ _reference = reference()
 # Where the call count starts: set by restart(), and read by a worker process that imports this
 # module afresh (a backend may run in one), so that both count alike.
 _FIRST_CALL = "OPCASE_TEST_FIRST_CALL"
-_calls = itertools.count(int(os.environ.get(_FIRST_CALL, "1")))
+_calls = itertools.count(int(os.environ.get(_FIRST_CALL, "0")))
 
 
-def restart(first: int = 1) -> None:
+def restart(first: int = 0) -> None:
     """Count calls from ``first`` again, here and in worker processes started from now on:
-    odd-numbered calls are the clean ones."""
+    odd-numbered calls are the clean ones.  A run's first call of a case is its decoy (harness.decoy),
+    not judged: from 0, the judged call is call 1."""
     global _calls
     os.environ[_FIRST_CALL] = str(first)
     _calls = itertools.count(first)

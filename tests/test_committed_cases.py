@@ -51,6 +51,10 @@ def _same_case(a: Path, b: Path) -> bool:
              "nondeterministic_sums")
     if any(getattr(ca, f) != getattr(cb, f) for f in plain) or list(ca.criteria) != list(cb.criteria):
         return False
+    if list(ca.undetermined) != list(cb.undetermined) or any(
+            getattr(u, f).tobytes() != getattr(cb.undetermined[name], f).tobytes()
+            for name, u in ca.undetermined.items() for f in ("index", "offsets", "acceptable")):
+        return False
     for output, ths in ca.criteria.items():
         other = cb.criteria[output]
         if [t.metric for t in ths] != [t.metric for t in other]:

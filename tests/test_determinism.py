@@ -97,7 +97,7 @@ def test_nondeterministic_sums_still_catch_a_verdict_that_changes(tmp_path, atom
 
 
 def test_a_failing_case_stays_failed_and_says_it_is_also_nondeterministic(tmp_path):
-    report_backends.restart(first=2)     # the judged call is the wrong one
+    report_backends.restart(first=1)     # after the decoy (call 1), the judged call is the wrong one
     result, doc = _run(tmp_path, CASE, "wrong_every_other_call", "--repeat", "2", "--bitwise")
     assert result.exit_code == 1
     assert doc["status"] == "failed"
@@ -115,7 +115,7 @@ def test_the_verdict_crosses_from_worker_processes(tmp_path):
     result, doc = _run(tmp_path, CASE, "noise_every_other_call", "--repeat", "2", "--bitwise", "--jobs", "2")
     assert result.exit_code == 1, result.output
     assert doc["status"] == "nondeterministic" and doc["determinism"]["call"] == 2
-    report_backends.restart(first=2)     # the worker's judged call is the wrong one
+    report_backends.restart(first=1)     # the worker's judged call (after its decoy) is the wrong one
     result, doc = _run(tmp_path, CASE, "wrong_every_other_call", "--repeat", "2", "--bitwise", "--jobs", "1")
     assert doc["status"] == "failed" and "also not deterministic" in doc["message"]
 

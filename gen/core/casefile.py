@@ -31,7 +31,7 @@ from gen.core.proto import opcase_pb2 as pb
 FORMAT_VERSION = 1
 SUFFIX = ".opcase"
 # The metrics a threshold may name (ACCURACY.md); specs and case files both hold to them.
-METRICS = ("diff1", "diff2", "diff3", "diff3_2", "diff4")
+METRICS = ("diff1", "diff2", "diff3", "diff3_2", "diff4", "exact")
 DEFAULT_SIDECAR_BYTES = 1 << 20
 # The most bytes a case file (the envelope; tensors over DEFAULT_SIDECAR_BYTES live in sidecars)
 # may have: far over any opcase writes, and checked before a byte is read, so that a path to
@@ -109,6 +109,24 @@ class Threshold:
 
 
 @dataclass
+class Undetermined:
+    """Elements of an exactly judged output where more than one answer is right (a near-tie):
+    element ``index[i]`` (flat, C order, ascending) accepts ``acceptable[offsets[i]:offsets[i + 1]]``."""
+    index: np.ndarray          # int64 [k]
+    offsets: np.ndarray        # int64 [k + 1]
+    acceptable: np.ndarray     # int64 [offsets[-1]]
+
+    @classmethod
+    def of(cls, answers: dict) -> "Undetermined":
+        """From {flat index: acceptable answers}."""
+        index = np.array(sorted(answers), dtype=np.int64)
+        lists = [sorted(set(int(a) for a in answers[i])) for i in index]
+        offsets = np.cumsum([0] + [len(a) for a in lists]).astype(np.int64)
+        acceptable = np.array([a for a_list in lists for a in a_list], dtype=np.int64)
+        return cls(index, offsets, acceptable)
+
+
+@dataclass
 class Case:
     op: str
     suite: str
@@ -128,6 +146,7 @@ class Case:
     zero_golden_ok: bool = False
     dtype: str = ""
     nondeterministic_sums: bool = False   # repeated calls need agree only in their verdict (--bitwise)
+    undetermined: dict[str, Undetermined] = field(default_factory=dict)   # per exactly judged output
 
 
 # --------------------------------------------------------------------------- writing
@@ -350,6 +369,11 @@ def to_proto(case: Case, case_path: Path, sidecar_bytes: int = DEFAULT_SIDECAR_B
         for th in thresholds:
             crit.thresholds.add(metric=th.metric, value=th.value, provenance=th.provenance, baseline=th.baseline,
                                 baseline_value=th.baseline_value, rate=th.rate, floor=th.floor, cap=th.cap)
+        undetermined = case.undetermined.get(output)
+        if undetermined is not None and undetermined.index.size:
+            crit.undetermined.index.extend(undetermined.index.tolist())
+            crit.undetermined.offsets.extend(undetermined.offsets.tolist())
+            crit.undetermined.acceptable.extend(undetermined.acceptable.tolist())
     return msg
 
 
@@ -494,10 +518,15 @@ def from_proto(msg: pb.Case, path: Path, verify: bool = True, goldens: bool = Tr
         if not is_plain_name(name):
             raise CaseFileError(f"{path}: {what} {name!r} is not a plain name ({PLAIN_NAME_RULE})")
     criteria: dict[str, list[Threshold]] = {}
+    undetermined: dict[str, Undetermined] = {}
     for crit in msg.criteria:
         criteria[crit.output] = [Threshold(metric=t.metric, value=t.value, provenance=t.provenance,
                                            baseline=t.baseline, baseline_value=t.baseline_value,
                                            rate=t.rate, floor=t.floor, cap=t.cap) for t in crit.thresholds]
+        if crit.HasField("undetermined"):
+            undetermined[crit.output] = Undetermined(np.array(crit.undetermined.index, dtype=np.int64),
+                                                     np.array(crit.undetermined.offsets, dtype=np.int64),
+                                                     np.array(crit.undetermined.acceptable, dtype=np.int64))
     case = Case(
         op=msg.op, suite=msg.suite, name=msg.name,
         params={k: _value_from_pb(v) for k, v in sorted(msg.params.items())},
@@ -508,9 +537,10 @@ def from_proto(msg: pb.Case, path: Path, verify: bool = True, goldens: bool = Tr
         expect_check=msg.expect_check, expect_message=msg.expect_message, seed=msg.seed,
         generator_version=msg.generator_version, spec_sha256=msg.spec_sha256, spec_path=msg.spec_path,
         note=msg.note, zero_golden_ok=msg.zero_golden_ok, dtype=msg.dtype,
-        nondeterministic_sums=msg.nondeterministic_sums,
+        nondeterministic_sums=msg.nondeterministic_sums, undetermined=undetermined,
     )
     _check_complete(case, path)
+    _check_undetermined(case, path)
     return case
 
 
@@ -524,6 +554,21 @@ def _check_complete(case: Case, path: Path) -> None:
     unknown = sorted({th.metric for thresholds in case.criteria.values() for th in thresholds} - set(METRICS))
     if unknown:
         raise CaseFileError(f"{path}: threshold(s) on unknown metric(s) {unknown} (known: {', '.join(METRICS)})")
+
+
+def _check_undetermined(case: Case, path: Path) -> None:
+    """Undetermined elements: only beside an exact threshold, inside their output, ascending, each
+    with its slice of acceptable answers (the judge indexes by them: nothing may point outside)."""
+    for name, u in case.undetermined.items():
+        where = f"{path}: criterion of '{name}': undetermined elements"
+        if name not in case.outputs or not any(th.metric == "exact" for th in case.criteria.get(name, [])):
+            raise CaseFileError(f"{where} without an exact threshold on an output of that name")
+        size = element_count(case.outputs[name].shape)
+        if u.index.size and (u.index[0] < 0 or u.index[-1] >= size or np.any(np.diff(u.index) <= 0)):
+            raise CaseFileError(f"{where}: indices must ascend within the output's {size} elements")
+        if (u.offsets.size != u.index.size + 1 or u.offsets[0] != 0 or np.any(np.diff(u.offsets) < 1)
+                or u.offsets[-1] != u.acceptable.size):
+            raise CaseFileError(f"{where}: offsets must give each element at least one acceptable answer")
 
 
 def load(path: str | os.PathLike, verify: bool = True, goldens: bool = True) -> Case:

@@ -118,9 +118,25 @@ def passes(metric: str, value, threshold: float, stats: dict) -> bool:
             return True
         one_sided = value == 0.0 or value == 1.0
         return not (one_sided and stats["n_unique_unequal_pairs"] >= _UNIQUE_PAIRS_CAP)
-    if metric in THRESHOLD_METRICS:
+    if metric in THRESHOLD_METRICS or metric == "exact":
         return value is not None and math.isfinite(value) and value <= threshold
-    raise ValueError(f"unknown metric {metric!r}; expected diff1, diff2, diff3, diff3_2 or diff4")
+    raise ValueError(f"unknown metric {metric!r}; expected diff1, diff2, diff3, diff3_2, diff4 or exact")
+
+
+def exact_mismatches(actual: np.ndarray, golden: np.ndarray, undetermined=None) -> int:
+    """The "exact" metric: how many elements differ from the golden, an undetermined element
+    (casefile.Undetermined: a near-tie) counting only when it is none of its acceptable answers."""
+    a, b = np.asarray(actual).reshape(-1), np.asarray(golden).reshape(-1)
+    differ = np.flatnonzero(a != b)
+    if undetermined is None or not differ.size or not undetermined.index.size:
+        return int(differ.size)
+    at = np.searchsorted(undetermined.index, differ)
+    listed = (at < undetermined.index.size) & (undetermined.index[np.minimum(at, undetermined.index.size - 1)] == differ)
+    wrong = int(np.count_nonzero(~listed))
+    for element, slot in zip(differ[listed], at[listed]):
+        answers = undetermined.acceptable[undetermined.offsets[slot]:undetermined.offsets[slot + 1]]
+        wrong += int(a[element] not in answers)
+    return wrong
 
 
 def _as_array(array, name: str) -> np.ndarray:

@@ -206,6 +206,16 @@ class Criteria:
 
 
 @dataclass(frozen=True)
+class OutputCriterion:
+    """How one output is judged instead of by the spec's criteria (``output_criteria:``): ``exact``,
+    every element equal to the golden, but where ``undetermined`` (a function of the kernel's own
+    package: (inputs, params, dtype, golden) -> {flat index: acceptable answers}) finds the golden
+    not determined, near-ties within the compute dtype's rounding."""
+    exact: bool
+    undetermined: str = ""
+
+
+@dataclass(frozen=True)
 class MluopsMapping:
     """How mlu-ops' case files (harness/mluops) describe the kernel: its Node's OpType, the Node field
     that carries the params, and the tensors in mlu-ops' positional order (mluop_gtest's tensor_desc_[i])."""
@@ -236,6 +246,7 @@ class Spec:
     # bits, so `opcase run --bitwise` asks only that their verdicts agree.
     nondeterministic_sums: bool = False
     mluops: MluopsMapping | None = None
+    output_criteria: dict = field(default_factory=dict)   # output name -> OutputCriterion
     raw: dict = field(default_factory=dict, repr=False)
 
     def resolve(self, dotted: str, what: str):
@@ -655,8 +666,35 @@ def _mluops(v: _Validator, raw, inputs: dict, outputs: dict) -> MluopsMapping | 
                          outputs=order["outputs"], fixed=tuple((str(k), int(x)) for k, x in fixed.items()))
 
 
+def _output_criteria(v: _Validator, raw, outputs: dict, path) -> dict:
+    """``output_criteria: {OUTPUT: {exact: {undetermined: FN}}}``: outputs judged exactly (integer ones:
+    indices, argmax, counts), with the function that finds where the golden is not determined."""
+    found = {}
+    for name, node in v.optional_mapping(raw, "output_criteria", "spec").items():
+        if name not in outputs:
+            v.fail(raw["output_criteria"], name, f"output_criteria: '{name}' is no output of the spec")
+        if not isinstance(node, dict) or list(node) != ["exact"]:
+            v.fail(raw["output_criteria"], name, f"output_criteria.{name}: give exactly one criterion, 'exact'")
+        body = node["exact"]
+        if body is True:
+            body = {}
+        if not isinstance(body, dict):
+            v.fail(node, "exact", f"output_criteria.{name}.exact: true, or a mapping with 'undetermined'")
+        v.allow_keys(body, ["undetermined"], f"output_criteria.{name}.exact")
+        dtype = outputs[name].dtype
+        if dtype == "T" or dtype in FLOAT_DTYPES:
+            v.fail(raw["output_criteria"], name, f"output_criteria.{name}: exact judges integer outputs; "
+                                                 f"'{name}' is {dtype}")
+        undetermined = body.get("undetermined", "")
+        if undetermined:
+            resolve_callable(str(undetermined), path, f"output_criteria.{name}.exact.undetermined",
+                             line_of(body, "undetermined"))
+        found[name] = OutputCriterion(exact=True, undetermined=str(undetermined))
+    return found
+
+
 _TOP_KEYS = ["op", "doc", "summary", "reference", "dtypes", "params", "inputs", "outputs", "checks",
-             "criteria", "suites", "theory_ops", "nondeterministic_sums", "mluops"]
+             "criteria", "output_criteria", "suites", "theory_ops", "nondeterministic_sums", "mluops"]
 
 
 def load_spec(path) -> Spec:
@@ -718,6 +756,7 @@ def _parsed_spec(path: Path, text: bytes) -> Spec:
     if dup:
         v.fail(raw, "checks", f"check ids must be unique: {sorted(dup)}")
     criteria = _criteria(v, raw["criteria"])
+    output_criteria = _output_criteria(v, raw, outputs, path)
     if criteria.mode == "dynamic":
         # The docs' dynamic rule scales a baseline's float error; an index output has no such error.
         for name, tensor in outputs.items():
@@ -733,4 +772,5 @@ def _parsed_spec(path: Path, text: bytes) -> Spec:
                 summary=str(raw.get("summary", "")), reference=str(raw["reference"]), dtypes=list(dtypes),
                 params=params, inputs=inputs, outputs=outputs, checks=checks, criteria=criteria,
                 suites=suites, theory_ops=str(raw.get("theory_ops", "")),
-                nondeterministic_sums=nondeterministic_sums, mluops=_mluops(v, raw, inputs, outputs), raw=raw)
+                nondeterministic_sums=nondeterministic_sums, mluops=_mluops(v, raw, inputs, outputs),
+                output_criteria=output_criteria, raw=raw)

@@ -23,7 +23,7 @@ import numpy as np
 
 from gen.core.backend import Request, TensorInfo
 from gen.core.casefile import Case, drop_pages
-from gen.core.metrics import DENOM_OFFSET, compare, passes, small_golden_eps
+from gen.core.metrics import DENOM_OFFSET, compare, exact_mismatches, passes, small_golden_eps
 
 # Every status a case can end in.  FAILING ones make `opcase run` exit 1.
 PASSED, FAILED, WRONGLY_ACCEPTED, WRONGLY_REJECTED, ERROR, SKIPPED, MISTRUSTED, NONDETERMINISTIC = (
@@ -145,6 +145,8 @@ def _zeros_pass(golden: np.ndarray, dtype, thresholds, largest: float) -> bool:
     threshold settles it without a second pass over the golden; only when none is does this
     compare the golden against zeros for real.
     """
+    if any(th.metric == "exact" for th in thresholds):
+        return largest == 0   # zeros pass an exact output only where its golden is all zero
     m = largest
     eps = small_golden_eps(dtype)
     lower = {"diff3_2": m, "diff1": m / (m + DENOM_OFFSET), "diff2": (m * m / (m * m + DENOM_OFFSET)) ** 0.5,
@@ -191,6 +193,8 @@ def measure(case: Case, produced: dict, result: CaseResult) -> list[str]:
     failures = []
     for name, t in case.outputs.items():
         stats = compare(produced[name], t.data, t.dtype)
+        if any(th.metric == "exact" for th in case.criteria.get(name, [])):
+            stats["exact"] = exact_mismatches(produced[name], t.data, case.undetermined.get(name))
         result.metrics[name] = {k: v for k, v in stats.items() if not k.startswith("worst")}
         result.worst[name] = {k: v for k, v in stats.items() if k.startswith("worst")}
         result.layouts[name] = t.layout
@@ -201,7 +205,7 @@ def measure(case: Case, produced: dict, result: CaseResult) -> list[str]:
             verdicts.append({**asdict(th), "actual": value, "passed": ok})
             if not ok:
                 failures.append(f"{name}.{th.metric}={value:.3g} > {th.value:.3g}"
-                                if isinstance(value, float) else f"{name}.{th.metric} failed")
+                                if isinstance(value, (int, float)) else f"{name}.{th.metric} failed")
         result.thresholds[name] = verdicts
         if stats["nan_inf_mismatch"]:
             failures.append(f"{name}: {stats['nan_inf_mismatch']} NaN/Inf positions differ")

@@ -89,3 +89,88 @@ def doc_example(rng: np.random.Generator, ctx, tensor: str):
     if tensor == "boxes":
         return np.array(border_align.DOC_EXAMPLE_BOXES, dtype=np.float64)[None]
     raise ValueError(f"doc_example: no tensor {tensor!r}")
+
+
+# ----------------------------------------------------------------------------- argmax_idx's near-ties
+
+# How far below the largest sample another still counts as its tie: this many ulps of the
+# dtype, of the largest bilinear sum of magnitudes (sum of w_k |v_k|) among the border's
+# samples: the rounding error of four products and three additions in the dtype, with room.
+_TIE_ULPS = 4
+
+
+def _point_models(boxes, pool_size: int, dtype):
+    """The ways a right kernel may place a border's points, each as [P+1] (y, x) arrays of [K, 4]
+    (N leading): float64 repeated addition (the reference), repeated addition in the dtype (mmcv:
+    ``x += stride`` in T) and in float32 (a float accumulator), and start + i * stride in the dtype."""
+    models = []
+    for position_dtype, multiply in ((np.float64, False), (dtype, False), (np.float32, False), (dtype, True)):
+        start_x, start_y, step_x, step_y = border_align._border_lines(boxes, pool_size, position_dtype)
+        if multiply:
+            points = [(start_y + step_y * position_dtype(i), start_x + step_x * position_dtype(i))
+                      for i in range(pool_size + 1)]
+        else:
+            points, x, y = [(start_y, start_x)], start_x, start_y
+            for _ in range(pool_size):
+                x, y = x + step_x, y + step_y
+                points.append((y, x))
+        models.append(points)
+    return models
+
+
+def _repeats_an_earlier_sample(exact: np.ndarray, in_dtype: np.ndarray) -> np.ndarray:
+    """[P+1, ...]: whether sample j equals some earlier sample i both in float64 and in the dtype
+    (the same point, or points clamped onto the same pixels, or exact small-integer sums): such a
+    tie every kernel computes alike, so the earlier sample stays first and j can never win."""
+    repeats = np.zeros(exact.shape, dtype=bool)
+    for j in range(1, exact.shape[0]):
+        same = (exact[:j] == exact[j]) & (in_dtype[:j] == in_dtype[j])
+        repeats[j] = same.any(axis=0)
+    return repeats
+
+
+def argmax_near_ties(inputs, params, dtype, golden):
+    """Where argmax_idx's golden is not determined, and what is right there: {flat index: answers}.
+
+    The golden is the first of the largest samples in float64.  A kernel in ``dtype`` places its
+    points in the dtype (repeated additions drift) and rounds each bilinear sum, so a sample within
+    rounding of the largest may come out on top instead: every sample within _TIE_ULPS ulps (of
+    the border's largest sum of magnitudes) of the largest, under any of _point_models' placements,
+    is an acceptable answer, unless it repeats an earlier sample exactly (then the earlier one
+    stays first in every kernel: integer features on grid points, coinciding or clamped points).
+    A border with a NaN or infinite sample or corner is determined: no rounding reorders those
+    (a NaN never wins, a NaN start stays, the first infinity stays).
+    """
+    features, boxes = inputs["input"], inputs["boxes"]
+    pool_size = int(params["pool_size"])
+    t = np.dtype(dtype).type
+    N, H, W, C4 = features.shape
+    if golden.size == 0 or H == 0 or W == 0:
+        return {}
+    models = _point_models(np.asarray(boxes, dtype=np.float64), pool_size, t)
+    tolerance_unit = _TIE_ULPS * float(np.finfo(t).eps)
+    answers = {}
+    for n in range(N):
+        image = np.asarray(features[n], dtype=np.float64)
+
+        def sampled(points, source=image, dt=np.float64):
+            return np.stack([border_align._sample_borders(source, y[n].astype(dt), x[n].astype(dt), dt)
+                             for y, x in points]).astype(np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            exact = sampled(models[0])
+            in_dtype = sampled(models[1], features[n], t)
+            magnitude = sampled(models[0], np.abs(image)).max(axis=0)                # [K, 4, C]
+            decided = ~np.isfinite(magnitude) | ~np.isfinite(exact).all(axis=0)
+            tolerance = tolerance_unit * magnitude
+            acceptable = np.zeros(exact.shape, dtype=bool)
+            for points in models:
+                values = sampled(points)
+                acceptable |= values >= values.max(axis=0) - tolerance
+        acceptable &= ~_repeats_an_earlier_sample(exact, in_dtype)
+        several = (acceptable.sum(axis=0) > 1) & ~decided
+        for flat in np.flatnonzero(several):
+            index = np.unravel_index(flat, several.shape)
+            choices = set(np.flatnonzero(acceptable[(slice(None), *index)]).tolist())
+            choices.add(int(golden[n][index]))
+            answers[n * several.size + int(flat)] = sorted(choices)
+    return answers

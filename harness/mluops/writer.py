@@ -147,17 +147,30 @@ def _write_data_file(path: Path, data: np.ndarray) -> None:
     atomic_write(path, (raw[i:i + block] for i in range(0, len(raw), block)))
 
 
+def _mluops_thresholds(case: casefile.Case, output: str) -> list:
+    """The output's thresholds as mlu-ops can state them: an exact one (opcase's integer outputs) is
+    DIFF3 0, the largest difference 0, where every element is determined; mlu-ops has no way to
+    accept several answers at a near-tie, so an output with undetermined elements is not judged there."""
+    thresholds = []
+    for threshold in case.criteria.get(output, []):
+        if threshold.metric != "exact":
+            thresholds.append(threshold)
+        elif output not in case.undetermined:
+            thresholds.append(casefile.Threshold(metric="diff3", value=0.0, provenance=threshold.provenance))
+    return thresholds
+
+
 def _set_thresholds(node: pb.Node, case: casefile.Case, kernel: KernelFormat) -> None:
     metrics: list[str] = []
     for output in kernel.outputs:
-        for threshold in case.criteria.get(output, []):
+        for threshold in _mluops_thresholds(case, output):
             if threshold.metric not in CRITERION_OF:
                 raise ValueError(f"case {case.name}: metric {threshold.metric!r} has no mlu-ops criterion")
             if threshold.metric not in metrics:
                 metrics.append(threshold.metric)
     node.evaluation_criterion.extend(pb.EvaluationCriterion.Value(CRITERION_OF[m]) for m in metrics)
     for output, message in zip(kernel.outputs, node.output):
-        thresholds = {t.metric: t.value for t in case.criteria.get(output, [])}
+        thresholds = {t.metric: t.value for t in _mluops_thresholds(case, output)}
         if not thresholds:
             message.threshold_use = 0
             continue

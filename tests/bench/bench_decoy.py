@@ -1,0 +1,76 @@
+"""What the decoy call (harness.decoy) costs: backend time of the judged calls alone against the
+same calls with their decoys, and the harness's own cost of the decoy (its copies), for the
+reference and lowp backends on every valid case under DIR, in one run; per case the least of
+three interleaved tries (the machine is shared).
+
+    python3 tests/bench/bench_decoy.py DIR
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from gen.core.backend import Backend
+from gen.core.casefile import find, load
+from gen.core.verdict import request_for
+from harness.backends.builtin import lowp, reference
+from harness.decoy import decoy_first
+
+
+def _timed(base: Backend):
+    spent = [0.0]
+
+    def run(request):
+        start = time.perf_counter()
+        try:
+            return base.run(request)
+        finally:
+            spent[0] += time.perf_counter() - start
+    return Backend(name=base.name, origin="bench", run=run), spent
+
+
+def _backend_seconds(backend: Backend, spent: list, request) -> float:
+    spent[0] = 0.0
+    try:
+        backend.run(request)
+    except Exception:  # noqa: BLE001 - a rejected call costs what it costs
+        pass
+    return spent[0]
+
+
+def measure(directory: Path, base: Backend) -> tuple[int, float, float, float]:
+    backend, spent = _timed(base)
+    cases = alone_s = with_s = copies_s = 0.0
+    for path in find([directory]):
+        case = load(path)
+        if case.expect == "rejected":
+            continue
+        request = request_for(case)
+        _backend_seconds(backend, spent, request)          # warm-up, untimed
+        alone, both, copies = [], [], []
+        for _ in range(3):
+            alone.append(_backend_seconds(backend, spent, request))
+            spent[0] = 0.0
+            start = time.perf_counter()
+            judged = decoy_first(backend, request)
+            decoy = spent[0]
+            both.append(decoy + _backend_seconds(backend, spent, judged))
+            copies.append(time.perf_counter() - start - decoy)
+        alone_s += min(alone)
+        with_s += min(both)
+        copies_s += min(copies)
+        cases += 1
+    return int(cases), alone_s, with_s, copies_s
+
+
+def main() -> None:
+    directory = Path(sys.argv[1])
+    for base in (reference(), lowp()):
+        cases, alone, both, copies = measure(directory, base)
+        print(f"{directory} {base.name}: {cases} valid cases; backend time: judged calls {alone:.3f} s, with "
+              f"decoys {both:.3f} s ({both / alone:.2f}x); the harness's decoy copies {copies:.3f} s")
+
+
+if __name__ == "__main__":
+    main()
