@@ -100,3 +100,14 @@ def test_spec_edits_refused_with_file_and_line(tmp_path, edits, needle, message)
         load_spec(_write(tmp_path, text))
     assert info.value.line == _line_of(text, needle)
     assert message in info.value.message
+
+
+def test_exponent_numbers_are_numbers_as_in_yaml_1_2(tmp_path):
+    """`3e-3` (no dot, an exponent) is a number, as YAML 1.2 reads it; PyYAML's YAML 1.1 made it a
+    string, which the threshold check then blamed.  A quoted one is still a string, refused at its line."""
+    text = GOOD.replace("static: {diff3_2: 0}", "static: {diff1: 3e-3, diff2: 1E5, diff3_2: 2.5e+1}")
+    assert load_spec(_write(tmp_path, text)).criteria.static == {"diff1": 0.003, "diff2": 100000.0, "diff3_2": 25.0}
+    text = GOOD.replace("static: {diff3_2: 0}", "static: {diff3_2: '3e-3'}")
+    with pytest.raises(SpecError, match="threshold must be a number") as info:
+        load_spec(_write(tmp_path, text))
+    assert info.value.line == _line_of(text, "'3e-3'")

@@ -11,6 +11,7 @@ import importlib
 import inspect
 import math
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,6 +102,14 @@ class _LineLoader(yaml.SafeLoader):
         return result
 
 
+def _resolve_yaml12_floats(loader) -> None:
+    """Read `3e-3`, `1e5` and `2.5E+4` as numbers, as YAML 1.2 does: PyYAML's YAML 1.1 wants a dot and
+    a signed exponent and reads them as strings, which a threshold or rate then refuses as no number."""
+    pattern = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$")
+    loader.add_implicit_resolver("tag:yaml.org,2002:float", pattern, list("-+0123456789."))
+
+
+_resolve_yaml12_floats(_LineLoader)
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _LineLoader.construct_mapping)
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _LineLoader.construct_sequence)
 
