@@ -164,7 +164,9 @@ class Criteria:
 class MluopsMapping:
     """How mlu-ops' case files (harness/mluops) describe the kernel: its Node's OpType, the Node field
     that carries the params, and the tensors in mlu-ops' positional order (mluop_gtest's tensor_desc_[i])."""
-    op_type: str                       # the OpType name in mluops_case.proto
+    # The OpType name in the vendored mluops_case.proto, or None: Node.op_type is informational
+    # (mluop_gtest dispatches on op_name), so a kernel the vendored enum lacks is written without it.
+    op_type: str | None
     param_field: str | None            # None: the kernel has no param message
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
@@ -583,8 +585,8 @@ def _mluops(v: _Validator, raw, inputs: dict, outputs: dict) -> MluopsMapping | 
         return None
     node = v.mapping(raw, "mluops", "spec")
     v.allow_keys(node, ["op_type", "param_field", "inputs", "outputs", "fixed"], "mluops")
-    v.require_keys(node, ["op_type", "inputs", "outputs"], "mluops")
-    op_type = _field_name(v, node, "op_type", "mluops")
+    v.require_keys(node, ["inputs", "outputs"], "mluops")
+    op_type = _field_name(v, node, "op_type", "mluops") if node.get("op_type") is not None else None
     param_field = _field_name(v, node, "param_field", "mluops") if node.get("param_field") is not None else None
     order = {}
     for kind, tensors in (("inputs", inputs), ("outputs", outputs)):
