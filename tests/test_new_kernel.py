@@ -29,9 +29,9 @@ mluops:
   outputs: [y]
 params: {{}}
 inputs:
-  x: {{dtype: T, layout: ARRAY, shape: [N], values: {{dist: uniform, low: -2.0, high: 2.0}}}}
+  x: {{dtype: T, layout: ARRAY, shape: [N], axes: [item], values: {{dist: uniform, low: -2.0, high: 2.0}}}}
 outputs:
-  y: {{dtype: T, layout: ARRAY, shape: [N]}}
+  y: {{dtype: T, layout: ARRAY, shape: [N], axes: [item]}}
 checks:
   - id: dtype_match
     doc: synthetic

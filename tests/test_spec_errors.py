@@ -90,6 +90,12 @@ def test_committed_specs_load():
      "y: {dtype: int32", "dynamic criteria judge floating"),
     ([("  outputs: [y]", "  outputs: [y, y]")], "outputs: [y, y]", "mluops.outputs must list each"),
     ([("  inputs: [x]", "  inputs: []")], "inputs: []", "mluops.inputs must list each"),
+    ([("  y: {dtype: T, layout: NHWC,", "  y: {dtype: T, layout: ARRAY,")], "y: {dtype: T, layout: ARRAY",
+     "layout 'ARRAY' names no axis roles: give 'axes'"),
+    ([("  y: {dtype: T, layout: NHWC,", "  y: {dtype: T, axes: [batch, height], layout: NHWC,")], "axes: [batch, height]",
+     "axes must list one role per axis (4)"),
+    ([("  y: {dtype: T, layout: NHWC,", "  y: {dtype: T, axes: [batch, height, width, chanel], layout: NHWC,")],
+     "chanel", "each one of batch, height"),
 ])
 def test_spec_edits_refused_with_file_and_line(tmp_path, edits, needle, message):
     text = GOOD

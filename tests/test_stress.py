@@ -12,7 +12,7 @@ import stress_backends
 from conftest import REPO
 from gen.core.checks import first_failure
 from gen.generate import tensor_infos, channel_tails, interface_params, layout_of, plan_suite, total_bytes
-from gen.core.spec import SUITES, SpecError, load_spec
+from gen.core.spec import SUITES, SpecError, dims_with_role, load_spec
 from gen.core.backend import Backend
 from gen.core.casefile import element_count, find, load
 from harness.cli import main
@@ -67,7 +67,8 @@ def test_every_stress_case_is_valid_and_crosses_what_it_claims(path):
             assert plan.name.startswith(f"channel_tail_{dim}{plan.dims[dim]}-")
         if plan.name.startswith("batch_"):
             # The dims the spec's batch block names, whatever the kernel calls them.
-            assert {d: plan.dims[d] for d in conf["batch"]} == conf["batch"] and max(conf["batch"].values()) > 1
+            assert {d: plan.dims[d] for d in conf["batch"]} == conf["batch"]
+            assert any(plan.dims.get(d, 0) > 1 for d in dims_with_role(spec, "batch")), plan.dims
         if plan.name.startswith("index_"):
             tensor = conf["index_width"]["tensor"]
             count = element_count(lay.shapes[tensor])
@@ -112,6 +113,7 @@ CARAFE = (REPO / "specs" / "carafe_forward.yaml").read_text()
     ("    batch: {N: 3, H: 5, W: 9}", "    batch: {N: 3, H: 5, Q: 9}", "Q: 9", "'Q' is not one of"),
     ("      tensor: output\n", "      tensor: outptu\n", "tensor: outptu", "unknown tensor 'outptu'"),
     ("    batch: {N: 3, H: 5, W: 9}", "    batch: {N: -3, H: 5, W: 9}", "batch: {N: -3", "whole numbers >= 0"),
+    ("    batch: {N: 3, H: 5, W: 9}", "    batch: {N: 1, H: 5, W: 9}", "batch: {N: 1", "must set a dim of a batch axis (N)"),
     ("    contention:\n      - {name: taps_one_input,", "    contention:\n      - {nmae: taps_one_input,",
      "nmae: taps_one_input", "unknown key 'nmae'"),
 ])

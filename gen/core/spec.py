@@ -33,6 +33,11 @@ STRESS_DIMENSIONS = ("values", "channel_tail", "contention", "batch", "index_wid
 VALUE_REGIMES = ("subnormal", "positive", "near_overflow")
 # suites.stress.index_width: a case past 2^24 elements in its tensor, and one past 2^31 bytes.
 INDEX_LIMITS = ("past_2e24", "past_2e31")
+# Axis roles (specs/README.md, Axis roles): what each axis of a tensor is, for what knows no kernel (the
+# generic mutants, the stress suite).  A layout of these letters gives them; any other layout ('ARRAY'),
+# or one whose letters say less than the truth, states them in the tensor's `axes`.
+AXIS_ROLES = ("batch", "height", "width", "depth", "channel", "item", "component")
+LETTER_ROLES = {"N": "batch", "H": "height", "W": "width", "D": "depth", "C": "channel"}
 # The package whose functions a spec may name as its reference and value generators; any other
 # module only with OPCASE_TRUST_SPEC_CODE=1 (a spec is data: loading one must not run foreign code).
 OWN_CODE_PACKAGE = "gen.ops"
@@ -131,6 +136,7 @@ class TensorSpec:
     values: dict          # value distribution (inputs only)
     optional: bool = False
     line: int = 0
+    axes: tuple = ()      # the role of each axis (AXIS_ROLES)
 
 
 @dataclass
@@ -300,8 +306,8 @@ def _tensor(v: _Validator, parent, name, node, kind, dtypes) -> TensorSpec:
     v.plain_name(parent, name, name, f"{kind} name")   # it names the tensor's sidecar file
     if not isinstance(node, dict):
         v.fail(node, None, f"{where} must be a mapping")
-    keys = ["dtype", "layout", "shape", "values", "optional", "doc"] if kind == "input" else \
-        ["dtype", "layout", "shape", "doc"]
+    keys = ["dtype", "layout", "shape", "values", "optional", "doc", "axes"] if kind == "input" else \
+        ["dtype", "layout", "shape", "doc", "axes"]
     v.allow_keys(node, keys, where)
     v.require_keys(node, ["dtype", "layout", "shape"], where)
     dtype = str(node["dtype"])
@@ -316,7 +322,29 @@ def _tensor(v: _Validator, parent, name, node, kind, dtypes) -> TensorSpec:
     if kind == "input":
         _values(v, node, "values", values, where)
     return TensorSpec(name=name, dtype=dtype, layout=str(node["layout"]), shape=list(shape), values=values,
-                      optional=bool(node.get("optional", False)), line=line_of(node))
+                      optional=bool(node.get("optional", False)), line=line_of(node),
+                      axes=_axes(v, node, where, str(node["layout"]), len(shape)))
+
+
+def _axes(v: _Validator, node, where, layout: str, rank: int) -> tuple:
+    """The role of each axis: the tensor's `axes`, else its layout's letters (NHWC: batch, height,
+    width, channel); a layout without them (ARRAY) must give `axes`."""
+    axes = node.get("axes")
+    if axes is None:
+        if len(layout) == rank and len(set(layout)) == rank and all(c in LETTER_ROLES for c in layout):
+            return tuple(LETTER_ROLES[c] for c in layout)
+        v.fail(node, "layout", f"{where}: layout {layout!r} names no axis roles: give 'axes', a role per axis "
+                               f"({', '.join(AXIS_ROLES)})")
+    if not isinstance(axes, list) or len(axes) != rank or any(a not in AXIS_ROLES for a in axes):
+        v.fail(node, "axes", f"{where}: axes must list one role per axis ({rank}), each one of {', '.join(AXIS_ROLES)}")
+    return tuple(axes)
+
+
+def dims_with_role(spec, role: str) -> set:
+    """The dims that size an axis of ``role`` in some tensor (an axis whose shape entry is a bare dim)."""
+    return {str(entry) for t in (*spec.inputs.values(), *spec.outputs.values())
+            for entry, axis_role in zip(t.shape, t.axes)
+            if axis_role == role and isinstance(entry, str) and entry.isidentifier() and entry not in spec.params}
 
 
 def _values(v: _Validator, parent, key, node, where):
@@ -558,6 +586,7 @@ def _stress(v: _Validator, suites, node, spec_inputs, spec_outputs):
         for name in batch:
             if not isinstance(name, str) or name not in (node["base"].get("dims") or {}):
                 v.fail(batch, name, f"suites.stress.batch: '{name}' is not one of suites.stress.base's dims")
+        _batch_sets_a_batch(v, node, batch, spec_inputs, spec_outputs)
     index_width = node.get("index_width")
     if index_width is not None:
         if not isinstance(index_width, dict):
@@ -570,6 +599,15 @@ def _stress(v: _Validator, suites, node, spec_inputs, spec_outputs):
         for limit in INDEX_LIMITS:
             if limit in index_width:
                 _entry(v, index_width[limit], f"suites.stress.index_width.{limit}", spec_inputs, need_name=False)
+
+
+def _batch_sets_a_batch(v: _Validator, stress, batch: dict, spec_inputs, spec_outputs) -> None:
+    """suites.stress.batch makes a batch of several: it sets a dim of an axis whose role is batch to 2 or more."""
+    tensors = [*spec_inputs.values(), *spec_outputs.values()]
+    dims = sorted({str(entry) for t in tensors for entry, role in zip(t.shape, t.axes) if role == "batch"})
+    if not any(batch.get(name, 0) >= 2 for name in dims):
+        v.fail(stress, "batch", f"suites.stress.batch must set a dim of a batch axis ({', '.join(dims) or 'none'}) "
+                                f"to 2 or more")
 
 
 def _field_name(v: _Validator, node, key, where) -> str:
