@@ -23,7 +23,7 @@ from gen.core.registry import kernel_function
 from gen.core.rounding import round_to
 from gen.core.spec import SUITES, Spec, SpecError, line_of
 from gen.core.timing import call
-from gen.core.verdict import FAILED, CaseResult, judge, request_for, validate_outputs
+from gen.core.verdict import FAILED, CaseResult, judge, mistrust, request_for, validate_outputs
 from gen.sampled import SAMPLE_ABOVE_ELEMENTS, GoldenCapture, Units, estimate, sample_order
 from gen.values import ValueContext, draw
 
@@ -594,13 +594,19 @@ class Generator:
         return results
 
     def _refuse_trivial(self, plan: Plan, case: Case) -> None:
-        """A golden that is all zeros cannot tell a correct kernel from one that writes nothing."""
+        """A case `opcase run` would mistrust (gen.core.verdict.mistrust: a golden all zeros, constant or
+        empty, or one an all-zero output would pass) cannot tell a correct kernel from one that writes
+        nothing: refused here, at the spec's line, rather than found at run time."""
         if plan.zero_golden_ok:
             return
         for name, t in case.outputs.items():
             if t.data.size and not np.any(t.data):
                 raise GenerationError(f"{self.spec.path}:{plan.line}: case {plan.suite}/{plan.name}: golden "
                                       f"'{name}' is all zeros; change the case or mark it zero_golden_ok")
+        doubt = mistrust(case)
+        if doubt:
+            raise GenerationError(f"{self.spec.path}:{plan.line}: case {plan.suite}/{plan.name}: `opcase run` would "
+                                  f"mistrust it ({doubt}); change the case or mark it zero_golden_ok")
 
     def _criteria(self, case: Case, golden64: dict | None) -> dict:
         spec = self.spec

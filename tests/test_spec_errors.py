@@ -80,6 +80,25 @@ def test_all_zero_golden_is_refused(tmp_path):
         Generator(spec).build(plan_suite(spec, "boundary")[0])
 
 
+@pytest.mark.parametrize("values, message", [
+    ("{dist: const, value: 2.5}", "golden 'y' is constant (2.5)"),
+    # y's thresholds are diff3_2 = 0; with a threshold above the largest golden an all-zero y would pass.
+    ("{dist: uniform, low: 1.0e-6, high: 2.0e-6}", "an all-zero 'y' would pass"),
+])
+def test_case_that_run_would_mistrust_is_refused_at_its_line(tmp_path, values, message):
+    from gen.generate import GenerationError
+    text = GOOD.replace("values: {dist: uniform, low: 0.5, high: 4.0}", f"values: {values}", 1)
+    if "all-zero" in message:
+        text = text.replace("static: {diff3_2: 0}", "static: {diff3_2: 1.0e-3}")
+    spec = load_spec(_write(tmp_path, text))
+    # A mask that covers the whole map: every element of y is a copy of x.
+    plan = next(p for p in plan_suite(spec, "boundary") if p.name.startswith("mask_exact_cover"))
+    with pytest.raises(GenerationError) as info:
+        Generator(spec).build(plan)
+    assert f"{spec.path}:{plan.line}: case boundary/{plan.name}: `opcase run` would mistrust it" in str(info.value)
+    assert message in str(info.value)
+
+
 def test_committed_specs_load():
     for path in sorted((Path(__file__).resolve().parents[1] / "specs").glob("*.yaml")):
         assert load_spec(path).op == path.stem
