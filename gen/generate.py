@@ -21,7 +21,7 @@ from gen.core.expr import ExprError, evaluate
 from gen.core.metrics import StreamingCompare, compare
 from gen.core.registry import kernel_function
 from gen.core.rounding import round_to
-from gen.core.spec import SUITES, Spec, SpecError, line_of
+from gen.core.spec import CHECK_STATUSES, SUITES, Spec, SpecError, line_of
 from gen.core.timing import call
 from gen.core.verdict import FAILED, CaseResult, judge, mistrust, request_for, validate_outputs
 from gen.sampled import SAMPLE_ABOVE_ELEMENTS, GoldenCapture, Units, estimate, sample_order
@@ -545,7 +545,7 @@ class Generator:
 
     def build(self, plan: Plan) -> Case:
         case = self._with_inputs(plan)
-        if case.expect == "rejected":
+        if case.expect != "ok":
             return case
         self.complete(case)
         self._refuse_trivial(plan, case)
@@ -568,7 +568,7 @@ class Generator:
                     spec_path=spec.path.name, note=plan.note, zero_golden_ok=plan.zero_golden_ok, dtype=plan.dtype,
                     nondeterministic_sums=spec.nondeterministic_sums)
         if plan.violation is not None:
-            case.expect = "rejected"
+            case.expect = CHECK_STATUSES[plan.violation.status]
             case.expect_check = plan.violation.id
             case.expect_message = plan.violation.message
         return case

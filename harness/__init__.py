@@ -2,11 +2,11 @@
 
 Public API::
 
-    from harness import Request, InvalidArgument, compare
+    from harness import Request, InvalidArgument, NotSupported, compare
 """
-from gen.core.backend import Backend, InvalidArgument, Request, TensorInfo
+from gen.core.backend import Backend, InvalidArgument, NotSupported, Request, TensorInfo
 from gen.core.metrics import compare
 from harness.backends import load_backend
 
 
-__all__ = ["Backend", "InvalidArgument", "TensorInfo", "Request", "compare", "load_backend"]
+__all__ = ["Backend", "InvalidArgument", "NotSupported", "TensorInfo", "Request", "compare", "load_backend"]

@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-from gen.core.backend import Backend, InvalidArgument, Request, TensorInfo
+from gen.core.backend import Backend, InvalidArgument, NotSupported, Request, TensorInfo
 from gen.core.checks import failures
 from gen.core.registry import planted_bugs, planted_controls, spec_for
 from gen.core.rounding import round_to
@@ -95,9 +95,10 @@ def outcome(run: Callable[[], dict]) -> tuple[str, object]:
 
 
 def same_outcome(a, b) -> bool:
-    """Whether two outcomes judge alike for sure: both rejected, or the same outputs bit for bit."""
+    """Whether two outcomes judge alike for sure: both refused the same way, or the same outputs bit for bit."""
     if a[0] == "raised" or b[0] == "raised":
-        return (a[0] == b[0] == "raised" and isinstance(a[1], InvalidArgument) and isinstance(b[1], InvalidArgument))
+        return (a[0] == b[0] == "raised" and any(isinstance(a[1], refused) and isinstance(b[1], refused)
+                                                 for refused in (InvalidArgument, NotSupported)))
     if not isinstance(a[1], dict) or not isinstance(b[1], dict) or a[1].keys() != b[1].keys():
         return False
     return all(_same_bits(a[1][n], b[1][n]) for n in a[1])

@@ -14,6 +14,17 @@ class InvalidArgument(Exception):
     """Raised by a backend that rejects a call (the design doc's BAD_PARAM)."""
 
 
+class NotSupported(Exception):
+    """Raised by a backend that declines a call it does not support (mlu-ops' MLUOP_STATUS_NOT_SUPPORTED:
+    a valid call past the implementation's limits, as opposed to InvalidArgument's BAD_PARAM)."""
+
+
+# A case's expected outcome (gen.core.casefile.Case.expect): the call succeeds, is rejected as a bad
+# parameter (InvalidArgument), or is declined as not supported (NotSupported).
+EXPECT_OK, EXPECT_REJECTED, EXPECT_NOT_SUPPORTED = "ok", "rejected", "not_supported"
+REFUSALS = {EXPECT_REJECTED: InvalidArgument, EXPECT_NOT_SUPPORTED: NotSupported}
+
+
 class BackendLoadError(Exception):
     """A --backend value that does not name a usable backend."""
 

@@ -155,6 +155,9 @@ class Check:
     violate: dict | None
     untestable: str
     line: int
+    # What mlu-ops returns when the check fails: "bad_param" (MLUOP_STATUS_BAD_PARAM: InvalidArgument,
+    # the case expects "rejected") or "not_supported" (MLUOP_STATUS_NOT_SUPPORTED: NotSupported).
+    status: str = "bad_param"
 
 
 @dataclass
@@ -366,7 +369,7 @@ def _values(v: _Validator, parent, key, node, where):
 def _check(v: _Validator, node, inputs, outputs, params) -> Check:
     if not isinstance(node, dict):
         v.fail(node, None, "each check must be a mapping")
-    v.allow_keys(node, ["id", "doc", "message", "require", "violate", "untestable"], "check")
+    v.allow_keys(node, ["id", "doc", "message", "require", "violate", "untestable", "status"], "check")
     v.require_keys(node, ["id", "doc", "message", "require"], "check")
     v.plain_name(node, "id", node["id"], "check id")
     where = f"check '{node['id']}'"
@@ -398,7 +401,19 @@ def _check(v: _Validator, node, inputs, outputs, params) -> Check:
             if pname not in params:
                 v.fail(violate["params"], pname, f"{where}: violate.params names unknown param '{pname}'")
     return Check(id=str(node["id"]), doc=str(node["doc"]), message=str(node["message"]),
-                 require=str(node["require"]), violate=violate, untestable=untestable, line=line_of(node))
+                 require=str(node["require"]), violate=violate, untestable=untestable, line=line_of(node),
+                 status=_check_status(v, node, where))
+
+
+CHECK_STATUSES = {"bad_param": "rejected", "not_supported": "not_supported"}   # status -> the case's expect
+
+
+def _check_status(v: _Validator, node, where) -> str:
+    """A check's `status`: what mlu-ops returns when it fails (bad_param, the default, or not_supported)."""
+    status = node.get("status", "bad_param")
+    if status not in CHECK_STATUSES:
+        v.fail(node, "status", f"{where}: status must be one of {', '.join(CHECK_STATUSES)}, got {status!r}")
+    return status
 
 
 def _criteria(v: _Validator, node) -> Criteria:
