@@ -136,3 +136,32 @@ def test_exponent_numbers_are_numbers_as_in_yaml_1_2(tmp_path):
     with pytest.raises(SpecError, match="threshold must be a number") as info:
         load_spec(_write(tmp_path, text))
     assert info.value.line == _line_of(text, "'3e-3'")
+
+
+CARAFE = (Path(__file__).resolve().parents[1] / "specs" / "carafe_forward.yaml").read_text()
+CARAFE_INVALID = "    base: {dims: {N: 2, H: 4, W: 5, C: 8}, params: {kernel_size: 3, group_size: 2, scale_factor: 2}}\n"
+
+
+def test_invalid_cases_are_made_in_the_dtypes_the_suite_names(tmp_path):
+    assert CARAFE_INVALID in CARAFE
+    default = [p.dtype for p in plan_suite(load_spec(_write(tmp_path, CARAFE)), "invalid")]
+    assert set(default) == {"float32"}
+    text = CARAFE.replace(CARAFE_INVALID, CARAFE_INVALID + "    dtypes: [float16, float32]\n")
+    plans = plan_suite(load_spec(_write(tmp_path, text)), "invalid")
+    assert [p.name for p in plans[:2]] == [f"{plans[0].violation.id}-float16", f"{plans[0].violation.id}-float32"]
+    # dtype_match sets y to float16: a float16 case of it would break nothing, so it is made in float32 only.
+    assert [p.name for p in plans if p.violation.id == "dtype_match"] == ["dtype_match-float32"]
+    assert len(plans) == 2 * len(default) - 1
+    generator = Generator(load_spec(_write(tmp_path, text)))
+    assert {generator.build(p).expect for p in plans} == {"rejected", "not_supported"}
+
+
+@pytest.mark.parametrize("dtypes, message", [
+    ("[float8]", "suites.invalid.dtypes must be a list of distinct dtypes"),
+    ("[float32, float32]", "suites.invalid.dtypes must be a list of distinct dtypes"),
+])
+def test_invalid_dtypes_refused_at_their_line(tmp_path, dtypes, message):
+    text = CARAFE.replace(CARAFE_INVALID, CARAFE_INVALID + f"    dtypes: {dtypes}\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(_write(tmp_path, text))
+    assert info.value.line == _line_of(text, f"dtypes: {dtypes}") and message in info.value.message

@@ -543,13 +543,28 @@ def _suites(v: _Validator, node, spec_inputs, spec_outputs=()):
     invalid = node.get("invalid")
     if invalid is not None:
         v.mapping(node, "invalid", "suites")
-        v.allow_keys(invalid, ["base"], "suites.invalid")
+        v.allow_keys(invalid, ["base", "dtypes"], "suites.invalid")
         v.require_keys(invalid, ["base"], "suites.invalid")
         _entry(v, invalid["base"], "suites.invalid.base", spec_inputs, need_name=False)
+        _invalid_dtypes(v, invalid)
     stress = node.get("stress")
     if stress is not None:
         _stress(v, node, stress, spec_inputs, spec_outputs)
     return node
+
+
+def _invalid_dtypes(v: _Validator, invalid) -> None:
+    """suites.invalid.dtypes: the dtypes each check's invalid case is made in (default: the base's `dtype`,
+    else the spec's last dtype), so a check a backend makes in one dtype only is caught."""
+    dtypes = invalid.get("dtypes")
+    if dtypes is None:
+        return
+    if "dtype" in invalid["base"]:
+        v.fail(invalid, "dtypes", "suites.invalid: give either dtypes or base.dtype, not both")
+    if not isinstance(dtypes, list) or not dtypes or len(set(dtypes)) != len(dtypes) or any(
+            d not in FLOAT_DTYPES for d in dtypes):
+        v.fail(invalid, "dtypes", f"suites.invalid.dtypes must be a list of distinct dtypes of "
+                                  f"{', '.join(FLOAT_DTYPES)}")
 
 
 def _stress(v: _Validator, suites, node, spec_inputs, spec_outputs):
