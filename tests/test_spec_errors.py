@@ -165,3 +165,26 @@ def test_invalid_dtypes_refused_at_their_line(tmp_path, dtypes, message):
     with pytest.raises(SpecError) as info:
         load_spec(_write(tmp_path, text))
     assert info.value.line == _line_of(text, f"dtypes: {dtypes}") and message in info.value.message
+
+
+def test_value_bounds_may_follow_the_dims_and_other_tensors(tmp_path):
+    """`randint {low: 0, high: "H * W - 1"}`: every value below the case's own H * W, whatever its dims."""
+    import numpy as np
+    from gen.generate import draw_inputs, layout_of
+    text = GOOD.replace("values: {dist: uniform, low: 0.5, high: 4.0}",
+                        'values: {dist: randint, low: "y.shape[3] - H * W", high: "H * W - 1"}', 1)
+    spec = load_spec(_write(tmp_path, text))
+    plans = plan_suite(spec, "random", 8)
+    assert len({p.dims["H"] * p.dims["W"] for p in plans}) > 1
+    for plan in plans:
+        x = draw_inputs(spec, plan, layout_of(spec, plan))["x"]
+        top = plan.dims["H"] * plan.dims["W"] - 1
+        assert x.size == 0 or (x.min() >= 0 and x.max() <= top and (top < 4 or x.max() > top // 2)), plan.name
+
+
+def test_value_bound_that_is_no_expression_is_refused_at_its_line(tmp_path):
+    for bad, message in (('high: "H * "', "cannot parse expression"), ("high: [1]", "must be a number or an expression")):
+        text = GOOD.replace("values: {dist: uniform, low: 0.5, high: 4.0}", f"values: {{dist: uniform, low: 0, {bad}}}", 1)
+        with pytest.raises(SpecError) as info:
+            load_spec(_write(tmp_path, text))
+        assert info.value.line == _line_of(text, bad) and message in info.value.message, str(info.value)

@@ -364,6 +364,19 @@ def _values(v: _Validator, parent, key, node, where):
             v.fail(node, frac, f"{where}: values.{frac} is a fraction in [0, 1]")
     if dist == "custom":
         resolve_callable(node["fn"], v.path, f"{where} values.fn", line_of(node, "fn"))
+    else:
+        _value_bounds(v, node, needs, where)
+
+
+def _value_bounds(v: _Validator, node, keys, where) -> None:
+    """A plain distribution's numbers (low, high, mean, std, value): numbers, or expressions over the case's
+    dims, params and tensors' shapes (`high: "M - 1"`, `high: "feature.shape[2] - 1"`), drawn per case."""
+    for key in keys:
+        bound = node[key]
+        if isinstance(bound, str):
+            v.expr(node, key, bound, f"{where} values.{key}")
+        elif isinstance(bound, bool) or not isinstance(bound, (int, float)):
+            v.fail(node, key, f"{where}: values.{key} must be a number or an expression, got {type(bound).__name__}")
 
 
 def _check(v: _Validator, node, inputs, outputs, params) -> Check:
