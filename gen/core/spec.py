@@ -182,6 +182,20 @@ class MluopsMapping:
     fixed: tuple[tuple[str, int], ...] = ()  # constant param-message fields opcase does not model
 
 
+@dataclass(frozen=True)
+class Deviation:
+    """A known, documented disagreement of one backend with the suite (as OpInfo's xfails): on the cases
+    ``cases`` matches (a regex over SUITE/NAME) that backend has ``status``, for ``reason``."""
+    backend: str
+    cases: str
+    status: str
+    reason: str
+    line: int
+
+    def covers(self, backend: str, suite: str, name: str) -> bool:
+        return backend == self.backend and re.fullmatch(self.cases, f"{suite}/{name}") is not None
+
+
 @dataclass
 class Spec:
     op: str
@@ -203,6 +217,7 @@ class Spec:
     nondeterministic_sums: bool = False
     mluops: MluopsMapping | None = None
     raw: dict = field(default_factory=dict, repr=False)
+    deviations: list = field(default_factory=list)     # Deviation, in spec order
 
     def resolve(self, dotted: str, what: str):
         return resolve_callable(dotted, self.path, what)
@@ -653,6 +668,38 @@ def _batch_sets_a_batch(v: _Validator, stress, batch: dict, spec_inputs, spec_ou
                                 f"to 2 or more")
 
 
+# The statuses a deviation may record (gen.core.verdict's failing ones; spec.py cannot import it).
+DEVIATION_STATUSES = ("failed", "wrongly-accepted", "wrongly-rejected", "error")
+MAX_DEVIATION_PATTERN = 200
+
+
+def _deviations(v: _Validator, raw) -> list:
+    """The spec's `deviations:` list: each {backend, cases, status, reason} (specs/README.md)."""
+    found = []
+    for node in v.optional_list(raw, "deviations", "spec"):
+        if not isinstance(node, dict):
+            v.fail(raw, "deviations", "each deviation must be a mapping")
+        v.allow_keys(node, ["backend", "cases", "status", "reason"], "deviation")
+        v.require_keys(node, ["backend", "cases", "status", "reason"], "deviation")
+        if not isinstance(node["backend"], str) or not node["backend"]:
+            v.fail(node, "backend", "deviation: backend must name a backend (as --backend does)")
+        pattern = node["cases"]
+        if not isinstance(pattern, str) or not pattern or len(pattern) > MAX_DEVIATION_PATTERN:
+            v.fail(node, "cases", f"deviation: cases is a regex over SUITE/NAME of at most {MAX_DEVIATION_PATTERN} "
+                                  f"characters")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            v.fail(node, "cases", f"deviation: cases {pattern!r} is no regex ({exc})")
+        if node["status"] not in DEVIATION_STATUSES:
+            v.fail(node, "status", f"deviation: status must be one of {', '.join(DEVIATION_STATUSES)}")
+        if not isinstance(node["reason"], str) or len(node["reason"].split()) < 3:
+            v.fail(node, "reason", "deviation: reason says why, in words (the doc, the implementation, the cases)")
+        found.append(Deviation(backend=str(node["backend"]), cases=pattern, status=node["status"],
+                               reason=" ".join(node["reason"].split()), line=line_of(node)))
+    return found
+
+
 def _field_name(v: _Validator, node, key, where) -> str:
     value = node.get(key)
     if not isinstance(value, str) or not value.isidentifier():
@@ -690,7 +737,7 @@ def _mluops(v: _Validator, raw, inputs: dict, outputs: dict) -> MluopsMapping | 
 
 
 _TOP_KEYS = ["op", "doc", "summary", "reference", "dtypes", "params", "inputs", "outputs", "checks",
-             "criteria", "suites", "theory_ops", "nondeterministic_sums", "mluops"]
+             "criteria", "suites", "theory_ops", "nondeterministic_sums", "mluops", "deviations"]
 
 
 def load_spec(path) -> Spec:
@@ -752,4 +799,5 @@ def load_spec(path) -> Spec:
                 summary=str(raw.get("summary", "")), reference=str(raw["reference"]), dtypes=list(dtypes),
                 params=params, inputs=inputs, outputs=outputs, checks=checks, criteria=criteria,
                 suites=suites, theory_ops=str(raw.get("theory_ops", "")),
-                nondeterministic_sums=nondeterministic_sums, mluops=_mluops(v, raw, inputs, outputs), raw=raw)
+                nondeterministic_sums=nondeterministic_sums, mluops=_mluops(v, raw, inputs, outputs), raw=raw,
+                deviations=_deviations(v, raw))
