@@ -48,9 +48,9 @@ criteria:
 suites:
   random:
     count: 4
-    dims: {{N: {{min: 1, max: 300}}}}
+    dims: {{N: {{min: 2, max: 300}}}}
   boundary:
-    - {{name: one_element, dims: {{N: 1}}}}
+    - {{name: two_elements, dims: {{N: 2}}}}
     - {{name: past_a_block, dims: {{N: 65}}}}
   invalid:
     base: {{dims: {{N: 5}}}}
