@@ -661,7 +661,7 @@ def _stress(v: _Validator, suites, node, spec_inputs, spec_outputs):
 
 def _batch_sets_a_batch(v: _Validator, stress, batch: dict, spec_inputs, spec_outputs) -> None:
     """suites.stress.batch makes a batch of several: it sets a dim of an axis whose role is batch to 2 or more."""
-    tensors = [*spec_inputs.values(), *spec_outputs.values()]
+    tensors = [*spec_inputs.values(), *dict(spec_outputs).values()]
     dims = sorted({str(entry) for t in tensors for entry, role in zip(t.shape, t.axes) if role == "batch"})
     if not any(batch.get(name, 0) >= 2 for name in dims):
         v.fail(stress, "batch", f"suites.stress.batch must set a dim of a batch axis ({', '.join(dims) or 'none'}) "
