@@ -21,7 +21,7 @@ from gen.core.expr import ExprError, evaluate
 from gen.core.metrics import StreamingCompare, compare
 from gen.core.registry import kernel_function
 from gen.core.rounding import round_to
-from gen.core.spec import CHECK_STATUSES, SUITES, Spec, SpecError, line_of
+from gen.core.spec import CHECK_STATUSES, SUITES, Spec, SpecError, absent_tensors, line_of
 from gen.core.timing import call
 from gen.core.verdict import FAILED, CaseResult, judge, mistrust, request_for, validate_outputs
 from gen.sampled import SAMPLE_ABOVE_ELEMENTS, GoldenCapture, Units, estimate, sample_order
@@ -141,7 +141,9 @@ def _elements(shapes: dict) -> int:
 
 
 def tensor_infos(spec: Spec, shapes, dtypes, layouts, omit=()) -> dict:
-    return {name: None if name in omit else TensorInfo(shapes[name], dtypes[name], layouts[name]) for name in shapes}
+    """The call's tensors as its checks see them: None for an omitted input and the outputs that go with it."""
+    gone = absent_tensors(spec, omit)
+    return {name: None if name in gone else TensorInfo(shapes[name], dtypes[name], layouts[name]) for name in shapes}
 
 
 def _dtypes_of(spec: Spec, dtype: str) -> dict[str, str]:
@@ -571,7 +573,7 @@ class Generator:
                     inputs={n: Tensor(n, lay.shapes[n], np.dtype(lay.dtypes[n]), lay.layouts[n], data=a,
                                       absent=a is None) for n, a in inputs.items()},
                     outputs={n: Tensor(n, lay.shapes[n], np.dtype(lay.dtypes[n]), lay.layouts[n])
-                             for n in spec.outputs},
+                             for n in spec.outputs if n not in absent_tensors(spec, plan.omit)},
                     seed=plan.seed, generator_version=GENERATOR_VERSION, spec_sha256=spec.sha256,
                     spec_path=spec.path.name, note=plan.note, zero_golden_ok=plan.zero_golden_ok, dtype=plan.dtype,
                     nondeterministic_sums=spec.nondeterministic_sums)

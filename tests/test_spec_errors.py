@@ -188,3 +188,11 @@ def test_value_bound_that_is_no_expression_is_refused_at_its_line(tmp_path):
         with pytest.raises(SpecError) as info:
             load_spec(_write(tmp_path, text))
         assert info.value.line == _line_of(text, bad) and message in info.value.message, str(info.value)
+
+
+def test_an_output_goes_only_with_an_optional_input(tmp_path):
+    text = GOOD.replace("  y: {dtype: T, layout: NHWC,", "  y: {dtype: T, with_input: x, layout: NHWC,")
+    with pytest.raises(SpecError) as info:
+        load_spec(_write(tmp_path, text))
+    assert info.value.line == _line_of(text, "with_input: x") and "with_input must name an optional input" in \
+        info.value.message

@@ -137,6 +137,7 @@ class TensorSpec:
     optional: bool = False
     line: int = 0
     axes: tuple = ()      # the role of each axis (AXIS_ROLES)
+    with_input: str = ""  # outputs: the optional input it goes with (absent when that input is left out)
 
 
 @dataclass
@@ -325,7 +326,7 @@ def _tensor(v: _Validator, parent, name, node, kind, dtypes) -> TensorSpec:
     if not isinstance(node, dict):
         v.fail(node, None, f"{where} must be a mapping")
     keys = ["dtype", "layout", "shape", "values", "optional", "doc", "axes"] if kind == "input" else \
-        ["dtype", "layout", "shape", "doc", "axes"]
+        ["dtype", "layout", "shape", "doc", "axes", "with_input"]
     v.allow_keys(node, keys, where)
     v.require_keys(node, ["dtype", "layout", "shape"], where)
     dtype = str(node["dtype"])
@@ -341,7 +342,24 @@ def _tensor(v: _Validator, parent, name, node, kind, dtypes) -> TensorSpec:
         _values(v, node, "values", values, where)
     return TensorSpec(name=name, dtype=dtype, layout=str(node["layout"]), shape=list(shape), values=values,
                       optional=bool(node.get("optional", False)), line=line_of(node),
-                      axes=_axes(v, node, where, str(node["layout"]), len(shape)))
+                      axes=_axes(v, node, where, str(node["layout"]), len(shape)),
+                      with_input=str(node.get("with_input") or ""))
+
+
+def _tied_outputs(v: _Validator, node, inputs: dict, outputs: dict) -> None:
+    """An output's `with_input` names an optional input: the call that leaves the input out has no such
+    output either (deform_roi_pool_backward without offset: no grad_offset, mlu-ops' 3-input form)."""
+    for name, tensor in outputs.items():
+        if tensor.with_input and not (tensor.with_input in inputs and inputs[tensor.with_input].optional):
+            v.fail(node[name], "with_input", f"output '{name}': with_input must name an optional input, not "
+                                             f"{tensor.with_input!r}")
+
+
+def absent_tensors(spec, omit) -> tuple:
+    """The tensors a call that leaves out the optional inputs ``omit`` lacks: those inputs, and the outputs
+    that go with them (`with_input`)."""
+    omit = tuple(omit)
+    return omit + tuple(n for n, t in spec.outputs.items() if t.with_input and t.with_input in omit)
 
 
 def _axes(v: _Validator, node, where, layout: str, rank: int) -> tuple:
@@ -726,6 +744,9 @@ def _mluops(v: _Validator, raw, inputs: dict, outputs: dict) -> MluopsMapping | 
     optional = [n for n in order["inputs"] if inputs[n].optional]
     if optional and order["inputs"][-len(optional):] != tuple(optional):
         v.fail(node, "inputs", "mluops.inputs: optional inputs come last (a case leaves them out from the end)")
+    tied = [n for n in order["outputs"] if outputs[n].with_input]
+    if tied and order["outputs"][-len(tied):] != tuple(tied):
+        v.fail(node, "outputs", "mluops.outputs: outputs that go with optional inputs come last")
     fixed = v.optional_mapping(node, "fixed", "mluops")
     for name, value in fixed.items():
         if not str(name).isidentifier() or isinstance(value, bool) or not isinstance(value, int):
@@ -773,6 +794,7 @@ def load_spec(path) -> Spec:
               for n, t in v.mapping(raw, "inputs", "spec").items()}
     outputs = {n: _tensor(v, raw["outputs"], n, t, "output", dtypes)
                for n, t in v.mapping(raw, "outputs", "spec").items()}
+    _tied_outputs(v, raw["outputs"], inputs, outputs)
     clash = set(inputs) & set(outputs) | (set(inputs) | set(outputs)) & set(params)
     if clash:
         v.fail(raw, "outputs", f"names used twice among inputs, outputs and params: {sorted(clash)}")

@@ -43,6 +43,7 @@ class KernelFormat:
     param_field: str | None          # the Node field carrying the params
     params: tuple[str, ...]          # param names, the same in opcase and mlu-ops
     optional_inputs: tuple[str, ...] = ()  # trailing inputs a case may leave out
+    optional_outputs: tuple[str, ...] = ()  # trailing outputs that go with them (the spec's with_input)
     fixed: tuple[tuple[str, int], ...] = ()  # constant param-message fields (carafe's dimnb)
 
 
@@ -84,6 +85,7 @@ def _format_of(spec: Spec) -> KernelFormat | None:
     return KernelFormat(op=spec.op, op_type=op_type, inputs=mapping.inputs,
                         outputs=mapping.outputs, param_field=mapping.param_field, params=tuple(spec.params),
                         optional_inputs=tuple(n for n in mapping.inputs if spec.inputs[n].optional),
+                        optional_outputs=tuple(n for n in mapping.outputs if spec.outputs[n].with_input),
                         fixed=mapping.fixed)
 
 

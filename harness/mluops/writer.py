@@ -63,7 +63,7 @@ def _node(case: casefile.Case, kernel: KernelFormat, path: Path, path_threshold_
         if tensor.data is None:
             raise ValueError(f"case {case.name}: input {tensor.name} has no data")
         node.input.append(_tensor_message(tensor, path, "in", path_threshold_bytes))
-    outputs = _ordered(case, kernel.outputs, case.outputs, "output", ())
+    outputs = _ordered(case, kernel.outputs, case.outputs, "output", kernel.optional_outputs)
     for tensor in outputs:
         node.output.append(_tensor_message(tensor, path, "out", path_threshold_bytes))
     _set_thresholds(node, case, kernel)
