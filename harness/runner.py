@@ -2,7 +2,8 @@
 
 Calling convention (see gen.core.backend): ``backend.run(request)`` returns a dict of numpy
 arrays, one per requested output, in the requested shapes and dtypes; it raises
-``InvalidArgument`` to reject a call.  A backend whose ``measures_time`` is True returns
+``InvalidArgument`` to reject a call, and ``NotSupported`` to decline one it does not implement
+(the case is then skipped).  A backend whose ``measures_time`` is True returns
 ``(outputs, seconds)`` instead, ``seconds`` being its own kernel (device) time for that call;
 otherwise the harness times ``run`` itself.
 
@@ -14,6 +15,7 @@ How a case ends: gen.core.verdict.
 from __future__ import annotations
 
 import shlex
+import time
 import traceback
 import zlib
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ from gen.core.backend import REFUSALS, Backend, InvalidArgument, NotSupported, R
 from gen.core.casefile import Case, CaseFileError, load
 from gen.core.descriptor import describe
 from gen.core.timing import BackendProtocolError, TimingPlan, call, summarize
+from harness.backends import import_path_for
 from gen.core.verdict import (ERROR, FAILED, MISTRUSTED, NONDETERMINISTIC, PASSED, SKIPPED, WRONGLY_ACCEPTED,
                               WRONGLY_REJECTED, CaseResult, judge, measure, output_fails, request_for,
                               validate_outputs)
@@ -43,7 +46,11 @@ class RunOptions:
 
 
 def repro_command(path, backend_spec: str, options=()) -> str:
-    return " ".join(["opcase", "run", shlex.quote(str(path)), "--backend", shlex.quote(backend_spec),
+    """The command that reruns one case, in a fresh shell: with the PYTHONPATH the backend's
+    module needs when it is not an installed one."""
+    env = import_path_for(backend_spec)
+    return " ".join([*([env] if env else []), "opcase", "run", shlex.quote(str(path)),
+                     "--backend", shlex.quote(backend_spec),
                      *map(shlex.quote, map(str, options))])
 
 
@@ -127,16 +134,12 @@ _REFUSED_AS = {InvalidArgument: "a bad parameter (BAD_PARAM)", NotSupported: "no
 
 
 def _judge_refusal(case: Case, exc: Exception, result: CaseResult) -> None:
-    """A refused call: passed when the case expects that refusal; a valid call refused as a bad parameter
-    is wrongly rejected, one declined as not supported skipped (the backend's limits, not a defect);
-    an invalid call refused the other way (BAD_PARAM for NOT_SUPPORTED or back) is an error: the
-    backend raised what the doc's status is not."""
+    """A refused call (a NotSupported on a case that does not expect it was declined: _declined): passed
+    when the case expects that refusal; a valid call rejected is wrongly rejected; an invalid case that
+    expects NOT_SUPPORTED refused as BAD_PARAM is an error: the backend raised what the doc's status is not."""
     said = _REFUSED_AS[NotSupported if isinstance(exc, NotSupported) else InvalidArgument]
     if case.expect == "ok":
-        if isinstance(exc, NotSupported):
-            result.status, result.message = SKIPPED, f"backend declined the call as not supported: {exc}"
-        else:
-            result.status, result.message = WRONGLY_REJECTED, f"valid call rejected: {exc}"
+        result.status, result.message = WRONGLY_REJECTED, f"valid call rejected: {exc}"
     elif isinstance(exc, REFUSALS[case.expect]):
         result.status, result.message = PASSED, f"refused as expected, as {said}: {exc}"
     else:
@@ -166,7 +169,12 @@ def run_loaded(case: Case, backend: Backend, result: CaseResult, options: RunOpt
     before = _fingerprints(case)
     try:
         produced, result.seconds, _ = call(backend, request)
-    except (InvalidArgument, NotSupported) as exc:
+    except NotSupported as exc:
+        if case.expect != "not_supported":
+            return _declined(result, backend, exc)
+        _judge_refusal(case, exc, result)
+        return result
+    except InvalidArgument as exc:
         _judge_refusal(case, exc, result)
         return result
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever the backend raises is reported
@@ -205,6 +213,13 @@ def run_loaded(case: Case, backend: Backend, result: CaseResult, options: RunOpt
     return result
 
 
+def _declined(result: CaseResult, backend: Backend, exc: NotSupported) -> CaseResult:
+    """A call the backend declined (NotSupported): the case is skipped, as for supports() False."""
+    result.status = SKIPPED
+    result.message = f"backend {backend.name} declined {result.op} {result.dtype}" + (f": {exc}" if str(exc) else "")
+    return result
+
+
 def _record_determinism(check: RepeatCheck, result: CaseResult) -> None:
     """The check's outcome on the result: a disagreement makes a passing case nondeterministic,
     and is added to a failing one's message (it fails either way)."""
@@ -228,11 +243,14 @@ def new_result(path, backend_spec: str, options: RunOptions | None = None) -> Ca
 
 
 def run_case(path: Path, backend: Backend, backend_spec: str, options: RunOptions | None = None) -> CaseResult:
+    started = time.monotonic()
     result = new_result(path, backend_spec, options)
     try:
         case = load(path)
     except CaseFileError as exc:
         result.status, result.message = ERROR, str(exc)
         result.name = Path(path).name
-        return result
-    return run_loaded(case, backend, result, options)
+    else:
+        run_loaded(case, backend, result, options)
+    result.wall_seconds = time.monotonic() - started
+    return result
