@@ -17,6 +17,7 @@ import math
 import mmap
 import os
 import re
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,10 @@ SUFFIX = ".opcase"
 # The metrics a threshold may name (ACCURACY.md); specs and case files both hold to them.
 METRICS = ("diff1", "diff2", "diff3", "diff3_2", "diff4")
 DEFAULT_SIDECAR_BYTES = 1 << 20
+# The most bytes a case file (the envelope; tensors over DEFAULT_SIDECAR_BYTES live in sidecars)
+# may have: far over any opcase writes, and checked before a byte is read, so that a path to
+# a device or a huge file is refused rather than read into memory.
+MAX_CASE_FILE_BYTES = 256 << 20
 # Sidecar digests are computed in blocks so that multi-GB tensors never sit in memory twice.
 _HASH_BLOCK = 16 << 20
 
@@ -381,9 +386,12 @@ def _read_sidecar(case_path: Path, t: pb.Tensor, dtype: np.dtype, shape: tuple[i
     if os.sep in t.sidecar.path or t.sidecar.path in ("", ".", ".."):
         raise CaseFileError(f"{where}: sidecar path must name a file beside the case")
     try:
-        size = side.stat().st_size
+        info = side.stat()
     except OSError as exc:
         raise CaseFileError(f"{where}: cannot read ({exc.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise CaseFileError(f"{where}: not a regular file")
+    size = info.st_size
     expected = element_count(shape) * dtype.itemsize
     if size != t.sidecar.length or size != expected:
         raise CaseFileError(f"{where}: {size} bytes on disk, case records {t.sidecar.length}, "
@@ -427,11 +435,41 @@ def _tensor_from_pb(case_path: Path, t: pb.Tensor, verify: bool, with_data: bool
                   absent=t.absent)
 
 
-def read_envelope(path: Path) -> pb.Case:
+class NotARegularFile(ValueError):
+    """A path that is no regular file, or one too large to read."""
+
+
+def regular_file_bytes(path: Path, limit: int) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``limit`` bytes, both checked before a byte
+    is read: a FIFO would block, /dev/zero never end.  O_NONBLOCK lets the open of a FIFO return
+    at once.  Raises NotARegularFile, or OSError when it cannot be read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotARegularFile(f"{path}: not a regular file")
+        if info.st_size > limit:
+            raise NotARegularFile(f"{path}: {info.st_size} bytes, over the limit of {limit} bytes")
+        # Its size and one byte more (read(n) allocates n bytes at once): bounded, and a file
+        # that grows meanwhile is seen to.
+        raw = f.read(info.st_size + 1)
+    if len(raw) > info.st_size:
+        raise NotARegularFile(f"{path}: grew while being read")
+    return raw
+
+
+def _read_case_file(path: Path) -> bytes:
     try:
-        raw = path.read_bytes()
+        return regular_file_bytes(path, MAX_CASE_FILE_BYTES)
+    except NotARegularFile as exc:
+        raise CaseFileError(f"{exc} (a case file is a regular file; tensors over 1 MiB live in sidecar "
+                            f"files)") from None
     except OSError as exc:
         raise CaseFileError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def read_envelope(path: Path) -> pb.Case:
+    raw = _read_case_file(path)
     envelope = pb.CaseFile()
     try:
         envelope.ParseFromString(raw)
@@ -528,20 +566,22 @@ def drop_pages(array, upto_element: int | None = None, from_element: int = 0) ->
 
 
 def find(paths) -> list[Path]:
-    """Every case file under ``paths`` (files or directories), sorted for a stable order."""
+    """Every case file under ``paths`` (files or directories), sorted for a stable order; a file
+    that several of them reach (``cases cases/x``, a path given twice, a symlink) counts once."""
     found: list[Path] = []
+    seen: set[Path] = set()
     for p in map(Path, paths):
-        if p.is_dir():
-            found.extend(sorted(q for q in p.rglob(f"*{SUFFIX}") if q.is_file()))
-        else:
-            found.append(p)
+        for q in sorted(q for q in p.rglob(f"*{SUFFIX}") if q.is_file()) if p.is_dir() else [p]:
+            real = q.resolve()
+            if real not in seen:
+                seen.add(real)
+                found.append(q)
     return found
 
 
-def mixed_versions(paths) -> dict[str, int]:
-    """Operators whose cases among ``paths`` were written from more than one spec version or
-    generator (by recorded spec sha256 and generator version), with how many; unreadable files
-    are left to whoever reads them."""
+def recorded_versions(paths) -> dict[str, set[tuple[str, str]]]:
+    """Per operator, the (spec sha256, generator version) pairs its cases among ``paths`` record;
+    unreadable files are left to whoever reads them."""
     versions: dict[str, set] = {}
     for path in paths:
         try:
@@ -549,4 +589,10 @@ def mixed_versions(paths) -> dict[str, int]:
         except CaseFileError:
             continue
         versions.setdefault(msg.op, set()).add((msg.spec_sha256, msg.generator_version))
+    return versions
+
+
+def mixed_versions(versions: dict[str, set]) -> dict[str, int]:
+    """Operators of ``versions`` (recorded_versions) whose cases were written from more than one
+    spec version or generator, with how many."""
     return {op: len(found) for op, found in versions.items() if len(found) > 1}

@@ -146,6 +146,8 @@ def import_file(source: Path, name: str, header, out_dir: Path, baseline: str | 
     if target in written:
         return Outcome(source, "error", f"its case {header.op}/{SUITE}/{name} is also {written[target]}'s; "
                                         f"rename one of them")
+    if target.exists():   # an earlier import's, or another file's: never replaced silently
+        return Outcome(source, "error", f"{target} exists already (an earlier import?); remove it or give another -o")
     size = mluops_case_bytes(header)
     if max_size is not None and size > max_size:
         return Outcome(source, "skipped", f"over --max-size ({size / 1e6:.1f} MB)")
