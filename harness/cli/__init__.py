@@ -633,7 +633,7 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     this process judges what they return, and never runs their code.
     """
     from gen.core.backend import BackendLoadError  # lazily: fast --help
-    from gen.core.casefile import atomic_write, find  # lazily: fast --help
+    from gen.core.casefile import find  # lazily: fast --help
     from harness.cli.fresh import is_fresh  # lazily: fast --help
     from gen.core.timing import TimingPlan  # lazily: fast --help
     from harness.backends import load_backend, with_device  # lazily: fast --help
@@ -802,7 +802,6 @@ def _fresh_cases(files, count: int, seed: int | None, executor: str | None):
     """--fresh: write the fresh cases of the kernels among ``files`` into a temporary directory,
     removed when the command ends however it ends (on Ray: under the working directory, which
     every node sees)."""
-    import tempfile
     from gen.core.backend import BackendLoadError  # lazily: fast --help
     from gen.core.casefile import recorded_versions  # lazily: fast --help
     from gen.core.registry import UnknownOp  # lazily: fast --help
@@ -1125,7 +1124,6 @@ def _measure_power(paths, specs, base, backend_spec, max_size, filter_text):
     """(report, case files, seconds) of `opcase power`: SPECs' default suites generated into a
     temporary directory (removed after), then every case measured."""
     from harness.power import measure as measure_power  # lazily: fast --help
-    import tempfile
 
 
     with tempfile.TemporaryDirectory(prefix="opcase-power-") as generated:
