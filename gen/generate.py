@@ -21,9 +21,9 @@ from gen.core.expr import ExprError, evaluate
 from gen.core.metrics import StreamingCompare, compare
 from gen.core.registry import kernel_function
 from gen.core.rounding import round_to
-from gen.core.spec import SUITES, Spec, SpecError, line_of
+from gen.core.spec import CHECK_STATUSES, SUITES, Spec, SpecError, absent_tensors, line_of
 from gen.core.timing import call
-from gen.core.verdict import FAILED, CaseResult, judge, request_for, validate_outputs
+from gen.core.verdict import FAILED, CaseResult, judge, mistrust, request_for, validate_outputs
 from gen.sampled import SAMPLE_ABOVE_ELEMENTS, GoldenCapture, Units, estimate, sample_order
 from gen.values import ValueContext, draw
 
@@ -141,7 +141,9 @@ def _elements(shapes: dict) -> int:
 
 
 def tensor_infos(spec: Spec, shapes, dtypes, layouts, omit=()) -> dict:
-    return {name: None if name in omit else TensorInfo(shapes[name], dtypes[name], layouts[name]) for name in shapes}
+    """The call's tensors as its checks see them: None for an omitted input and the outputs that go with it."""
+    gone = absent_tensors(spec, omit)
+    return {name: None if name in gone else TensorInfo(shapes[name], dtypes[name], layouts[name]) for name in shapes}
 
 
 def _dtypes_of(spec: Spec, dtype: str) -> dict[str, str]:
@@ -193,16 +195,24 @@ def plan_random(spec: Spec, count: int, base_seed: int) -> list[Plan]:
     return plans
 
 
+def _changes_nothing_in(violate: dict, dtype: str) -> bool:
+    """Whether a violation only sets tensors to ``dtype`` (dtype_match's `y: float16`), which in a case of
+    that dtype breaks nothing: with several invalid dtypes, its case is made in the others."""
+    retyped = violate.get("dtype") or {}
+    return bool(retyped) and not any(violate.get(k) for k in ("params", "dims", "layout", "shape", "values")) \
+        and all(d == dtype for d in retyped.values())
+
+
 def plan_invalid(spec: Spec, base_seed: int) -> list[Plan]:
     conf = spec.suites.get("invalid")
     if not conf:
         return []
     base = dict(conf["base"])
     base.setdefault("name", "base")
-    dtype = base.get("dtype", spec.dtypes[-1])
+    dtypes = conf.get("dtypes") or [base.get("dtype", spec.dtypes[-1])]
     plans = []
-    for check in spec.checks:
-        if check.violate is None:
+    for check, dtype in itertools.product(spec.checks, dtypes):
+        if check.violate is None or len(dtypes) > 1 and _changes_nothing_in(check.violate, dtype):
             continue
         v = check.violate
         label = f"{check.id}-{dtype}"
@@ -548,7 +558,7 @@ class Generator:
 
     def build(self, plan: Plan) -> Case:
         case = self._with_inputs(plan)
-        if case.expect == "rejected":
+        if case.expect != "ok":
             return case
         self.complete(case)
         self._refuse_trivial(plan, case)
@@ -566,12 +576,12 @@ class Generator:
                     inputs={n: Tensor(n, lay.shapes[n], np.dtype(lay.dtypes[n]), lay.layouts[n], data=a,
                                       absent=a is None) for n, a in inputs.items()},
                     outputs={n: Tensor(n, lay.shapes[n], np.dtype(lay.dtypes[n]), lay.layouts[n])
-                             for n in spec.outputs},
+                             for n in spec.outputs if n not in absent_tensors(spec, plan.omit)},
                     seed=plan.seed, generator_version=GENERATOR_VERSION, spec_sha256=spec.sha256,
                     spec_path=spec.path.name, note=plan.note, zero_golden_ok=plan.zero_golden_ok, dtype=plan.dtype,
                     nondeterministic_sums=spec.nondeterministic_sums)
         if plan.violation is not None:
-            case.expect = "rejected"
+            case.expect = CHECK_STATUSES[plan.violation.status]
             case.expect_check = plan.violation.id
             case.expect_message = plan.violation.message
         return case
@@ -613,13 +623,19 @@ class Generator:
         return results
 
     def _refuse_trivial(self, plan: Plan, case: Case) -> None:
-        """A golden that is all zeros cannot tell a correct kernel from one that writes nothing."""
+        """A case `opcase run` would mistrust (gen.core.verdict.mistrust: a golden all zeros, constant or
+        empty, or one an all-zero output would pass) cannot tell a correct kernel from one that writes
+        nothing: refused here, at the spec's line, rather than found at run time."""
         if plan.zero_golden_ok:
             return
         for name, t in case.outputs.items():
             if t.data.size and not np.any(t.data):
                 raise GenerationError(f"{self.spec.path}:{plan.line}: case {plan.suite}/{plan.name}: golden "
                                       f"'{name}' is all zeros; change the case or mark it zero_golden_ok")
+        doubt = mistrust(case)
+        if doubt:
+            raise GenerationError(f"{self.spec.path}:{plan.line}: case {plan.suite}/{plan.name}: `opcase run` would "
+                                  f"mistrust it ({doubt}); change the case or mark it zero_golden_ok")
 
     def _criteria(self, case: Case, golden64: dict | None) -> dict:
         spec = self.spec

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gen.core.backend import TensorInfo
+from gen.core.expr import ExprError, evaluate
 from gen.core.spec import resolve_callable
 from gen.core.casefile import drop_pages
 
@@ -54,6 +56,31 @@ def _plain(rng: np.random.Generator, dist: dict, values: np.ndarray) -> np.ndarr
     return values
 
 
+# The numbers of a plain distribution that may be expressions (specs/README.md: Tensors).
+BOUND_KEYS = ("low", "high", "mean", "std", "value")
+
+
+def bounded(dist: dict, ctx: ValueContext) -> dict:
+    """``dist`` with each expression among its numbers evaluated over the case's dims, params and tensors
+    (their shape, dtype, ndim): `randint {low: 0, high: "M - 1"}` draws indices below M.  ValueError when one
+    cannot be evaluated or is no finite number."""
+    if not any(isinstance(dist.get(key), str) for key in BOUND_KEYS):
+        return dist
+    env = {**ctx.dims, **ctx.params,
+           **{n: TensorInfo(tuple(s), ctx.dtypes[n], "") for n, s in ctx.shapes.items() if s is not None}}
+    resolved = dict(dist)
+    for key in BOUND_KEYS:
+        if isinstance(dist.get(key), str):
+            try:
+                number = evaluate(dist[key], env)
+            except ExprError as exc:
+                raise ValueError(f"values.{key} {dist[key]!r}: {exc}") from None
+            if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number):
+                raise ValueError(f"values.{key} {dist[key]!r} is {number!r}, not a finite number")
+            resolved[key] = number
+    return resolved
+
+
 def _sprinkle_nonfinite(rng: np.random.Generator, array: np.ndarray, dist: dict) -> None:
     """Overwrite the fractions dist['nan'] / dist['inf'] of the elements (inf with random sign)."""
     flat = array.reshape(-1)
@@ -83,7 +110,7 @@ def draw(rng: np.random.Generator, name: str, dist: dict, ctx: ValueContext, spe
         if not isinstance(produced, dict):
             produced = {name: produced}
     else:
-        produced = {name: _plain(rng, dist, allocate(shape, dtype))}
+        produced = {name: _plain(rng, bounded(dist, ctx), allocate(shape, dtype))}
     result = {}
     for key, array in produced.items():
         wanted = np.dtype(ctx.dtypes[key])

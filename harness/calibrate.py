@@ -16,6 +16,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from gen.core.metrics import THRESHOLD_METRICS, json_float
+from gen.core.registry import UnknownOp, spec_for
+from gen.core.spec import SpecError
 from gen.core.verdict import (FAILING, MISTRUSTED, SKIPPED, STATUSES, CaseResult,
                               fails_only_by_its_own_error_over_the_cap)
 
@@ -80,7 +82,8 @@ def _headroom_entry(run: BackendRun, key: tuple[str, str, str], results: list[Ca
 
 def calibration(runs: list[BackendRun]) -> dict:
     """The calibration report (README: Calibrating thresholds against trusted implementations)."""
-    doc = {"backends": [], "headroom": [], "not_covered": [], "findings": [], "over_cap": [], "mistrusted": []}
+    doc = {"backends": [], "headroom": [], "not_covered": [], "findings": [], "over_cap": [], "mistrusted": [],
+           "deviations": []}
     for run in runs:
         counts = Counter(r.status for r in run.results)
         groups: dict[tuple[str, str, str], list[CaseResult]] = {}
@@ -95,8 +98,15 @@ def calibration(runs: list[BackendRun]) -> dict:
         for (kernel, dtype), suites in uncovered.items():
             doc["not_covered"].append({"backend": run.backend, "kernel": kernel, "dtype": dtype, "suites": suites,
                                        "cases": sum(len(groups[(kernel, dtype, s)]) for s in suites)})
+        seen: dict = {}          # deviation -> whether a case it covers had its status
         for r in run.results:
-            if fails_only_by_its_own_error_over_the_cap(r, run.backend):
+            deviation = _deviation_of(r, run.backend)
+            if deviation is not None:
+                seen[deviation] = seen.get(deviation, False) or r.status == deviation.status
+            if deviation is not None and r.status == deviation.status:
+                doc["deviations"].append({"backend": run.backend, "case": r.key, "path": r.path, "status": r.status,
+                                          "reason": deviation.reason, "spec_line": deviation.line})
+            elif fails_only_by_its_own_error_over_the_cap(r, run.backend):
                 doc["over_cap"].append({"backend": run.backend, "case": r.key, "path": r.path,
                                         "message": r.message.splitlines()[0] if r.message else ""})
             elif r.status in FAILING:
@@ -107,6 +117,12 @@ def calibration(runs: list[BackendRun]) -> dict:
                                         "metric": metric, "repro": r.repro})
             elif r.status == MISTRUSTED:
                 doc["mistrusted"].append({"backend": run.backend, "case": r.key, "path": r.path, "message": r.message})
+        for deviation, happened in seen.items():
+            if not happened:      # as a strict xfail: a deviation that no longer happens is stale data
+                doc["findings"].append({"backend": run.backend, "case": deviation.cases, "path": "",
+                                        "status": "deviation-gone", "headroom": None, "metric": None, "repro": "",
+                                        "message": f"the spec's deviation (line {deviation.line}) expects "
+                                                   f"{deviation.status} and no case it covers has it: remove it"})
         n_judged = sum(r.status not in (SKIPPED, MISTRUSTED) for r in run.results)
         doc["backends"].append({"backend": run.backend, "origin": run.origin, "cases": len(run.results),
                                 "counts": {s: counts[s] for s in STATUSES if counts[s]}, "judged": n_judged,
@@ -131,6 +147,15 @@ def _cell(entry: dict | None) -> str:
 
 def _ratio_text(value) -> str:
     return value if isinstance(value, str) else f"{value:.3g}"
+
+
+def _deviation_of(result: CaseResult, backend: str):
+    """The spec's known deviation of ``backend`` that covers the result's case, or None."""
+    try:
+        spec = spec_for(result.op)
+    except (UnknownOp, SpecError):
+        return None
+    return next((d for d in spec.deviations if d.covers(backend, result.suite, result.name)), None)
 
 
 def table_lines(doc: dict) -> list[str]:
@@ -158,7 +183,8 @@ def table_lines(doc: dict) -> list[str]:
     for f in doc["findings"]:
         ratio = "" if f["headroom"] is None else f"  {f['metric']} at {_ratio_text(f['headroom'])}x its threshold"
         lines.append(f"FINDING  {f['backend']}  {f['status']}  {f['case']}{ratio}  {f['message']}")
-        lines.append(f"  REPRO: {f['repro']}")
+        if f["repro"]:
+            lines.append(f"  REPRO: {f['repro']}")
     for b in backends:
         gaps = [f"{n['kernel']} {n['dtype']}" for n in doc["not_covered"] if n["backend"] == b]
         if gaps:
@@ -167,6 +193,8 @@ def table_lines(doc: dict) -> list[str]:
         if n_over_cap:
             lines.append(f"over the docs' cap for {b}: {n_over_cap} case(s) it fails where it set the thresholds "
                          f"itself and its own error is over the docs' cap (not findings; see --json)")
+        for d in (d for d in doc["deviations"] if d["backend"] == b):
+            lines.append(f"known deviation  {b}  {d['status']}  {d['case']}: {d['reason']}")
         n_mistrusted = sum(m["backend"] == b for m in doc["mistrusted"])
         if n_mistrusted:
             lines.append(f"mistrusted for {b}: {n_mistrusted} case(s) passed that prove nothing (see --json)")

@@ -489,7 +489,7 @@ def explain_case(path: Path, backend_spec: str, timeout: float | None = None) ->
         return _timed(doc, started)
     done = backend_outputs(path, backend_spec, timeout)
     doc["status"] = done.kind
-    if case.expect == "rejected":
+    if case.expect != "ok":         # rejected (BAD_PARAM) or not_supported: a refusal is expected
         verdict = "rejected it as expected" if done.kind == REJECTED else \
             "computed it (wrongly accepted)" if done.kind == OUTPUTS else f"did not reject it: {done.message}"
         doc["headline"] = f"an invalid call (breaks '{case.expect_check}'): the backend {verdict}; nothing to " \

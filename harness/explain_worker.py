@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gen.core.backend import BackendLoadError, InvalidArgument
+from gen.core.backend import BackendLoadError, InvalidArgument, NotSupported
 from gen.core.casefile import CaseFileError, load
 from gen.core.timing import call
 from gen.core.verdict import request_for, validate_outputs
@@ -75,7 +75,7 @@ def call_backend(case, backend) -> BackendCall:
         return BackendCall(UNSUPPORTED, f"backend {backend.name} does not support {case.op} {case.dtype}")
     try:
         produced, _, _ = call(backend, request_for(case))
-    except InvalidArgument as exc:
+    except (InvalidArgument, NotSupported) as exc:     # either refusal (its kind is opcase run's to judge)
         return BackendCall(REJECTED, str(exc))
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever the backend raises is reported
         return BackendCall(RAISED, f"backend raised {type(exc).__name__}: {exc}")

@@ -1,9 +1,9 @@
 """Planted bugs that know no kernel, and legitimate variants that must pass (`opcase power`).
 
 A *mutant* is a backend made from a base backend (the reference, or any other) by one
-transformation that reads only what a call carries: its tensors, their layouts ('NHWC' says
-which axis is N, H, W or C) and dtypes, its params, and the spec's checks, optional inputs and
-int params.  A *control* is made the same way from a variant that a right kernel may be: another
+transformation that reads only what a call carries: its tensors, their dtypes, its params, and
+the spec's axis roles (which axis is the batch, height, width, channel or item: NHWC's letters, or
+the tensor's `axes`), checks, optional inputs and int params.  A *control* is made the same way from a variant that a right kernel may be: another
 rounding, another sign of zero, other arithmetic the docs accept.  The suite must fail every
 mutant in some case and pass every control in all of them.
 
@@ -19,12 +19,13 @@ a case is the identity there.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-from gen.core.backend import Backend, InvalidArgument, Request, TensorInfo
+from gen.core.backend import Backend, InvalidArgument, NotSupported, Request, TensorInfo
 from gen.core.checks import failures
 from gen.core.registry import planted_bugs, planted_controls, spec_for
 from gen.core.rounding import round_to
@@ -98,9 +99,10 @@ def outcome(run: Callable[[], dict]) -> tuple[str, object]:
 
 
 def same_outcome(a, b) -> bool:
-    """Whether two outcomes judge alike for sure: both rejected, or the same outputs bit for bit."""
+    """Whether two outcomes judge alike for sure: both refused the same way, or the same outputs bit for bit."""
     if a[0] == "raised" or b[0] == "raised":
-        return (a[0] == b[0] == "raised" and isinstance(a[1], InvalidArgument) and isinstance(b[1], InvalidArgument))
+        return (a[0] == b[0] == "raised" and any(isinstance(a[1], refused) and isinstance(b[1], refused)
+                                                 for refused in (InvalidArgument, NotSupported)))
     if not isinstance(a[1], dict) or not isinstance(b[1], dict) or a[1].keys() != b[1].keys():
         return False
     return all(_same_bits(a[1][n], b[1][n]) for n in a[1])
@@ -115,11 +117,15 @@ def _same_bits(x, y) -> bool:
 
 # --------------------------------------------------------------------------- layouts
 
-def axis_of(layout: str, shape, letter: str) -> int | None:
-    """The axis a layout names with ``letter`` ('NHWC' -> H is 1), or None ('ARRAY', a rank mismatch)."""
-    if len(layout) != len(shape) or layout.count(letter) != 1 or len(set(layout)) != len(layout):
+def axis_of(request: Request, name: str, shape, role: str) -> int | None:
+    """The axis of tensor ``name`` of the call that has ``role`` (the spec's axis roles: 'height' is 1
+    in NHWC), or None (no such axis, several, or a rank other than the spec's)."""
+    spec = spec_for(request.op)
+    tensor = spec.inputs.get(name) or spec.outputs.get(name)
+    axes = tensor.axes if tensor is not None else ()
+    if len(axes) != len(shape) or axes.count(role) != 1:
         return None
-    return layout.index(letter)
+    return axes.index(role)
 
 
 def _copy(outputs: dict) -> dict:
@@ -194,12 +200,12 @@ def _index_block_zeroed(call: Call) -> dict:
     return outputs
 
 
-def _repeat_last(letter: str):
-    """The last index along the layout's ``letter`` axis of each output copied from the one before."""
+def _repeat_last(role: str):
+    """The last index along each output's ``role`` axis copied from the one before."""
     def apply(call: Call) -> dict:
         outputs = _copy(call.base())
         for name, a in outputs.items():
-            axis = axis_of(call.request.outputs[name].layout, a.shape, letter)
+            axis = axis_of(call.request, name, a.shape, role)
             if axis is not None and a.shape[axis] >= 2:
                 index = [slice(None)] * a.ndim
                 source = list(index)
@@ -212,7 +218,7 @@ def _repeat_last(letter: str):
 def _batch_as_zero(call: Call) -> dict:
     outputs = _copy(call.base())
     for name, a in outputs.items():
-        axis = axis_of(call.request.outputs[name].layout, a.shape, "N")
+        axis = axis_of(call.request, name, a.shape, "batch")
         if axis is not None and a.shape[axis] > 1:
             first = np.take(a, [0], axis=axis)
             a[...] = np.broadcast_to(first, a.shape)
@@ -256,16 +262,16 @@ def _swap_hw(call: Call) -> dict:
     request = call.request
     swapped = {}
 
-    def swap(shape, layout):
-        h, w = axis_of(layout, shape, "H"), axis_of(layout, shape, "W")
-        if h is None or w is None or shape[h] == shape[w]:
+    def swap(name, shape):
+        h, w = axis_of(request, name, shape, "height"), axis_of(request, name, shape, "width")
+        if h is None or w is None or shape[h] == shape[w] or not _sized_by_dims(request, name, (h, w)):
             return None
         shape = list(shape)
         shape[h], shape[w] = shape[w], shape[h]
         return tuple(shape)
     inputs = dict(request.inputs)
     for name, a in request.inputs.items():
-        shape = swap(a.shape, request.layouts.get(name, ""))
+        shape = swap(name, a.shape)
         if shape is not None:
             inputs[name] = a.reshape(shape)
             swapped[name] = True
@@ -273,10 +279,19 @@ def _swap_hw(call: Call) -> dict:
         raise NotApplicable("no input has H != W")
     outputs = {}
     for name, o in request.outputs.items():
-        shape = swap(o.shape, o.layout)
+        shape = swap(name, o.shape)
         outputs[name] = TensorInfo(shape, o.dtype, o.layout) if shape is not None else o
     produced = call.run_base(dataclasses.replace(request, inputs=inputs, outputs=outputs))
     return _requested_shapes(produced, request)
+
+
+def _sized_by_dims(request: Request, name: str, axes) -> bool:
+    """Whether the spec sizes those axes of tensor ``name`` by the call's dims (the map's H and W), not by
+    params alone (deform_roi_pool's pooled_height x pooled_width: the swapped call's params say otherwise)."""
+    spec = spec_for(request.op)
+    tensor = spec.inputs.get(name) or spec.outputs.get(name)
+    names = [set(re.findall(r"[A-Za-z_]\w*", str(tensor.shape[axis]))) for axis in axes]
+    return all(n - set(spec.params) for n in names)
 
 
 def _requested_shapes(produced: dict, request: Request) -> dict:
@@ -450,12 +465,14 @@ def mutants(spec, base_name: str) -> list[Mutant]:
                             f"and not a multiple of it", _last_block(width, copy=True)))
     found.append(Mutant("index_block_zeroed", GENERIC, "the last 1/32 of each integer output's elements left at 0",
                         "an integer output (index, argmax) judged exactly", _index_block_zeroed))
-    found.append(Mutant("last_row_repeated", GENERIC, "each output's last H row copied from the row before",
-                        "an output with H >= 2 in its layout", _repeat_last("H")))
-    found.append(Mutant("last_col_repeated", GENERIC, "each output's last W column copied from the column before",
-                        "an output with W >= 2 in its layout", _repeat_last("W")))
+    found.append(Mutant("last_row_repeated", GENERIC, "each output's last row (height axis) copied from the row before",
+                        "an output with a height axis of 2 or more", _repeat_last("height")))
+    found.append(Mutant("last_col_repeated", GENERIC, "each output's last column (width axis) copied from the "
+                        "column before", "an output with a width axis of 2 or more", _repeat_last("width")))
+    found.append(Mutant("last_item_repeated", GENERIC, "each output's last item (roi, box, point, position) copied "
+                        "from the one before", "an output with an item axis of 2 or more", _repeat_last("item")))
     found.append(Mutant("batch_as_0", GENERIC, "outputs of every batch n > 0 computed as batch 0",
-                        "an output with N > 1 in its layout", _batch_as_zero))
+                        "an output with a batch axis of 2 or more", _batch_as_zero))
     found.append(Mutant("accumulate_in_tensor_dtype", GENERIC,
                         "accumulation in the tensor dtype (the mmcv backend's arithmetic)",
                         "thresholds from a baseline stricter than mmcv, on a kernel mmcv has, and sums long "
@@ -465,8 +482,8 @@ def mutants(spec, base_name: str) -> list[Mutant]:
         found.append(Mutant(name, GENERIC, what, "two calls of one shape whose outputs differ where it "
                             "shows (the decoy call before each judged call, harness.decoy)",
                             lambda call, factory=factory: factory()(call), stateful=factory))
-    found.append(Mutant("swap_H_W", GENERIC, "every H x W tensor read and written as W x H",
-                        "an input with H != W in its layout", _swap_hw))
+    found.append(Mutant("swap_H_W", GENERIC, "every height x width tensor read and written as width x height",
+                        "an input whose height and width axes differ", _swap_hw))
     for name, tensor in spec.inputs.items():
         if tensor.optional:
             found.append(Mutant(f"ignore_{name}", GENERIC, f"optional input '{name}' ignored (treated as absent)",

@@ -9,7 +9,7 @@ import pytest
 
 from gen.generate import Generator, case_path, plan_suite
 from gen.core.registry import spec_for
-from gen.core.backend import Backend, InvalidArgument, Request
+from gen.core.backend import Backend, Request
 from harness.backends import load_backend
 from gen.core.rounding import round_to
 from gen.core.casefile import find
@@ -109,14 +109,14 @@ def checked_backend(name: str, compute, skip_check: str | None = None) -> Backen
 
     `compute(request) -> {output: float64 array}`; results are rounded to the output dtypes.
     """
-    from gen.core.checks import failures
+    from gen.core.checks import failures, refusal
     from harness.backends.builtin import request_tensors
 
     def run(request: Request) -> dict:
         spec = spec_for(request.op)
         for check in failures(spec, request_tensors(spec, request), request.params):
             if check.id != skip_check:
-                raise InvalidArgument(check.id)
+                raise refusal(check)(check.id)
         outputs = compute(request)
         return {n: round_to(outputs[n], o.dtype) for n, o in request.outputs.items()}
     return Backend(name=name, origin="test", run=run)

@@ -44,12 +44,16 @@ def truncated_results(request):
 
 
 def batch_as_first(request):
-    """Computes every image of a batch from the first one's inputs (n > 0 read as n = 0)."""
-    out = _reference(request)
-    if all(a.ndim == 4 and a.shape[0] > 1 for a in request.inputs.values() if a.dtype.kind == "f"):
-        first = {n: np.broadcast_to(a[:1], a.shape) if a.ndim == 4 else a for n, a in request.inputs.items()}
-        out = _reference(replace(request, inputs=first))
-    return out
+    """Computes every image of a batch from the first one's inputs (n > 0 read as n = 0): each input
+    with an axis of role batch (the spec's axis roles) is read at batch index 0 only."""
+    spec = check_request(request)
+
+    def first(name, a):
+        axes = spec.inputs[name].axes
+        if len(axes) != a.ndim or "batch" not in axes or a.shape[axes.index("batch")] < 2:
+            return a
+        return np.broadcast_to(np.take(a, [0], axis=axes.index("batch")), a.shape)
+    return _reference(replace(request, inputs={n: first(n, a) for n, a in request.inputs.items()}))
 
 
 def _drop_last_partial_block(request, block: int):

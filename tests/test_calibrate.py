@@ -230,7 +230,8 @@ def test_json_structure(tmp_path):
     code, output, doc = _calibration(tmp_path, COMMITTED / "masked_im2col_forward", "--backend", "reference",
                                      "--backend", "run_backends:one_wrong_element")
     assert code == 1, output
-    assert set(doc) == {"backends", "headroom", "not_covered", "findings", "over_cap", "mistrusted", "summary"}
+    assert set(doc) == {"backends", "headroom", "not_covered", "findings", "over_cap", "mistrusted", "deviations",
+                         "summary"}
     for b in doc["backends"]:
         assert set(b) == {"backend", "origin", "cases", "counts", "judged", "findings"}
     for e in doc["headroom"]:

@@ -107,8 +107,9 @@ def _offsetless_call():
 
 
 def test_without_an_offset_grad_offset_is_zero_and_grad_input_is_the_zero_offsets():
-    """The spec cannot express the offset-less call (no optional outputs): every implementation
-    still takes offset None, where grad_input is that of a zero offset and grad_offset stays 0."""
+    """Every implementation takes offset None (mlu-ops' 3-input form, the spec's `no_offset` cases, where
+    grad_offset goes with the offset and is not asked for): grad_input is that of a zero offset, and a
+    grad_offset computed anyway stays 0."""
     from gen.mmcv.deform_roi_pool_backward import deform_roi_pool_backward as mmcv_kernel
 
     inputs, absent, params, expected = _offsetless_call()
@@ -130,3 +131,20 @@ def test_torch_kernel_takes_the_offsetless_call():
     got = {name: t.double().numpy() for name, t in torch_kernel(absent, params, None, "cpu").items()}
     for name, values in got.items():
         np.testing.assert_allclose(values, expected[name], rtol=1e-5, atol=1e-6, err_msg=f"torch {name}")
+
+
+def test_the_offsetless_case_has_no_grad_offset_and_mlu_ops_three_inputs(tmp_path):
+    """grad_offset goes `with_input: offset`: a case without the offset asks for grad_input alone, its
+    checks see grad_offset as absent, and mlu-ops' format carries it as 3 inputs and 1 output."""
+    from gen.core.casefile import load
+    from gen.generate import Generator, case_path
+    from harness.backends import load_backend
+    from harness.mluops import load_mluops, save_mluops
+
+    spec = spec_for(OP)
+    plan = next(p for p in plan_suite(spec, "boundary") if p.name == "no_offset-sampling_ratio2-float32")
+    path = Generator(spec, load_backend(spec.criteria.baseline)).write(plan, case_path(tmp_path, plan, OP))
+    case = load(path)
+    assert case.inputs["offset"].absent and list(case.outputs) == ["grad_input"]
+    mlu = load_mluops(save_mluops(case, tmp_path / "mlu", text=True))
+    assert list(mlu.outputs) == ["grad_input"] and mlu.inputs.keys() == {"grad_output", "input", "rois"}

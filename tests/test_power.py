@@ -134,15 +134,24 @@ def test_last_partial_block_dropped_or_copied(width):
     assert np.array_equal(copied["data_col"][:, start:], ref[:, start - width:start - width + 74 % width])
 
 
-def test_last_row_col_and_batch():
+def test_last_row_col_item_and_batch_follow_axis_roles():
+    """deform_roi_pool_forward's output is NHWC [R=12, 2, 6, C] with axes [item, height, width, channel]:
+    R counts rois, not a batch, so batch_as_0 leaves it alone and last_item_repeated acts on it."""
     case_outputs = {}
-    for name in ("last_row_repeated", "last_col_repeated", "batch_as_0"):
+    for name in ("last_row_repeated", "last_col_repeated", "last_item_repeated", "batch_as_0"):
         case_outputs[name], base, _ = _apply("deform_roi_pool_forward", name, DEFORM_F32)
-    ref = base["output"]   # NHWC [R=12, 2, 6, C]
-    row, col, batch = (case_outputs[n]["output"] for n in ("last_row_repeated", "last_col_repeated", "batch_as_0"))
+    ref = base["output"]
+    row, col, item, batch = (case_outputs[n]["output"] for n in ("last_row_repeated", "last_col_repeated",
+                                                                  "last_item_repeated", "batch_as_0"))
     assert np.array_equal(row[:, -1], ref[:, -2]) and np.array_equal(row[:, :-1], ref[:, :-1])
     assert np.array_equal(col[:, :, -1], ref[:, :, -2]) and np.array_equal(col[:, :, :-1], ref[:, :, :-1])
-    assert all(np.array_equal(batch[n], ref[0]) for n in range(ref.shape[0]))
+    assert np.array_equal(item[-1], ref[-2]) and np.array_equal(item[:-1], ref[:-1])
+    assert np.array_equal(batch, ref)
+    # psamask_forward's y is NHWC with a real batch (N = 2): batch_as_0 acts on its N axis.
+    produced, base, _ = _apply("psamask_forward", "batch_as_0",
+                               COMMITTED / "psamask_forward/boundary/mask_even_4x6-psa_type0-float32.opcase")
+    ref = base["y"]
+    assert ref.shape[0] == 2 and np.array_equal(produced["y"][1], ref[0]) and not np.array_equal(ref[1], ref[0])
 
 
 def test_swap_h_w_reads_the_map_as_w_by_h():

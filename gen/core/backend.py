@@ -17,7 +17,15 @@ class InvalidArgument(Exception):
 class NotSupported(Exception):
     """Raised by a backend that does not implement a call's kernel, dtype or parameters: the case
     is ``skipped`` (with this message), not an error.  A backend that knows ahead of a call can say
-    so with ``supports(op, dtype)`` instead (an attribute of its function or object)."""
+    so with ``supports(op, dtype)`` instead (an attribute of its function or object).  It is also
+    mlu-ops' MLUOP_STATUS_NOT_SUPPORTED: an invalid case whose check has `status: not_supported`
+    expects it (and InvalidArgument, BAD_PARAM, is then the wrong refusal)."""
+
+
+# A case's expected outcome (gen.core.casefile.Case.expect): the call succeeds, is rejected as a bad
+# parameter (InvalidArgument), or is declined as not supported (NotSupported).
+EXPECT_OK, EXPECT_REJECTED, EXPECT_NOT_SUPPORTED = "ok", "rejected", "not_supported"
+REFUSALS = {EXPECT_REJECTED: InvalidArgument, EXPECT_NOT_SUPPORTED: NotSupported}
 
 
 class BackendLoadError(Exception):

@@ -40,6 +40,10 @@ MAX_CASE_FILE_BYTES = 256 << 20
 # Sidecar digests are computed in blocks so that multi-GB tensors never sit in memory twice.
 _HASH_BLOCK = 16 << 20
 
+# A case's expected outcome in the file (gen.core.backend names the same three: EXPECT_*).
+_EXPECT_CODES = {"ok": pb.OK, "rejected": pb.REJECTED, "not_supported": pb.NOT_SUPPORTED}
+_EXPECT_NAMES = {code: name for name, code in _EXPECT_CODES.items()}
+
 _DTYPES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool"}
 
 
@@ -135,7 +139,7 @@ class Case:
     inputs: dict[str, Tensor]
     outputs: dict[str, Tensor]
     criteria: dict[str, list[Threshold]] = field(default_factory=dict)
-    expect: str = "ok"               # "ok" or "rejected"
+    expect: str = "ok"               # "ok", "rejected" or "not_supported" (gen.core.backend.EXPECT_*)
     expect_check: str = ""
     expect_message: str = ""
     seed: int = 0
@@ -353,7 +357,7 @@ def _tensor_to_pb(t: Tensor, case_path: Path, io: str, sidecar_bytes: int) -> pb
 
 
 def to_proto(case: Case, case_path: Path, sidecar_bytes: int = DEFAULT_SIDECAR_BYTES) -> pb.Case:
-    msg = pb.Case(op=case.op, suite=case.suite, name=case.name, expect=pb.OK if case.expect == "ok" else pb.REJECTED,
+    msg = pb.Case(op=case.op, suite=case.suite, name=case.name, expect=_EXPECT_CODES[case.expect],
                   expect_check=case.expect_check, expect_message=case.expect_message, seed=case.seed,
                   generator_version=case.generator_version, spec_sha256=case.spec_sha256,
                   spec_path=case.spec_path, note=case.note, zero_golden_ok=case.zero_golden_ok,
@@ -509,7 +513,7 @@ def read_envelope(path: Path) -> pb.Case:
 
 
 def from_proto(msg: pb.Case, path: Path, verify: bool = True, goldens: bool = True) -> Case:
-    if msg.expect not in (pb.OK, pb.REJECTED):
+    if msg.expect not in _EXPECT_NAMES:
         raise CaseFileError(f"{path}: case states no expected outcome")
     # These names become parts of paths (export, reports, REPRO lines): plain ones only.
     named = [("op", msg.op), ("suite", msg.suite), ("name", msg.name)]
@@ -533,7 +537,7 @@ def from_proto(msg: pb.Case, path: Path, verify: bool = True, goldens: bool = Tr
         inputs={t.name: _tensor_from_pb(path, t, verify) for t in msg.inputs},
         outputs={t.name: _tensor_from_pb(path, t, verify, goldens) for t in msg.outputs},
         criteria=criteria,
-        expect="ok" if msg.expect == pb.OK else "rejected",
+        expect=_EXPECT_NAMES[msg.expect],
         expect_check=msg.expect_check, expect_message=msg.expect_message, seed=msg.seed,
         generator_version=msg.generator_version, spec_sha256=msg.spec_sha256, spec_path=msg.spec_path,
         note=msg.note, zero_golden_ok=msg.zero_golden_ok, dtype=msg.dtype,

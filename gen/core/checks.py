@@ -1,9 +1,9 @@
 """Evaluating a spec's parameter checks on the tensors and params of a call."""
 from __future__ import annotations
 
-from gen.core.backend import TensorInfo
+from gen.core.backend import REFUSALS, TensorInfo
 from gen.core.expr import ExprError, evaluate
-from gen.core.spec import Check, Spec, SpecError
+from gen.core.spec import CHECK_STATUSES, Check, Spec, SpecError
 
 
 def check_env(spec: Spec, tensors: dict[str, TensorInfo | None], params: dict) -> dict:
@@ -24,6 +24,12 @@ def _holds(check: Check, env: dict) -> bool:
         return bool(evaluate(check.require, env))
     except ExprError:
         return False
+
+
+def refusal(check: Check) -> type[Exception]:
+    """What a backend raises when ``check`` fails: InvalidArgument (BAD_PARAM), or NotSupported where the
+    check's status is not_supported."""
+    return REFUSALS[CHECK_STATUSES[check.status]]
 
 
 def first_failure(spec: Spec, tensors: dict[str, TensorInfo | None], params: dict,

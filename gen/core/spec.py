@@ -11,6 +11,7 @@ import importlib
 import inspect
 import math
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,11 @@ STRESS_DIMENSIONS = ("values", "channel_tail", "contention", "batch", "index_wid
 VALUE_REGIMES = ("subnormal", "positive", "near_overflow")
 # suites.stress.index_width: a case past 2^24 elements in its tensor, and one past 2^31 bytes.
 INDEX_LIMITS = ("past_2e24", "past_2e31")
+# Axis roles (specs/README.md, Axis roles): what each axis of a tensor is, for what knows no kernel (the
+# generic mutants, the stress suite).  A layout of these letters gives them; any other layout ('ARRAY'),
+# or one whose letters say less than the truth, states them in the tensor's `axes`.
+AXIS_ROLES = ("batch", "height", "width", "depth", "channel", "item", "component")
+LETTER_ROLES = {"N": "batch", "H": "height", "W": "width", "D": "depth", "C": "channel"}
 # The package whose functions a spec may name as its reference and value generators; any other
 # module only with OPCASE_TRUST_SPEC_CODE=1 (a spec is data: loading one must not run foreign code).
 OWN_CODE_PACKAGE = "gen.ops"
@@ -98,6 +104,13 @@ class _WithLines:
         return result
 
 
+def _resolve_yaml12_floats(loader) -> None:
+    """Read `3e-3`, `1e5` and `2.5E+4` as numbers, as YAML 1.2 does: PyYAML's YAML 1.1 wants a dot and
+    a signed exponent and reads them as strings, which a threshold or rate then refuses as no number."""
+    pattern = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$")
+    loader.add_implicit_resolver("tag:yaml.org,2002:float", pattern, list("-+0123456789."))
+
+
 class _LineLoader(_WithLines, yaml.SafeLoader):
     """The pure-Python loader: where libyaml is missing, and for the exact message on an alias or
     on nesting past MAX_YAML_DEPTH."""
@@ -125,6 +138,7 @@ _CLineLoader = type("_CLineLoader", (_WithLines, yaml.CSafeLoader), {}) if yaml.
 
 for _loader in (_LineLoader, _CLineLoader):
     if _loader is not None:
+        _resolve_yaml12_floats(_loader)
         _loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _loader.construct_mapping)
         _loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _loader.construct_sequence)
 
@@ -176,6 +190,8 @@ class TensorSpec:
     values: dict          # value distribution (inputs only)
     optional: bool = False
     line: int = 0
+    axes: tuple = ()      # the role of each axis (AXIS_ROLES)
+    with_input: str = ""  # outputs: the optional input it goes with (absent when that input is left out)
 
 
 @dataclass
@@ -194,6 +210,9 @@ class Check:
     violate: dict | None
     untestable: str
     line: int
+    # What mlu-ops returns when the check fails: "bad_param" (MLUOP_STATUS_BAD_PARAM: InvalidArgument,
+    # the case expects "rejected") or "not_supported" (MLUOP_STATUS_NOT_SUPPORTED: NotSupported).
+    status: str = "bad_param"
 
 
 @dataclass
@@ -219,11 +238,27 @@ class OutputCriterion:
 class MluopsMapping:
     """How mlu-ops' case files (harness/mluops) describe the kernel: its Node's OpType, the Node field
     that carries the params, and the tensors in mlu-ops' positional order (mluop_gtest's tensor_desc_[i])."""
-    op_type: str                       # the OpType name in mluops_case.proto
+    # The OpType name in the vendored mluops_case.proto, or None: Node.op_type is informational
+    # (mluop_gtest dispatches on op_name), so a kernel the vendored enum lacks is written without it.
+    op_type: str | None
     param_field: str | None            # None: the kernel has no param message
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     fixed: tuple[tuple[str, int], ...] = ()  # constant param-message fields opcase does not model
+
+
+@dataclass(frozen=True)
+class Deviation:
+    """A known, documented disagreement of one backend with the suite (as OpInfo's xfails): on the cases
+    ``cases`` matches (a regex over SUITE/NAME) that backend has ``status``, for ``reason``."""
+    backend: str
+    cases: str
+    status: str
+    reason: str
+    line: int
+
+    def covers(self, backend: str, suite: str, name: str) -> bool:
+        return backend == self.backend and re.fullmatch(self.cases, f"{suite}/{name}") is not None
 
 
 @dataclass
@@ -248,6 +283,7 @@ class Spec:
     mluops: MluopsMapping | None = None
     output_criteria: dict = field(default_factory=dict)   # output name -> OutputCriterion
     raw: dict = field(default_factory=dict, repr=False)
+    deviations: list = field(default_factory=list)     # Deviation, in spec order
 
     def resolve(self, dotted: str, what: str):
         return resolve_callable(dotted, self.path, what)
@@ -354,8 +390,8 @@ def _tensor(v: _Validator, parent, name, node, kind, dtypes) -> TensorSpec:
     v.plain_name(parent, name, name, f"{kind} name")   # it names the tensor's sidecar file
     if not isinstance(node, dict):
         v.fail(node, None, f"{where} must be a mapping")
-    keys = ["dtype", "layout", "shape", "values", "optional", "doc"] if kind == "input" else \
-        ["dtype", "layout", "shape", "doc"]
+    keys = ["dtype", "layout", "shape", "values", "optional", "doc", "axes"] if kind == "input" else \
+        ["dtype", "layout", "shape", "doc", "axes", "with_input"]
     v.allow_keys(node, keys, where)
     v.require_keys(node, ["dtype", "layout", "shape"], where)
     dtype = str(node["dtype"])
@@ -370,7 +406,46 @@ def _tensor(v: _Validator, parent, name, node, kind, dtypes) -> TensorSpec:
     if kind == "input":
         _values(v, node, "values", values, where)
     return TensorSpec(name=name, dtype=dtype, layout=str(node["layout"]), shape=list(shape), values=values,
-                      optional=bool(node.get("optional", False)), line=line_of(node))
+                      optional=bool(node.get("optional", False)), line=line_of(node),
+                      axes=_axes(v, node, where, str(node["layout"]), len(shape)),
+                      with_input=str(node.get("with_input") or ""))
+
+
+def _tied_outputs(v: _Validator, node, inputs: dict, outputs: dict) -> None:
+    """An output's `with_input` names an optional input: the call that leaves the input out has no such
+    output either (deform_roi_pool_backward without offset: no grad_offset, mlu-ops' 3-input form)."""
+    for name, tensor in outputs.items():
+        if tensor.with_input and not (tensor.with_input in inputs and inputs[tensor.with_input].optional):
+            v.fail(node[name], "with_input", f"output '{name}': with_input must name an optional input, not "
+                                             f"{tensor.with_input!r}")
+
+
+def absent_tensors(spec, omit) -> tuple:
+    """The tensors a call that leaves out the optional inputs ``omit`` lacks: those inputs, and the outputs
+    that go with them (`with_input`)."""
+    omit = tuple(omit)
+    return omit + tuple(n for n, t in spec.outputs.items() if t.with_input and t.with_input in omit)
+
+
+def _axes(v: _Validator, node, where, layout: str, rank: int) -> tuple:
+    """The role of each axis: the tensor's `axes`, else its layout's letters (NHWC: batch, height,
+    width, channel); a layout without them (ARRAY) must give `axes`."""
+    axes = node.get("axes")
+    if axes is None:
+        if len(layout) == rank and len(set(layout)) == rank and all(c in LETTER_ROLES for c in layout):
+            return tuple(LETTER_ROLES[c] for c in layout)
+        v.fail(node, "layout", f"{where}: layout {layout!r} names no axis roles: give 'axes', a role per axis "
+                               f"({', '.join(AXIS_ROLES)})")
+    if not isinstance(axes, list) or len(axes) != rank or any(a not in AXIS_ROLES for a in axes):
+        v.fail(node, "axes", f"{where}: axes must list one role per axis ({rank}), each one of {', '.join(AXIS_ROLES)}")
+    return tuple(axes)
+
+
+def dims_with_role(spec, role: str) -> set:
+    """The dims that size an axis of ``role`` in some tensor (an axis whose shape entry is a bare dim)."""
+    return {str(entry) for t in (*spec.inputs.values(), *spec.outputs.values())
+            for entry, axis_role in zip(t.shape, t.axes)
+            if axis_role == role and isinstance(entry, str) and entry.isidentifier() and entry not in spec.params}
 
 
 def _values(v: _Validator, parent, key, node, where):
@@ -387,12 +462,25 @@ def _values(v: _Validator, parent, key, node, where):
             v.fail(node, frac, f"{where}: values.{frac} is a fraction in [0, 1]")
     if dist == "custom":
         resolve_callable(node["fn"], v.path, f"{where} values.fn", line_of(node, "fn"))
+    else:
+        _value_bounds(v, node, needs, where)
+
+
+def _value_bounds(v: _Validator, node, keys, where) -> None:
+    """A plain distribution's numbers (low, high, mean, std, value): numbers, or expressions over the case's
+    dims, params and tensors' shapes (`high: "M - 1"`, `high: "feature.shape[2] - 1"`), drawn per case."""
+    for key in keys:
+        bound = node[key]
+        if isinstance(bound, str):
+            v.expr(node, key, bound, f"{where} values.{key}")
+        elif isinstance(bound, bool) or not isinstance(bound, (int, float)):
+            v.fail(node, key, f"{where}: values.{key} must be a number or an expression, got {type(bound).__name__}")
 
 
 def _check(v: _Validator, node, inputs, outputs, params) -> Check:
     if not isinstance(node, dict):
         v.fail(node, None, "each check must be a mapping")
-    v.allow_keys(node, ["id", "doc", "message", "require", "violate", "untestable"], "check")
+    v.allow_keys(node, ["id", "doc", "message", "require", "violate", "untestable", "status"], "check")
     v.require_keys(node, ["id", "doc", "message", "require"], "check")
     v.plain_name(node, "id", node["id"], "check id")
     where = f"check '{node['id']}'"
@@ -428,7 +516,19 @@ def _check(v: _Validator, node, inputs, outputs, params) -> Check:
             if pname not in params:
                 v.fail(violate["params"], pname, f"{where}: violate.params names unknown param '{pname}'")
     return Check(id=str(node["id"]), doc=str(node["doc"]), message=str(node["message"]),
-                 require=str(node["require"]), violate=violate, untestable=untestable, line=line_of(node))
+                 require=str(node["require"]), violate=violate, untestable=untestable, line=line_of(node),
+                 status=_check_status(v, node, where))
+
+
+CHECK_STATUSES = {"bad_param": "rejected", "not_supported": "not_supported"}   # status -> the case's expect
+
+
+def _check_status(v: _Validator, node, where) -> str:
+    """A check's `status`: what mlu-ops returns when it fails (bad_param, the default, or not_supported)."""
+    status = node.get("status", "bad_param")
+    if status not in CHECK_STATUSES:
+        v.fail(node, "status", f"{where}: status must be one of {', '.join(CHECK_STATUSES)}, got {status!r}")
+    return status
 
 
 def _criteria(v: _Validator, node) -> Criteria:
@@ -558,13 +658,28 @@ def _suites(v: _Validator, node, spec_inputs, spec_outputs=()):
     invalid = node.get("invalid")
     if invalid is not None:
         v.mapping(node, "invalid", "suites")
-        v.allow_keys(invalid, ["base"], "suites.invalid")
+        v.allow_keys(invalid, ["base", "dtypes"], "suites.invalid")
         v.require_keys(invalid, ["base"], "suites.invalid")
         _entry(v, invalid["base"], "suites.invalid.base", spec_inputs, need_name=False)
+        _invalid_dtypes(v, invalid)
     stress = node.get("stress")
     if stress is not None:
         _stress(v, node, stress, spec_inputs, spec_outputs)
     return node
+
+
+def _invalid_dtypes(v: _Validator, invalid) -> None:
+    """suites.invalid.dtypes: the dtypes each check's invalid case is made in (default: the base's `dtype`,
+    else the spec's last dtype), so a check a backend makes in one dtype only is caught."""
+    dtypes = invalid.get("dtypes")
+    if dtypes is None:
+        return
+    if "dtype" in invalid["base"]:
+        v.fail(invalid, "dtypes", "suites.invalid: give either dtypes or base.dtype, not both")
+    if not isinstance(dtypes, list) or not dtypes or len(set(dtypes)) != len(dtypes) or any(
+            d not in FLOAT_DTYPES for d in dtypes):
+        v.fail(invalid, "dtypes", f"suites.invalid.dtypes must be a list of distinct dtypes of "
+                                  f"{', '.join(FLOAT_DTYPES)}")
 
 
 def _stress(v: _Validator, suites, node, spec_inputs, spec_outputs):
@@ -616,6 +731,7 @@ def _stress(v: _Validator, suites, node, spec_inputs, spec_outputs):
         for name in batch:
             if not isinstance(name, str) or name not in (node["base"].get("dims") or {}):
                 v.fail(batch, name, f"suites.stress.batch: '{name}' is not one of suites.stress.base's dims")
+        _batch_sets_a_batch(v, node, batch, spec_inputs, spec_outputs)
     index_width = node.get("index_width")
     if index_width is not None:
         if not isinstance(index_width, dict):
@@ -628,6 +744,47 @@ def _stress(v: _Validator, suites, node, spec_inputs, spec_outputs):
         for limit in INDEX_LIMITS:
             if limit in index_width:
                 _entry(v, index_width[limit], f"suites.stress.index_width.{limit}", spec_inputs, need_name=False)
+
+
+def _batch_sets_a_batch(v: _Validator, stress, batch: dict, spec_inputs, spec_outputs) -> None:
+    """suites.stress.batch makes a batch of several: it sets a dim of an axis whose role is batch to 2 or more."""
+    tensors = [*spec_inputs.values(), *dict(spec_outputs).values()]
+    dims = sorted({str(entry) for t in tensors for entry, role in zip(t.shape, t.axes) if role == "batch"})
+    if not any(batch.get(name, 0) >= 2 for name in dims):
+        v.fail(stress, "batch", f"suites.stress.batch must set a dim of a batch axis ({', '.join(dims) or 'none'}) "
+                                f"to 2 or more")
+
+
+# The statuses a deviation may record (gen.core.verdict's failing ones; spec.py cannot import it).
+DEVIATION_STATUSES = ("failed", "wrongly-accepted", "wrongly-rejected", "error")
+MAX_DEVIATION_PATTERN = 200
+
+
+def _deviations(v: _Validator, raw) -> list:
+    """The spec's `deviations:` list: each {backend, cases, status, reason} (specs/README.md)."""
+    found = []
+    for node in v.optional_list(raw, "deviations", "spec"):
+        if not isinstance(node, dict):
+            v.fail(raw, "deviations", "each deviation must be a mapping")
+        v.allow_keys(node, ["backend", "cases", "status", "reason"], "deviation")
+        v.require_keys(node, ["backend", "cases", "status", "reason"], "deviation")
+        if not isinstance(node["backend"], str) or not node["backend"]:
+            v.fail(node, "backend", "deviation: backend must name a backend (as --backend does)")
+        pattern = node["cases"]
+        if not isinstance(pattern, str) or not pattern or len(pattern) > MAX_DEVIATION_PATTERN:
+            v.fail(node, "cases", f"deviation: cases is a regex over SUITE/NAME of at most {MAX_DEVIATION_PATTERN} "
+                                  f"characters")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            v.fail(node, "cases", f"deviation: cases {pattern!r} is no regex ({exc})")
+        if node["status"] not in DEVIATION_STATUSES:
+            v.fail(node, "status", f"deviation: status must be one of {', '.join(DEVIATION_STATUSES)}")
+        if not isinstance(node["reason"], str) or len(node["reason"].split()) < 3:
+            v.fail(node, "reason", "deviation: reason says why, in words (the doc, the implementation, the cases)")
+        found.append(Deviation(backend=str(node["backend"]), cases=pattern, status=node["status"],
+                               reason=" ".join(node["reason"].split()), line=line_of(node)))
+    return found
 
 
 def _field_name(v: _Validator, node, key, where) -> str:
@@ -643,8 +800,8 @@ def _mluops(v: _Validator, raw, inputs: dict, outputs: dict) -> MluopsMapping | 
         return None
     node = v.mapping(raw, "mluops", "spec")
     v.allow_keys(node, ["op_type", "param_field", "inputs", "outputs", "fixed"], "mluops")
-    v.require_keys(node, ["op_type", "inputs", "outputs"], "mluops")
-    op_type = _field_name(v, node, "op_type", "mluops")
+    v.require_keys(node, ["inputs", "outputs"], "mluops")
+    op_type = _field_name(v, node, "op_type", "mluops") if node.get("op_type") is not None else None
     param_field = _field_name(v, node, "param_field", "mluops") if node.get("param_field") is not None else None
     order = {}
     for kind, tensors in (("inputs", inputs), ("outputs", outputs)):
@@ -656,6 +813,9 @@ def _mluops(v: _Validator, raw, inputs: dict, outputs: dict) -> MluopsMapping | 
     optional = [n for n in order["inputs"] if inputs[n].optional]
     if optional and order["inputs"][-len(optional):] != tuple(optional):
         v.fail(node, "inputs", "mluops.inputs: optional inputs come last (a case leaves them out from the end)")
+    tied = [n for n in order["outputs"] if outputs[n].with_input]
+    if tied and order["outputs"][-len(tied):] != tuple(tied):
+        v.fail(node, "outputs", "mluops.outputs: outputs that go with optional inputs come last")
     fixed = v.optional_mapping(node, "fixed", "mluops")
     for name, value in fixed.items():
         if not str(name).isidentifier() or isinstance(value, bool) or not isinstance(value, int):
@@ -694,7 +854,8 @@ def _output_criteria(v: _Validator, raw, outputs: dict, path) -> dict:
 
 
 _TOP_KEYS = ["op", "doc", "summary", "reference", "dtypes", "params", "inputs", "outputs", "checks",
-             "criteria", "output_criteria", "suites", "theory_ops", "nondeterministic_sums", "mluops"]
+             "criteria", "output_criteria", "suites", "theory_ops", "nondeterministic_sums", "mluops",
+             "deviations"]
 
 
 def load_spec(path) -> Spec:
@@ -745,6 +906,7 @@ def _parsed_spec(path: Path, text: bytes) -> Spec:
               for n, t in v.mapping(raw, "inputs", "spec").items()}
     outputs = {n: _tensor(v, raw["outputs"], n, t, "output", dtypes)
                for n, t in v.mapping(raw, "outputs", "spec").items()}
+    _tied_outputs(v, raw["outputs"], inputs, outputs)
     clash = set(inputs) & set(outputs) | (set(inputs) | set(outputs)) & set(params)
     if clash:
         v.fail(raw, "outputs", f"names used twice among inputs, outputs and params: {sorted(clash)}")
@@ -773,4 +935,4 @@ def _parsed_spec(path: Path, text: bytes) -> Spec:
                 params=params, inputs=inputs, outputs=outputs, checks=checks, criteria=criteria,
                 suites=suites, theory_ops=str(raw.get("theory_ops", "")),
                 nondeterministic_sums=nondeterministic_sums, mluops=_mluops(v, raw, inputs, outputs),
-                output_criteria=output_criteria, raw=raw)
+                output_criteria=output_criteria, raw=raw, deviations=_deviations(v, raw))

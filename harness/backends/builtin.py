@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from gen.core.backend import Backend, InvalidArgument, Request, TensorInfo
-from gen.core.checks import failures, first_failure
+from gen.core.checks import failures, first_failure, refusal
 from gen.core.registry import known_ops, spec_for
 from gen.core.rounding import round_to
 
@@ -31,7 +31,7 @@ def request_tensors(spec, request: Request) -> dict:
 
 def check_request(request: Request, skip_checks=()):
     """Apply the spec's parameter checks in the doc's order; raise InvalidArgument on the first
-    that fails.  Returns the spec.  ``skip_checks``: ids of checks left out (`opcase power`'s
+    that fails (NotSupported where the check's status is not_supported).  Returns the spec.  ``skip_checks``: ids of checks left out (`opcase power`'s
     planted missing check)."""
 
     spec = spec_for(request.op)
@@ -41,7 +41,7 @@ def check_request(request: Request, skip_checks=()):
     else:
         failed = next((c for c in failures(spec, tensors, request.params) if c.id not in skip_checks), None)
     if failed is not None:
-        raise InvalidArgument(f"{failed.id} (doc {failed.doc}): {failed.message}")
+        raise refusal(failed)(f"{failed.id} (doc {failed.doc}): {failed.message}")
     return spec
 
 

@@ -20,7 +20,8 @@ stdin from /dev/null and stdout and stderr captured.  The command writes a seria
   * ``outputs``: every requested output with exactly the requested name, shape and dtype; its
     bytes inline in ``data`` or in a sidecar file beside RESPONSE (``sidecar.path`` a bare file
     name, ``sidecar.length`` its size; ``sidecar.sha256`` is checked when set);
-  * or ``rejected: true`` with a ``message``: the call breaks a parameter check (BAD_PARAM);
+  * or ``rejected: true`` with a ``message``: the call breaks a parameter check (BAD_PARAM), or,
+    with ``not_supported: true`` too, is declined as not supported (mlu-ops' NOT_SUPPORTED);
   * ``kernel_seconds`` (optional): the kernel's own time for the call; unset, the harness
     records the command's wall time (process start and file IO included).
 
@@ -56,7 +57,7 @@ from pathlib import Path
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from gen.core.backend import BackendLoadError, InvalidArgument, Request
+from gen.core.backend import BackendLoadError, InvalidArgument, NotSupported, Request
 from gen.core.casefile import DEFAULT_SIDECAR_BYTES, le_bytes_view, value_to_pb, write_sidecar
 from harness.workers import kill_process_group
 from gen.core.proto import opcase_pb2 as pb
@@ -345,7 +346,8 @@ class ExecBackend:
             except ExecError as exc:
                 raise self._error(str(exc), log) from None
             if outputs is None:
-                raise InvalidArgument(msg.message or "rejected (the response gives no message)")
+                refusal = NotSupported if msg.not_supported else InvalidArgument
+                raise refusal(msg.message or "rejected (the response gives no message)")
             seconds = msg.kernel_seconds if msg.HasField("kernel_seconds") else wall
             # Copies: the directory and its files go when this returns.
             return {name: np.array(array) for name, array in outputs.items()}, seconds

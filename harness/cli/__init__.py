@@ -1196,7 +1196,7 @@ def show(case_path, n_values):
     if case.note:
         click.echo(f"  why: {case.note}")
     click.echo(f"  expect: {case.expect}" + (f" (check {case.expect_check}: {case.expect_message})"
-                                            if case.expect == "rejected" else ""))
+                                            if case.expect != "ok" else ""))
     click.echo("  params: " + ", ".join(f"{k}={v}" for k, v in case.params.items()))
     for kind, tensors in (("input", case.inputs), ("output", case.outputs)):
         for t in tensors.values():

@@ -12,7 +12,7 @@ from gen.core.casefile import (SUFFIX, Case, CaseFileError, contained_path, elem
                                physical_memory, save)
 from gen.core.checks import first_failure
 from gen.core.registry import UnknownOp, spec_for
-from gen.core.spec import SpecError
+from gen.core.spec import CHECK_STATUSES, SpecError
 from gen.generate import GENERATOR_VERSION, GenerationError, Generator
 from harness.workers import load_apart
 from harness.mluops import MluopsError, UnsupportedKernel, case_from_mluops, load_mluops, save_mluops
@@ -55,7 +55,7 @@ def complete_imported(case: Case, baseline_name: str | None, load_baseline=load_
                for n, t in (*case.inputs.items(), *case.outputs.items())}
     failed = first_failure(spec, tensors, case.params)
     if failed is not None:
-        case.expect, case.expect_check, case.expect_message = "rejected", failed.id, failed.message
+        case.expect, case.expect_check, case.expect_message = CHECK_STATUSES[failed.status], failed.id, failed.message
         return case
     baseline = load_baseline(baseline_name or spec.criteria.baseline) if spec.criteria.mode == "dynamic" else None
     return Generator(spec, baseline).complete(case)

@@ -265,8 +265,11 @@ def _absent_tensor(kernel: KernelFormat, name: str, params: dict, present: dict[
 
 
 def _output_tensors(path: Path, node: pb.Node, kernel: KernelFormat) -> dict[str, MluTensor]:
-    if len(node.output) != len(kernel.outputs):
-        raise MluopsFormatError(f"{path}: {kernel.op} has {len(kernel.outputs)} output(s) "
+    # The outputs that go with optional inputs (the spec's with_input) come last and may be left out.
+    required = len(kernel.outputs) - len(kernel.optional_outputs)
+    if not required <= len(node.output) <= len(kernel.outputs):
+        expected = f"{required} to {len(kernel.outputs)}" if kernel.optional_outputs else str(required)
+        raise MluopsFormatError(f"{path}: {kernel.op} has {expected} output(s) "
                                 f"({', '.join(kernel.outputs)}), the case has {len(node.output)}")
     tensors = {}
     for index, (name, message) in enumerate(zip(kernel.outputs, node.output)):

@@ -37,12 +37,13 @@ class UnsupportedKernel(MluopsError):
 @dataclass(frozen=True)
 class KernelFormat:
     op: str                          # opcase's kernel name, also mlu-ops' op_name
-    op_type: int                     # mlu-ops' OpType value
+    op_type: int | None              # mlu-ops' OpType value (None: the spec names none; it is informational)
     inputs: tuple[str, ...]          # opcase names in mlu-ops' positional order
     outputs: tuple[str, ...]
     param_field: str | None          # the Node field carrying the params
     params: tuple[str, ...]          # param names, the same in opcase and mlu-ops
     optional_inputs: tuple[str, ...] = ()  # trailing inputs a case may leave out
+    optional_outputs: tuple[str, ...] = ()  # trailing outputs that go with them (the spec's with_input)
     fixed: tuple[tuple[str, int], ...] = ()  # constant param-message fields (carafe's dimnb)
 
 
@@ -66,7 +67,7 @@ def _format_of(spec: Spec) -> KernelFormat | None:
     if mapping is None:
         return None
     line = line_of(spec.raw, "mluops")
-    if mapping.op_type not in pb.OpType.keys():
+    if mapping.op_type is not None and mapping.op_type not in pb.OpType.keys():
         raise SpecError(spec.path, line, f"mluops.op_type {mapping.op_type!r} is no OpType of mluops_case.proto")
     message_fields = pb.Node.DESCRIPTOR.fields_by_name
     if mapping.param_field is not None:
@@ -80,9 +81,11 @@ def _format_of(spec: Spec) -> KernelFormat | None:
                                              f"no field(s) {', '.join(unknown)}")
     elif spec.params:
         raise SpecError(spec.path, line, "mluops.param_field: the kernel has params, so mlu-ops needs the field")
-    return KernelFormat(op=spec.op, op_type=pb.OpType.Value(mapping.op_type), inputs=mapping.inputs,
+    op_type = None if mapping.op_type is None else pb.OpType.Value(mapping.op_type)
+    return KernelFormat(op=spec.op, op_type=op_type, inputs=mapping.inputs,
                         outputs=mapping.outputs, param_field=mapping.param_field, params=tuple(spec.params),
                         optional_inputs=tuple(n for n in mapping.inputs if spec.inputs[n].optional),
+                        optional_outputs=tuple(n for n in mapping.outputs if spec.outputs[n].with_input),
                         fixed=mapping.fixed)
 
 

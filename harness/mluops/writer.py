@@ -55,13 +55,15 @@ def save_mluops(case: casefile.Case, path: str | os.PathLike, text: bool = False
 
 
 def _node(case: casefile.Case, kernel: KernelFormat, path: Path, path_threshold_bytes: int) -> pb.Node:
-    node = pb.Node(op_name=kernel.op, op_type=kernel.op_type)
+    node = pb.Node(op_name=kernel.op)
+    if kernel.op_type is not None:        # informational: mluop_gtest dispatches on op_name
+        node.op_type = kernel.op_type
     _set_params(node, case, kernel)
     for tensor in _ordered(case, kernel.inputs, case.inputs, "input", kernel.optional_inputs):
         if tensor.data is None:
             raise ValueError(f"case {case.name}: input {tensor.name} has no data")
         node.input.append(_tensor_message(tensor, path, "in", path_threshold_bytes))
-    outputs = _ordered(case, kernel.outputs, case.outputs, "output", ())
+    outputs = _ordered(case, kernel.outputs, case.outputs, "output", kernel.optional_outputs)
     for tensor in outputs:
         node.output.append(_tensor_message(tensor, path, "out", path_threshold_bytes))
     _set_thresholds(node, case, kernel)

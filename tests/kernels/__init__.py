@@ -63,6 +63,13 @@ def conformance_files(op: str) -> list[Path]:
     return paths
 
 
+def every_conformance_file(under: str) -> list[Path]:
+    """Every record's CONFORMANCE files under CONFORMANCE_DIR/``under`` (e.g. "mlu-ops"), sorted: what
+    tests count instead of a number that a new kernel would change."""
+    root = CONFORMANCE_DIR / under
+    return sorted({p for op in ops() for p in conformance_files(op) if p.is_relative_to(root)})
+
+
 def accepted_bugs(op: str) -> dict[str, str]:
     """{planted bug name: why the docs' rule lets it pass} of the record (empty where none)."""
     return dict(getattr(record(op), "ACCEPTED_BUGS", {}))
