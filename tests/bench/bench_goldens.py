@@ -1,6 +1,6 @@
 """Every kernel's float64 golden against this machine's limits, both measured in the same run.
 
-    python tests/bench/bench_goldens.py [--select TEXT] [--max-elements E] [--repeat R] [--suites]
+    python tests/bench/bench_goldens.py [--select TEXT] [--max-elements E] [--repeat R]
 
 First the machine: one core's float64 multiply-add peak (a single-threaded float64 matrix
 product, in a subprocess with every BLAS thread count set to 1: dgemm keeps the FMA units
@@ -14,18 +14,16 @@ median of R calls; a reference that yields its outputs in pieces is timed piece 
                                                                           2 per multiply-add)
     of copy     = theory_io_bytes / (seconds * copy bytes per second)    (inputs + outputs)
 
-With --suites, `opcase gen SPEC --suite network` for every spec, each kernel's cases deleted
-before the next, timed, the load average beside each.  The load average is printed throughout:
-the machine may be shared, and a loaded machine shows as a gap between best and median.
+The load average is printed throughout: the machine may be shared, and a loaded machine shows
+as a gap between best and median.  The network suites' total time, kernel by kernel with the load
+average beside it: tests/bench/bench_network_suite.py.
 """
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -133,33 +131,11 @@ def bench_goldens(select: str, max_elements: int | None, repeat: int, peak: floa
                   f"{total['bytes'] / (total['seconds'] * bandwidth):8.2%}\n", flush=True)
 
 
-def bench_suites(select: str) -> None:
-    """`opcase gen SPEC --suite network` per kernel, each kernel's output deleted before the next."""
-    print(f"\n{'network suite':<32} {'seconds':>9}  load before / after")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    grand = 0.0
-    with tempfile.TemporaryDirectory() as tmp:
-        for op in known_ops():
-            if select not in op:
-                continue
-            out = Path(tmp) / op
-            before = load()
-            start = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "harness.cli", "gen", str(spec_for(op).path), "--suite", "network",
-                            "-o", str(out)], cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL)
-            seconds = time.perf_counter() - start
-            grand += seconds
-            shutil.rmtree(out, ignore_errors=True)
-            print(f"{op:<32} {seconds:9.1f}  {before} / {load()}", flush=True)
-    print(f"{'all network suites':<32} {grand:9.1f}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--select", default="", help="only the kernels whose name contains this")
     parser.add_argument("--max-elements", type=int, default=None, help="skip network cases with more elements")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--suites", action="store_true", help="also time `opcase gen --suite network` per kernel")
     args = parser.parse_args()
     print(f"load average {load()}")
     peak = multiply_add_peak()
@@ -167,8 +143,6 @@ def main() -> None:
     print(f"this machine, one core: {peak / 1e9:.1f} G float64 multiply-adds/s (single-threaded dgemm), "
           f"{bandwidth / 1e9:.1f} GB/s copy (np.copyto, 256 MB)   load {load()}")
     bench_goldens(args.select, args.max_elements, args.repeat, peak, bandwidth)
-    if args.suites:
-        bench_suites(args.select)
 
 
 if __name__ == "__main__":
