@@ -74,13 +74,11 @@ def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):
         if offset is None:
             continue
         # Corners (y_low, x_low), (y_low, x_high), (y_high, x_low), (y_high, x_high).
-        v00, v10, v01, v11 = (pixels.take(corner, axis=0).astype(dtype, copy=False) for corner in targets)
+        v00, v10, v01, v11 = pixels.take(targets.reshape(-1), axis=0).astype(dtype, copy=False).reshape(4, -1, C)
         y_low, y_high = rows[0].astype(dtype), rows[2].astype(dtype)
         x_low, x_high = cols[0].astype(dtype), cols[1].astype(dtype)
-        along_x = (v11 - v01) * (y - y_low)[:, None] + (v10 - v00) * (y_high - y)[:, None]
-        along_y = (v11 - v10) * (x - x_low)[:, None] + (v01 - v00) * (x_high - x)[:, None]
-        offset_terms[0, first + inside_at] = (g * along_x).sum(axis=1)
-        offset_terms[1, first + inside_at] = (g * along_y).sum(axis=1)
+        for axis, term in enumerate(_offset_terms(g, v00, v10, v01, v11, y - y_low, y_high - y, x - x_low, x_high - x)):
+            offset_terms[axis, first + inside_at] = term
     if offset is not None:
         offset_x = np.zeros(R * PH * PW, dtype=dtype)
         offset_y = np.zeros(R * PH * PW, dtype=dtype)
@@ -96,3 +94,18 @@ def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):
         grad_offset[:, 1] = (gamma * roi_h[per_bin_roi] * offset_y).reshape(R, PH * PW)
     return {"grad_input": grad_input.reshape(N, H, W, C), "grad_offset": grad_offset.reshape(R, 2, PH, PW)}
 
+
+def _offset_terms(g, v00, v10, v01, v11, from_low_y, to_high_y, from_low_x, to_high_x):
+    """Per sample, sum_c of g * along_x and of g * along_y (the module doc), in place in two buffers:
+    along_x = (v11 - v01) * from_low_y + (v10 - v00) * to_high_y, along_y likewise along x."""
+    first, second = np.subtract(v11, v01), np.subtract(v10, v00)
+    first *= from_low_y[:, None]
+    second *= to_high_y[:, None]
+    first += second
+    along_x = np.multiply(g, first, out=first).sum(axis=1)
+    np.subtract(v11, v10, out=first)
+    np.subtract(v01, v00, out=second)
+    first *= from_low_x[:, None]
+    second *= to_high_x[:, None]
+    first += second
+    return along_x, np.multiply(g, first, out=first).sum(axis=1)
