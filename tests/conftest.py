@@ -15,6 +15,8 @@ from gen.core.rounding import round_to
 from gen.core.casefile import find
 from harness.runner import run_case
 
+import needs
+
 REPO = Path(__file__).resolve().parents[1]
 CONFORMANCE = REPO / "tests" / "conformance"   # real data from outside opcase; its README says where from
 MMCV_CUDA = CONFORMANCE / "mmcv-cuda"   # mmcv's CUDA outputs, one npz per kernel (layout in its README)
@@ -144,3 +146,32 @@ def assert_each_missing_check_caught(invalid_dir: Path, op: str) -> None:
         # either way exactly the case of that check fails.
         caught = [r.name.rsplit("-", 1)[0] for r in results if r.status in FAILING]
         assert caught == [check_id], (check_id, statuses(results))
+
+
+# ----------------------------------------------------------------------------- needs (tests/needs.py)
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "needs(name): the test needs what tests/needs.py calls `name` "
+                                       "(torch, ray, chromium, protoc, g++, cuda); it skips without it")
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("needs"):
+        for need in mark.args:
+            if needs.missing(need):
+                pytest.skip(needs.reason(need))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line per missing need: how many tests it skipped and how to get it."""
+    from collections import Counter
+    skipped = Counter()
+    for report in terminalreporter.stats.get("skipped", []):
+        text = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr or "")
+        need = needs.need_of(text)
+        if need:
+            skipped[need] += 1
+    if skipped:
+        terminalreporter.write_sep("-", "what would run more tests")
+        for need, count in sorted(skipped.items()):
+            terminalreporter.write_line(f"{count} skipped for lack of {need}: {needs.NEEDS[need]}")

@@ -41,25 +41,32 @@ def _doc_inputs(dtype):
             "boxes": values.doc_example(None, None, "boxes").astype(dtype)}
 
 
+def _implementations():
+    """name -> (inputs, params, dtype) -> outputs, for every implementation of the kernel in the project."""
+    def torch(inputs, params, dtype):
+        return _torch_run(load_backend("torch"), inputs, params,
+                          {"output": (1, 12, 4, 1), "argmax_idx": (1, 12, 4, 1)}, dtype)
+    return {"reference": lambda inputs, params, dtype: border_align.forward(inputs, params),
+            "oracle": lambda inputs, params, dtype: RECORD.oracle(inputs, params),
+            "mmcv": lambda inputs, params, dtype: mmcv_forward(inputs, params),
+            "torch": torch}
+
+
+@pytest.mark.parametrize("implementation", ["reference", "oracle", "mmcv",
+                                            pytest.param("torch", marks=pytest.mark.needs("torch"))])
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
-def test_doc_worked_example_and_mmcv_test_data(dtype):
+def test_doc_worked_example_and_mmcv_test_data(dtype, implementation):
     """Doc 1.2 (pool_size 1) prints the forward output that is the backward example's grad_output
     (and its argmax_idx); mmcv's test_border_align expects MMCV_OUTPUT_POOL_2 for pool_size 2.
     Every sample is exact there, so the reference, the oracle, mmcv and torch all give them."""
     inputs = _doc_inputs(dtype)
     np.testing.assert_array_equal(inputs["input"][0].transpose(2, 0, 1), np.array(MMCV_INPUT)[0])
-    torch_backend = load_backend("torch")
+    run = _implementations()[implementation]
     for pool_size, expected in ((1, border_align.DOC_EXAMPLE_GRAD_OUTPUT), (2, MMCV_OUTPUT_POOL_2)):
-        params = {"pool_size": pool_size}
-        request_outputs = {"output": (1, 12, 4, 1), "argmax_idx": (1, 12, 4, 1)}
-        results = {"reference": border_align.forward(inputs, params), "oracle": RECORD.oracle(inputs, params),
-                   "mmcv": mmcv_forward(inputs, params),
-                   "torch": _torch_run(torch_backend, inputs, params, request_outputs, dtype)}
-        for name, result in results.items():
-            np.testing.assert_array_equal(result["output"][0, :, :, 0], expected, err_msg=f"{name} P={pool_size}")
+        result = run(inputs, {"pool_size": pool_size}, dtype)
+        np.testing.assert_array_equal(result["output"][0, :, :, 0], expected, err_msg=f"P={pool_size}")
         if pool_size == 1:
-            for name, result in results.items():
-                assert result["argmax_idx"][0, :, :, 0].tolist() == border_align.DOC_EXAMPLE_ARGMAX, name
+            assert result["argmax_idx"][0, :, :, 0].tolist() == border_align.DOC_EXAMPLE_ARGMAX
 
 
 def _torch_run(backend, inputs, params, out_shapes, dtype):

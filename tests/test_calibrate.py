@@ -48,13 +48,11 @@ def _committed_groups(pattern: str = "") -> set:
 
 # --------------------------------------------------------------------------- trusted backends
 
-TRUSTED = ["reference", "lowp", "torch", "mmcv"]
+TRUSTED = ["reference", "lowp", pytest.param("torch", marks=pytest.mark.needs("torch")), "mmcv"]
 
 
 @pytest.mark.parametrize("backend", TRUSTED)
 def test_trusted_backend_has_no_findings_on_the_committed_suite(tmp_path, backend):
-    if backend == "torch":
-        pytest.importorskip("torch")
     code, output, doc = _calibration(tmp_path, COMMITTED, "--backend", backend)
     assert doc["findings"] == [], output
     assert code == 0, output

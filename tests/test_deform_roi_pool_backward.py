@@ -98,23 +98,35 @@ def test_conformance_file_imports_and_the_reference_runs_it(path):
 
 # ----------------------------------------------------------------------------- the offset-less call
 
+def _offsetless_call():
+    """(inputs without the offset, params, the oracle's outputs) of a boundary plan whose rois cross the map."""
+    plan = next(p for p in plan_suite(spec_for(OP), "boundary") if p.name == "rois_across-sampling_ratio2-float32")
+    inputs = _inputs(plan)
+    absent = {name: value for name, value in inputs.items() if name != "offset"}
+    return inputs, absent, plan.params, RECORD.oracle(absent, plan.params, None)
+
+
 def test_without_an_offset_grad_offset_is_zero_and_grad_input_is_the_zero_offsets():
     """The spec cannot express the offset-less call (no optional outputs): every implementation
     still takes offset None, where grad_input is that of a zero offset and grad_offset stays 0."""
     from gen.mmcv.deform_roi_pool_backward import deform_roi_pool_backward as mmcv_kernel
-    from harness.backends.torch_kernels.deform_roi_pool_backward import deform_roi_pool_backward as torch_kernel
 
-    plan = next(p for p in plan_suite(spec_for(OP), "boundary") if p.name == "rois_across-sampling_ratio2-float32")
-    inputs = _inputs(plan)
-    absent = {name: value for name, value in inputs.items() if name != "offset"}
+    inputs, absent, params, expected = _offsetless_call()
     zero = {**inputs, "offset": np.zeros_like(inputs["offset"])}
-    expected = RECORD.oracle(absent, plan.params, None)
     assert not expected["grad_offset"].any() and expected["grad_input"].any()
-    np.testing.assert_array_equal(expected["grad_input"], RECORD.oracle(zero, plan.params, None)["grad_input"])
-    _assert_close(gen.golden(OP, absent, plan.params), expected, "reference")
-    got = {name: t.double().numpy() for name, t in torch_kernel(absent, plan.params, None, "cpu").items()}
-    for name, values in got.items():
-        np.testing.assert_allclose(values, expected[name], rtol=1e-5, atol=1e-6, err_msg=f"torch {name}")
-    emulated = mmcv_kernel(absent, plan.params)
+    np.testing.assert_array_equal(expected["grad_input"], RECORD.oracle(zero, params, None)["grad_input"])
+    _assert_close(gen.golden(OP, absent, params), expected, "reference")
+    emulated = mmcv_kernel(absent, params)
     assert not emulated["grad_offset"].any()
     np.testing.assert_allclose(emulated["grad_input"], expected["grad_input"], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.needs("torch")
+def test_torch_kernel_takes_the_offsetless_call():
+    # Imported here: the module imports torch, which the needs mark has checked is installed.
+    from harness.backends.torch_kernels.deform_roi_pool_backward import deform_roi_pool_backward as torch_kernel
+
+    _, absent, params, expected = _offsetless_call()
+    got = {name: t.double().numpy() for name, t in torch_kernel(absent, params, None, "cpu").items()}
+    for name, values in got.items():
+        np.testing.assert_allclose(values, expected[name], rtol=1e-5, atol=1e-6, err_msg=f"torch {name}")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import needs
 from conftest import REPO, generate
 from gen.core.backend import BackendLoadError
 from harness.backends import load_backend, wrap_backend
@@ -49,14 +50,13 @@ def example_binary(tmp_path_factory) -> Path:
     """tests/exec_example/pure_io_kernels.cpp, built against libprotobuf; skips when that cannot be."""
     protoc, cxx = shutil.which("protoc"), shutil.which("g++") or shutil.which("c++")
     if protoc is None:
-        pytest.skip("protoc not found: apt-get install protobuf-compiler libprotobuf-dev (the C++ exec example "
-                    "needs them)")
+        needs.skip_without("protoc", "the C++ exec example is built with it")
     if cxx is None:
-        pytest.skip("no C++ compiler (g++) to build the exec example")
+        needs.skip_without("g++", "to build the C++ exec example")
     header = subprocess.run([cxx, "-E", "-x", "c++", "-"], input="#include <google/protobuf/message.h>\n",
                             capture_output=True, text=True)
     if header.returncode != 0:
-        pytest.skip("libprotobuf's C++ headers not found: apt-get install libprotobuf-dev")
+        needs.skip_without("libprotobuf-dev", "the C++ exec example includes them")
     build = tmp_path_factory.mktemp("exec_example")
     subprocess.run([protoc, f"-I{PROTO.parent}", f"--cpp_out={build}", str(PROTO)], check=True)
     binary = build / "pure_io_kernels"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import needs
 from conftest import REPO, run_cli
 from gen.core.casefile import load
 from harness.error_map import MAX_CELLS, error_map
@@ -161,10 +161,10 @@ def test_error_map_without_named_axes_uses_the_last_two():
 
 
 def _chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
+    return needs.chromium()
 
 
-@pytest.mark.skipif(_chromium() is None, reason="chromium is not installed (.ci/run installs it)")
+@pytest.mark.needs("chromium")
 def test_report_renders_in_a_headless_browser(tmp_path):
     result, html = _report(tmp_path, CASE, PASSING, options=("--repeat", "2"))
     assert result.exit_code == 1

@@ -17,6 +17,7 @@ import pytest
 
 import gen
 import kernels
+import needs
 from conftest import (CONFORMANCE, assert_each_missing_check_caught, checked_backend, failed_metrics, generate, run_dir,
                       statuses)
 from gen.core.backend import BUILTIN_NAMES, BackendLoadError, Request, TensorInfo
@@ -31,6 +32,12 @@ from harness.mluops import case_from_mluops, load_mluops, save_mluops
 OPS = kernels.ops()
 
 
+def _why(backend: str, exc: BackendLoadError) -> str:
+    """The skip reason for a built-in backend this machine cannot load: the need it lacks, when a
+    backend is named after one (torch is an optional extra), else the load error itself."""
+    return needs.reason(backend) if backend in needs.NEEDS and needs.missing(backend) else str(exc)
+
+
 def _claimed() -> list:
     """(op, backend) for every built-in backend and every kernel it claims in one of the spec's dtypes;
     a backend this machine cannot load (torch is an optional extra) is one skipped entry."""
@@ -39,7 +46,7 @@ def _claimed() -> list:
         try:
             loaded = load_backend(backend)
         except BackendLoadError as exc:
-            pairs.append(pytest.param(None, backend, id=f"{backend}-not-loadable", marks=pytest.mark.skip(str(exc))))
+            pairs.append(pytest.param(None, backend, id=f"{backend}-not-loadable", marks=pytest.mark.skip(_why(backend, exc))))
             continue
         pairs += [pytest.param(op, backend, id=f"{op}-{backend}") for op in OPS
                   if any(loaded.supports(op, dtype) for dtype in spec_for(op).dtypes)]
@@ -138,7 +145,7 @@ def _builtin_backend(name: str):
     try:
         return load_backend(name)
     except BackendLoadError as exc:       # torch is an optional extra
-        pytest.skip(str(exc))
+        pytest.skip(_why(name, exc))
 
 
 @pytest.mark.parametrize("op, backend", [p for p in CLAIMED if p.values[0] is None

@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 
+import needs
 from harness.mluops import random_data as rd
 
 # generateRandomData's draw, reduced to what it does with the engine and the distributions.
@@ -67,7 +68,7 @@ def reference(tmp_path_factory):
     """Run the compiled libstdc++ reference; returns a function giving its output lines."""
     compiler = shutil.which("g++")
     if compiler is None:
-        pytest.skip("g++ is not installed: cannot build the libstdc++ reference draw")
+        needs.skip_without("g++", "to build the libstdc++ reference draw")
     build = tmp_path_factory.mktemp("mluops_random")
     source = build / "reference.cpp"
     source.write_text(REFERENCE_CPP)

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import needs
 from conftest import REPO, pure_io_suite
 from harness.cli import main
 from ray_backends import MARKS_ENV
@@ -159,10 +160,10 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster():
-    pytest.importorskip("ray", reason="Ray is not installed (pip install 'opcase[ray]')")
+    needs.import_or_skip("ray")
     why = _namespaces_usable()
     if why:
-        pytest.skip(f"cannot start a Ray cluster in a network namespace: {why}")
+        needs.skip_without("netns", f"cannot start a Ray cluster in a network namespace: {why}")
     # Short: Ray's socket paths under it must fit in a unix socket address.
     root = Path(tempfile.mkdtemp(prefix="ocray", dir="/tmp"))
     started = Cluster(root)

@@ -29,10 +29,8 @@ def test_some_kernel_streams():
 
 
 @pytest.mark.parametrize("op", STREAMED)
-@pytest.mark.parametrize("baseline", ["lowp", "torch"])
+@pytest.mark.parametrize("baseline", ["lowp", pytest.param("torch", marks=pytest.mark.needs("torch"))])
 def test_streamed_case_equals_in_memory_case(tmp_path, monkeypatch, op, baseline):
-    if baseline == "torch":
-        pytest.importorskip("torch")
     spec = spec_for(op)
     plans = [p for p in _cases(op, "random") + _cases(op, "boundary") if "zero" not in p.name][:6]
     generator = Generator(spec, load_backend(baseline))

@@ -9,7 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+import needs
+
+torch = needs.import_or_skip("torch")
 
 from conftest import CONFORMANCE  # noqa: E402
 from harness.backends import torch_backend  # noqa: E402  (needs torch)
@@ -383,7 +385,7 @@ def test_inconsistent_requests_raise_invalid_argument(op, params, inputs, output
         run(op, params, inputs, outputs)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.needs("cuda")
 def test_cuda_matches_cpu(rng):
     cuda = torch_backend.make("cuda")
     inp, mask, params = carafe_inputs(rng, *CARAFE_SHAPES[0], "float32")

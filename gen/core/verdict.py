@@ -58,6 +58,7 @@ class CaseResult:
     determinism: dict | None = None                  # with --bitwise: mode, calls compared, first disagreement
     error_maps: dict = field(default_factory=dict)   # failing output -> harness.error_map.error_map() (--html)
     descriptor: str = ""                             # the case's one-line descriptor (gen.descriptor), if any
+    explanation: str = ""                            # with `run --explain`: the variant(s) a failing case's outputs match
 
     @property
     def key(self) -> str:
