@@ -179,7 +179,7 @@ def plan_random(spec: Spec, count: int, base_seed: int) -> list[Plan]:
             if _elements(shapes) > max_elements:
                 continue
             infos = tensor_infos(spec, shapes, _dtypes_of(spec, dtype), _layouts_of(spec))
-            if first_failure(spec, infos, params) is None:
+            if first_failure(spec, infos, params, spec_errors=True) is None:
                 break
         else:
             raise GenerationError(f"{spec.path}: suites.random: no valid case in {RANDOM_ATTEMPTS} draws; "
@@ -293,7 +293,8 @@ def plan_stress(spec: Spec, base_seed: int) -> list[Plan]:
 def _refuse_invalid_stress(spec: Spec, plan: Plan, key: str, tensor: str | None, limit: str | None) -> None:
     """A derived stress case must be a valid call, and an index-width case must cross its limit."""
     lay = layout_of(spec, replace(plan, params=interface_params(spec, plan.params)))
-    broken = first_failure(spec, tensor_infos(spec, lay.shapes, lay.dtypes, lay.layouts, plan.omit), plan.params)
+    broken = first_failure(spec, tensor_infos(spec, lay.shapes, lay.dtypes, lay.layouts, plan.omit), plan.params,
+                           spec_errors=True)
     if broken is not None:
         raise SpecError(spec.path, plan.line, f"suites.stress.{key}: case {plan.name} breaks check "
                                               f"'{broken.id}'; change suites.stress.base or the {key} entry")
@@ -438,6 +439,8 @@ class Generator:
 
     def _expect_valid(self, plan: Plan, lay: Layout) -> None:
         infos = tensor_infos(self.spec, lay.shapes, lay.dtypes, lay.layouts, plan.omit)
+        if plan.violation is None:
+            first_failure(self.spec, infos, plan.params, spec_errors=True)   # a check that raises: the spec's error
         failed = [c.id for c in failures(self.spec, infos, plan.params)]
         if plan.violation is None and failed:
             raise SpecError(self.spec.path, plan.line, f"case {plan.suite}/{plan.name} breaks check(s) {failed}")
@@ -781,9 +784,10 @@ def written_whole(path: Path, spec: Spec, plan: Plan, baseline: str | None) -> b
     return True
 
 
-def foreign_case(out_dir: Path, spec: Spec) -> tuple[Path, str] | None:
-    """A case already in OUT/OP written from another version of ``spec`` or by another generator
-    (with what it was written from), or None: one directory never mixes the two."""
+def foreign_case(out_dir: Path, spec: Spec, base_seed: int = 0) -> tuple[Path, str] | None:
+    """A case already in OUT/OP written from another version of ``spec``, by another generator
+    or with another base seed (with what it was written from), or None: one directory never mixes
+    them (a suite of two seeds would hold two random cases where each seed makes one)."""
     for path in find([Path(out_dir) / spec.op]) if (Path(out_dir) / spec.op).is_dir() else []:
         try:
             msg = read_envelope(path)
@@ -791,4 +795,21 @@ def foreign_case(out_dir: Path, spec: Spec) -> tuple[Path, str] | None:
             continue                  # not a case anyone can run; gen does not judge it
         if (msg.spec_sha256, msg.generator_version) != (spec.sha256, GENERATOR_VERSION):
             return path, f"spec sha256 {msg.spec_sha256[:12]}, {msg.generator_version}"
+        if _made_with_seed(msg, base_seed) is False:
+            return path, f"made with another --seed than {base_seed}"
     return None
+
+
+def _made_with_seed(msg, base_seed: int) -> bool | None:
+    """Whether a case of a suite gen makes was made with ``base_seed`` (its seed is the one that
+    base seed gives its label); None for a case of another origin (described, imported)."""
+    if msg.suite == "random":
+        index = re.fullmatch(r"r(\d+)(-.*)?", msg.name)
+        if index is None:
+            return None
+        label = f"r{int(index.group(1))}"
+    elif msg.suite in SUITES:
+        label = msg.name
+    else:
+        return None
+    return case_seed(base_seed, msg.op, msg.suite, label) == msg.seed

@@ -14,14 +14,16 @@ BASELINE.json`, from the results `opcase run --json` writes::
   improved    did not pass in the baseline, passes now: reported
   faster      median time under the baseline by more than the same margin: reported
   new         not in the baseline: reported (its own status still counts)
-Cases of the baseline that this run did not include (other shards, --filter) are not judged.
+Cases of the baseline that this run did not include (other shards, --filter) are not judged; a
+baseline that shares no case with the run compared nothing, and fails the gate.
 """
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
-from gen.core.verdict import FAILING, PASSED, CaseResult
+from gen.core.verdict import FAILING, PASSED, STATUSES, CaseResult
 from gen.core.timing import slowdown_limit_us
 
 BASELINE_FORMAT = "opcase-baseline"
@@ -77,7 +79,27 @@ def load_baseline(path) -> dict[str, dict]:
         raise BaselineError(f"{path}: baseline version {doc.get('version')}, this opcase reads {BASELINE_VERSION}")
     if not isinstance(doc.get("cases"), dict):
         raise BaselineError(f"{path}: baseline has no cases mapping")
+    for key, entry in doc["cases"].items():
+        problem = _entry_problem(entry)
+        if problem:
+            raise BaselineError(f"{path}: case {key!r}: {problem}; remake the baseline with `opcase baseline update`")
     return doc["cases"]
+
+
+def _entry_problem(entry) -> str:
+    """What is wrong with a baseline entry (as _entry writes them), or ''."""
+    if not isinstance(entry, dict):
+        return f"an entry is a mapping, not {type(entry).__name__}"
+    if entry.get("status") not in STATUSES:
+        return f"status {entry.get('status')!r} is not one of {', '.join(STATUSES)}"
+    median = entry.get("median_us")
+    if median is not None and (isinstance(median, bool) or not isinstance(median, (int, float))
+                               or not math.isfinite(median) or median < 0):
+        return f"median_us {median!r} is not a finite number of microseconds >= 0"
+    for key in ("backend", "timing_source"):
+        if not isinstance(entry.get(key, ""), str):
+            return f"{key} {entry[key]!r} is not a string"
+    return ""
 
 
 def _entry(case: dict, backend: str) -> dict:
@@ -136,5 +158,7 @@ def gate_summary(results: list[CaseResult], baseline_path, baseline: dict[str, d
     seen = {r.key for r in results}
     backends = sorted({e.get("backend", "") for k, e in baseline.items() if k in seen})
     return {"baseline": str(baseline_path), "baseline_backends": backends, **counts,
-            "not_run": sum(k not in seen for k in baseline),
-            "ok": not any(r.gate in GATE_FAILING for r in results)}
+            "not_run": sum(k not in seen for k in baseline), "compared": len(seen & baseline.keys()),
+            # A baseline that shares no case with the run compared nothing: that is no pass of the gate.
+            # (A run with no case at all is the empty run's affair: exit 5, not the gate's.)
+            "ok": (not seen or bool(seen & baseline.keys())) and not any(r.gate in GATE_FAILING for r in results)}

@@ -17,7 +17,7 @@ import datetime
 import html
 import math
 
-from harness.report import (WORST_SHOWN, coordinates, fails, format_number, summary, summary_text,
+from harness.report import (INCOMPLETE_REASON, WORST_SHOWN, coordinates, fails, format_number, summary, summary_text,
                             threshold_source)
 from gen.core.verdict import FAILED, STATUSES, CaseResult
 
@@ -338,4 +338,14 @@ def html_report(results: list[CaseResult], backend: str, gate: dict | None = Non
         _timing_section(results),
         _failures_section(results),
         f"<script>{_SCRIPT}</script></body></html>",
+    ])
+
+
+def incomplete_html(backend: str) -> str:
+    """The report a run starts with, saying that it did not finish (as incomplete_json does)."""
+    return "".join([
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
+        f"<title>opcase run: {_e(backend)} (incomplete)</title><style>{_STYLE}</style></head><body>",
+        f'<h1>opcase run: backend <code>{_e(backend)}</code> <span class="bad">INCOMPLETE</span></h1>',
+        f"<p>{_e(INCOMPLETE_REASON)}</p></body></html>",
     ])

@@ -171,7 +171,8 @@ def summary_text(results: list[CaseResult], gate: dict | None = None) -> str:
         lines.append(f"compared with baseline {gate['baseline']}: {gate['regression']} regressed, "
                      f"{gate['slowdown']} slower, {gate['improved']} improved, {gate['faster']} faster, "
                      f"{gate['new']} new, {gate['not_run']} not run here"
-                     + ("" if gate["ok"] else "  -> GATE FAILS"))
+                     + ("" if gate["ok"] else "  -> GATE FAILS"
+                        + ("" if gate.get("compared", 1) else ": the baseline shares no case with this run")))
     counts = ", ".join(f"{n} {status}" for status, n in s["counts"].items() if n)
     lines.append(f"{s['total']} cases: {counts or 'none'}")
     return "\n".join(lines)
@@ -211,6 +212,8 @@ INCOMPLETE_REASON = ("the run did not finish: it is still going, or it was stopp
 def to_json(results: list[CaseResult], backend: str, gate: dict | None = None, run: dict | None = None) -> str:
     """The results document of a finished run ("complete": true)."""
     doc = {"complete": True, "backend": backend, "summary": summary(results), "cases": [r.to_json() for r in results]}
+    if gate and not gate["ok"]:
+        doc["summary"]["ok"] = False
     if run:
         doc["run"] = run
     if gate:

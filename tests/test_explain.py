@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import MMCV_CUDA, mmcv_cuda_case, mmcv_cuda_case_ids, run_cli
+from test_processes import leftovers, marked
 import kernels
 from gen.core.casefile import find, load
 from gen.core.rounding import round_to
@@ -291,18 +292,6 @@ def test_run_explain_adds_the_headline_to_the_failing_case(tail_case, tmp_path):
     assert "EXPLAIN:" not in plain.output
 
 
-def _marked(marker: str) -> list[str]:
-    """Live processes whose environment carries OPCASE_TEST_MARKER=marker."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if f"OPCASE_TEST_MARKER={marker}".encode() in (entry / "environ").read_bytes().split(b"\0"):
-                found.append(entry.name)
-        except OSError:
-            continue
-    return found
-
-
 def test_a_backend_that_dies_or_hangs_is_reported_not_explained(tail_case, monkeypatch):
     died = _explain(tail_case, "--backend", "ending_backends:os_exit_0")
     assert died.exit_code == 1, died.output
@@ -311,7 +300,7 @@ def test_a_backend_that_dies_or_hangs_is_reported_not_explained(tail_case, monke
     monkeypatch.setenv("OPCASE_TEST_MARKER", marker)
     hung = _explain(tail_case, "--backend", "ending_backends:starts_helper_and_hangs", "--timeout", "1")
     assert hung.exit_code == 1 and "timed out after 1 s" in hung.output, hung.output
-    assert _marked(marker) == [], "the worker's helper outlived it"
+    assert leftovers(marker) == [], "the worker's helper outlived it"
     missing = _explain(tail_case, "--backend", "no_such_module:run")
     assert missing.exit_code == 2 and "cannot import no_such_module" in missing.output, missing.output
 
@@ -363,17 +352,14 @@ def test_a_worker_does_not_outlive_opcase_killed(tail_case, tmp_path):
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         give_up = time.monotonic() + 60
-        while len(_marked(marker)) < 3:    # opcase, its worker, the helper
-            assert time.monotonic() < give_up, _marked(marker)
+        while len(marked(marker)) < 3:    # opcase, its worker, the helper
+            assert time.monotonic() < give_up, marked(marker)
             time.sleep(0.2)
     finally:
         opcase.send_signal(signal.SIGKILL)
         opcase.wait()
-    give_up = time.monotonic() + 10
-    while _marked(marker) and time.monotonic() < give_up:
-        time.sleep(0.1)
-    left = _marked(marker)
-    for pid in left:   # should the lifeline fail, this test does not leave them behind either
+    left = leftovers(marker, within=10)
+    for line in left:   # should the lifeline fail, this test does not leave them behind either
         with contextlib.suppress(ProcessLookupError):
-            os.kill(int(pid), signal.SIGKILL)
+            os.kill(int(line.split(":")[0]), signal.SIGKILL)
     assert left == []

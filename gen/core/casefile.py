@@ -18,6 +18,7 @@ import mmap
 import os
 import queue
 import re
+import stat
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -34,6 +35,10 @@ SUFFIX = ".opcase"
 # The metrics a threshold may name (ACCURACY.md); specs and case files both hold to them.
 METRICS = ("diff1", "diff2", "diff3", "diff3_2", "diff4")
 DEFAULT_SIDECAR_BYTES = 1 << 20
+# The most bytes a case file (the envelope; tensors over DEFAULT_SIDECAR_BYTES live in sidecars)
+# may have: far over any opcase writes, and checked before a byte is read, so that a path to
+# a device or a huge file is refused rather than read into memory.
+MAX_CASE_FILE_BYTES = 256 << 20
 # Sidecar digests are computed in blocks so that multi-GB tensors never sit in memory twice.
 _HASH_BLOCK = 16 << 20
 
@@ -409,9 +414,12 @@ def _read_sidecar(case_path: Path, t: pb.Tensor, dtype: np.dtype, shape: tuple[i
     if os.sep in t.sidecar.path or t.sidecar.path in ("", ".", ".."):
         raise CaseFileError(f"{where}: sidecar path must name a file beside the case")
     try:
-        size = side.stat().st_size
+        info = side.stat()
     except OSError as exc:
         raise CaseFileError(f"{where}: cannot read ({exc.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise CaseFileError(f"{where}: not a regular file")
+    size = info.st_size
     expected = element_count(shape) * dtype.itemsize
     if size != t.sidecar.length or size != expected:
         raise CaseFileError(f"{where}: {size} bytes on disk, case records {t.sidecar.length}, "
@@ -432,7 +440,7 @@ def _read_sidecar(case_path: Path, t: pb.Tensor, dtype: np.dtype, shape: tuple[i
     return array
 
 
-def _tensor_from_pb(case_path: Path, t: pb.Tensor, verify: bool) -> Tensor:
+def _tensor_from_pb(case_path: Path, t: pb.Tensor, verify: bool, with_data: bool = True) -> Tensor:
     where = f"{case_path}: tensor {t.name!r}"
     dtype = _dtype_of(t.dtype, where)
     shape = tuple(int(s) for s in t.shape)
@@ -441,7 +449,7 @@ def _tensor_from_pb(case_path: Path, t: pb.Tensor, verify: bool) -> Tensor:
     if math.prod(s for s in shape if s) * dtype.itemsize >= 2**63:
         # numpy refuses such a shape even with no elements (a zero dimension among huge ones)
         raise CaseFileError(f"{where}: shape {list(shape)} is too large for any array")
-    storage = t.WhichOneof("storage")
+    storage = t.WhichOneof("storage") if with_data else None
     data = None
     if storage == "data":
         expected = element_count(shape) * dtype.itemsize
@@ -455,11 +463,41 @@ def _tensor_from_pb(case_path: Path, t: pb.Tensor, verify: bool) -> Tensor:
                   absent=t.absent)
 
 
-def read_envelope(path: Path) -> pb.Case:
+class NotARegularFile(ValueError):
+    """A path that is no regular file, or one too large to read."""
+
+
+def regular_file_bytes(path: Path, limit: int) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``limit`` bytes, both checked before a byte
+    is read: a FIFO would block, /dev/zero never end.  O_NONBLOCK lets the open of a FIFO return
+    at once.  Raises NotARegularFile, or OSError when it cannot be read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotARegularFile(f"{path}: not a regular file")
+        if info.st_size > limit:
+            raise NotARegularFile(f"{path}: {info.st_size} bytes, over the limit of {limit} bytes")
+        # Its size and one byte more (read(n) allocates n bytes at once): bounded, and a file
+        # that grows meanwhile is seen to.
+        raw = f.read(info.st_size + 1)
+    if len(raw) > info.st_size:
+        raise NotARegularFile(f"{path}: grew while being read")
+    return raw
+
+
+def _read_case_file(path: Path) -> bytes:
     try:
-        raw = path.read_bytes()
+        return regular_file_bytes(path, MAX_CASE_FILE_BYTES)
+    except NotARegularFile as exc:
+        raise CaseFileError(f"{exc} (a case file is a regular file; tensors over 1 MiB live in sidecar "
+                            f"files)") from None
     except OSError as exc:
         raise CaseFileError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def read_envelope(path: Path) -> pb.Case:
+    raw = _read_case_file(path)
     envelope = pb.CaseFile()
     try:
         envelope.ParseFromString(raw)
@@ -478,7 +516,7 @@ def read_envelope(path: Path) -> pb.Case:
     return msg
 
 
-def from_proto(msg: pb.Case, path: Path, verify: bool = True) -> Case:
+def from_proto(msg: pb.Case, path: Path, verify: bool = True, goldens: bool = True) -> Case:
     if msg.expect not in (pb.OK, pb.REJECTED):
         raise CaseFileError(f"{path}: case states no expected outcome")
     # These names become parts of paths (export, reports, REPRO lines): plain ones only.
@@ -496,7 +534,7 @@ def from_proto(msg: pb.Case, path: Path, verify: bool = True) -> Case:
         op=msg.op, suite=msg.suite, name=msg.name,
         params={k: _value_from_pb(v) for k, v in sorted(msg.params.items())},
         inputs={t.name: _tensor_from_pb(path, t, verify) for t in msg.inputs},
-        outputs={t.name: _tensor_from_pb(path, t, verify) for t in msg.outputs},
+        outputs={t.name: _tensor_from_pb(path, t, verify, goldens) for t in msg.outputs},
         criteria=criteria,
         expect="ok" if msg.expect == pb.OK else "rejected",
         expect_check=msg.expect_check, expect_message=msg.expect_message, seed=msg.seed,
@@ -520,13 +558,15 @@ def _check_complete(case: Case, path: Path) -> None:
         raise CaseFileError(f"{path}: threshold(s) on unknown metric(s) {unknown} (known: {', '.join(METRICS)})")
 
 
-def load(path: str | os.PathLike, verify: bool = True) -> Case:
+def load(path: str | os.PathLike, verify: bool = True, goldens: bool = True) -> Case:
     """Read a case; raise CaseFileError for anything that does not check out.
 
-    ``verify`` re-hashes sidecars: set it False only for data you have just written.
+    ``verify`` re-hashes sidecars: set it False only for data you have just written, or read
+    again.  ``goldens`` False leaves every output's data None (its shape and dtype stay): what
+    a process that only calls a backend reads (harness.workers), never the answers.
     """
     path = Path(path)
-    return from_proto(read_envelope(path), path, verify)
+    return from_proto(read_envelope(path), path, verify, goldens)
 
 
 def drop_pages(array, upto_element: int | None = None, from_element: int = 0) -> None:
@@ -554,20 +594,22 @@ def drop_pages(array, upto_element: int | None = None, from_element: int = 0) ->
 
 
 def find(paths) -> list[Path]:
-    """Every case file under ``paths`` (files or directories), sorted for a stable order."""
+    """Every case file under ``paths`` (files or directories), sorted for a stable order; a file
+    that several of them reach (``cases cases/x``, a path given twice, a symlink) counts once."""
     found: list[Path] = []
+    seen: set[Path] = set()
     for p in map(Path, paths):
-        if p.is_dir():
-            found.extend(sorted(q for q in p.rglob(f"*{SUFFIX}") if q.is_file()))
-        else:
-            found.append(p)
+        for q in sorted(q for q in p.rglob(f"*{SUFFIX}") if q.is_file()) if p.is_dir() else [p]:
+            real = q.resolve()
+            if real not in seen:
+                seen.add(real)
+                found.append(q)
     return found
 
 
-def mixed_versions(paths) -> dict[str, int]:
-    """Operators whose cases among ``paths`` were written from more than one spec version or
-    generator (by recorded spec sha256 and generator version), with how many; unreadable files
-    are left to whoever reads them."""
+def recorded_versions(paths) -> dict[str, set[tuple[str, str]]]:
+    """Per operator, the (spec sha256, generator version) pairs its cases among ``paths`` record;
+    unreadable files are left to whoever reads them."""
     versions: dict[str, set] = {}
     for path in paths:
         try:
@@ -575,4 +617,10 @@ def mixed_versions(paths) -> dict[str, int]:
         except CaseFileError:
             continue
         versions.setdefault(msg.op, set()).add((msg.spec_sha256, msg.generator_version))
+    return versions
+
+
+def mixed_versions(versions: dict[str, set]) -> dict[str, int]:
+    """Operators of ``versions`` (recorded_versions) whose cases were written from more than one
+    spec version or generator, with how many."""
     return {op: len(found) for op, found in versions.items() if len(found) > 1}

@@ -3,10 +3,10 @@
 An expression is a Python expression restricted to arithmetic, comparisons, boolean
 logic, subscripts, a few attributes of tensors (shape, dtype, layout, ndim, size) and a
 few pure functions.  It is parsed once with ``ast`` and refused if it steps outside
-that set, so a spec can never run arbitrary code.  ``**`` and ``*`` are evaluated through
-guards: no power whose result would be astronomically large, no repetition of a str, list or
-tuple, so no expression can exhaust memory or time either.  Every error an evaluation raises
-becomes an ExprError.
+that set, so a spec can never run arbitrary code.  ``**``, ``*`` and ``%`` are evaluated through
+guards: no integer result over MAX_INT_BITS, no repetition of a str, list or tuple, no string
+formatting; with the length and nesting limits on the text, no expression can exhaust memory,
+time or the stack either.  Every error an evaluation raises becomes an ExprError.
 """
 from __future__ import annotations
 
@@ -29,37 +29,56 @@ _ALLOWED_NODES = (
 )
 
 
-# An integer power's result may have at most this many bits (shapes, sizes and counts need far fewer).
-MAX_POWER_BITS = 4096
+# An integer product or power may have at most this many bits (shapes, sizes and counts need far fewer).
+MAX_INT_BITS = 4096
+# The longest expression text, and the deepest nesting of its syntax tree (the committed specs'
+# longest is under 300 characters, their deepest tree under 20 levels): past these, parsing
+# and evaluating recurse deep enough to exhaust the stack or the parser's memory.
+MAX_EXPR_CHARS = 2000
+MAX_EXPR_DEPTH = 100
 
 
 class ExprError(ValueError):
     pass
 
 
+_SEQUENCES = (str, bytes, list, tuple)
+
+
 def _power(base, exponent):
     if isinstance(base, int) and isinstance(exponent, int) and exponent > 0 and abs(base) > 1 \
-            and exponent * abs(base).bit_length() > MAX_POWER_BITS + exponent:
-        raise ExprError(f"{base} ** {exponent} is too large (over {MAX_POWER_BITS} bits)")
+            and exponent * (abs(base).bit_length() - 1) > MAX_INT_BITS:
+        raise ExprError(f"{base} ** {exponent} is too large (over {MAX_INT_BITS} bits)")
     return base ** exponent
 
 
 def _times(left, right):
-    if isinstance(left, (str, bytes, list, tuple)) or isinstance(right, (str, bytes, list, tuple)):
+    if isinstance(left, _SEQUENCES) or isinstance(right, _SEQUENCES):
         raise ExprError("repeating a str, list or tuple with * is not allowed")
+    if isinstance(left, int) and isinstance(right, int) \
+            and abs(left).bit_length() + abs(right).bit_length() > MAX_INT_BITS + 1:
+        raise ExprError(f"a product of {abs(left).bit_length()}-bit and {abs(right).bit_length()}-bit integers "
+                        f"is too large (over {MAX_INT_BITS} bits)")
     return left * right
 
 
+def _modulo(left, right):
+    # '%' on a str or bytes is formatting, which can pad to any width ('%01000000000d' % 0).
+    if isinstance(left, (str, bytes)):
+        raise ExprError("string formatting with % is not allowed")
+    return left % right
+
+
 # The guards are reached under names a spec cannot write (names starting with '_' are refused).
-_GUARDS = {"_power": _power, "_times": _times}
+_GUARDS = {"_power": _power, "_times": _times, "_modulo": _modulo}
 
 
 class _Guarded(ast.NodeTransformer):
-    """``a ** b`` -> ``_power(a, b)``, ``a * b`` -> ``_times(a, b)``."""
+    """``a ** b`` -> ``_power(a, b)``, ``a * b`` -> ``_times(a, b)``, ``a % b`` -> ``_modulo(a, b)``."""
 
     def visit_BinOp(self, node):
         self.generic_visit(node)
-        guard = {ast.Pow: "_power", ast.Mult: "_times"}.get(type(node.op))
+        guard = {ast.Pow: "_power", ast.Mult: "_times", ast.Mod: "_modulo"}.get(type(node.op))
         if guard is None:
             return node
         return ast.copy_location(ast.Call(ast.Name(guard, ast.Load()), [node.left, node.right], []), node)
@@ -68,10 +87,17 @@ class _Guarded(ast.NodeTransformer):
 @lru_cache(maxsize=None)
 def compile_expr(text: str):
     """Parse and vet ``text``; return a code object.  Raises ExprError."""
+    text = str(text)
+    if len(text) > MAX_EXPR_CHARS:
+        raise ExprError(f"expression {text[:40]!r}...: {len(text)} characters, over the limit of {MAX_EXPR_CHARS}")
     try:
-        tree = ast.parse(str(text).strip(), mode="eval")
+        tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         raise ExprError(f"cannot parse expression {text!r}: {exc.msg}") from None
+    except (RecursionError, MemoryError):
+        raise ExprError(f"expression {text[:40]!r}...: nested too deeply to parse") from None
+    if _depth(tree) > MAX_EXPR_DEPTH:
+        raise ExprError(f"expression {text[:40]!r}...: nested over {MAX_EXPR_DEPTH} levels deep")
     for node in ast.walk(tree):
         if not isinstance(node, _ALLOWED_NODES):
             raise ExprError(f"expression {text!r}: {type(node).__name__} is not allowed")
@@ -80,11 +106,30 @@ def compile_expr(text: str):
         if isinstance(node, ast.Attribute) and node.attr not in ATTRIBUTES:
             raise ExprError(f"expression {text!r}: attribute .{node.attr} is not allowed "
                             f"(only {', '.join(sorted(ATTRIBUTES))})")
+        # Of a tensor's name only: x.dtype.shape would read numpy's own attributes of the dtype.
+        if isinstance(node, ast.Attribute) and not isinstance(node.value, ast.Name):
+            raise ExprError(f"expression {text!r}: .{node.attr} applies to a tensor's name only")
         if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS):
             raise ExprError(f"expression {text!r}: only these functions may be called: "
                             f"{', '.join(sorted(FUNCTIONS))}")
     guarded = ast.fix_missing_locations(_Guarded().visit(tree))
     return compile(guarded, "<spec expression>", "eval")
+
+
+def _depth(tree: ast.AST) -> int:
+    """The depth of a syntax tree, found without recursion (the tree may be deep)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def attribute_owners(text: str) -> set[str]:
+    """The names whose attributes (x.shape, x.dtype, ...) a vetted expression reads."""
+    return {n.value.id for n in ast.walk(ast.parse(str(text).strip(), mode="eval"))
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
 
 
 def names_in(text: str) -> set[str]:

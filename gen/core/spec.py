@@ -19,7 +19,7 @@ import yaml
 
 from gen.core.backend import BUILTIN_NAMES
 from gen.core.casefile import METRICS
-from gen.core.expr import ExprError, compile_expr
+from gen.core.expr import ExprError, attribute_owners, compile_expr
 from gen.core.casefile import PLAIN_NAME_RULE, is_plain_name
 
 FLOAT_DTYPES = ("float16", "float32", "float64")
@@ -39,6 +39,9 @@ TRUST_ENV = "OPCASE_TRUST_SPEC_CODE"
 # Cases one network or boundary entry may expand to (the product of the lengths of its 'each' lists).
 MAX_CASES_PER_ENTRY = 1000
 MAX_RANDOM_COUNT = 100_000
+# The deepest nesting of mappings and lists in a spec (the committed specs nest 7 deep); PyYAML
+# builds nested nodes by recursion, which a few hundred levels take past Python's stack limit.
+MAX_YAML_DEPTH = 64
 
 
 class SpecError(Exception):
@@ -96,7 +99,9 @@ class _WithLines:
 
 
 class _LineLoader(_WithLines, yaml.SafeLoader):
-    """The pure-Python loader: where libyaml is missing, and for the exact message on an alias."""
+    """The pure-Python loader: where libyaml is missing, and for the exact message on an alias or
+    on nesting past MAX_YAML_DEPTH."""
+    depth = 0
 
     def compose_node(self, parent, index):
         # An alias can expand exponentially (a 'billion laughs' of a few lines); specs need none.
@@ -104,7 +109,14 @@ class _LineLoader(_WithLines, yaml.SafeLoader):
             event = self.peek_event()
             raise yaml.composer.ComposerError(None, None, f"YAML aliases (*{event.anchor}) are not allowed in a spec",
                                               event.start_mark)
-        return super().compose_node(parent, index)
+        if self.depth >= MAX_YAML_DEPTH:
+            raise yaml.composer.ComposerError(None, None, f"nested over {MAX_YAML_DEPTH} levels deep",
+                                              self.peek_event().start_mark)
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 # libyaml's parser (about 10x faster), where PyYAML was built with it; its composer is C, so
@@ -118,17 +130,18 @@ for _loader in (_LineLoader, _CLineLoader):
 
 
 def _shares_a_node(root) -> bool:
-    """Whether a composed document reaches one node twice: what an alias (*name) makes."""
-    seen, stack = set(), [root]
+    """Whether a composed document reaches one node twice (what an alias, *name, makes), or nests
+    past MAX_YAML_DEPTH (constructing it would recurse past Python's stack)."""
+    seen, stack = set(), [(root, 1)]
     while stack:
-        node = stack.pop()
-        if id(node) in seen:
+        node, depth = stack.pop()
+        if id(node) in seen or depth > MAX_YAML_DEPTH:
             return True
         seen.add(id(node))
         if isinstance(node, yaml.MappingNode):
-            stack += [part for pair in node.value for part in pair]
+            stack += [(part, depth + 1) for pair in node.value for part in pair]
         elif isinstance(node, yaml.SequenceNode):
-            stack += node.value
+            stack += [(item, depth + 1) for item in node.value]
     return False
 
 
@@ -140,7 +153,7 @@ def _parse_yaml(text: bytes):
     try:
         node = loader.get_single_node()
         if node is not None and _shares_a_node(node):
-            return yaml.load(text, Loader=_LineLoader)  # noqa: S506 - raises the alias's own error
+            return yaml.load(text, Loader=_LineLoader)  # noqa: S506 - raises the alias's or depth's own error
         return loader.construct_document(node) if node is not None else None
     finally:
         loader.dispose()
@@ -373,6 +386,10 @@ def _check(v: _Validator, node, inputs, outputs, params) -> Check:
     v.plain_name(node, "id", node["id"], "check id")
     where = f"check '{node['id']}'"
     v.expr(node, "require", node["require"], where)
+    not_tensors = sorted(attribute_owners(node["require"]) - set(inputs) - set(outputs))
+    if not_tensors:
+        v.fail(node, "require", f"{where}: {', '.join(not_tensors)} is no tensor: only a tensor has .shape, .dtype, "
+                                f".layout, .ndim and .size")
     violate = node.get("violate")
     untestable = str(node.get("untestable", ""))
     if violate is None and not untestable:

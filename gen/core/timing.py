@@ -15,6 +15,10 @@ from dataclasses import dataclass
 SMALL_BASELINE_US = 100.0
 SMALL_SLACK_US = 5.0
 LARGE_SLACK_FRACTION = 0.04
+# The longest timeout (seconds) a run accepts: the OS's waits take at most 2^31 - 1 ms (poll's
+# int milliseconds: 24.8 days), and a worker's deadline adds its start-up allowance to the
+# timeout.  Ten days is far past any case and well inside that.
+MAX_TIMEOUT_S = 864_000.0
 
 
 class BackendProtocolError(Exception):

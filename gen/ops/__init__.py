@@ -4,7 +4,22 @@ Each reference is ``fn(inputs, params, compute_dtype=np.float64) -> {output: arr
 vectorized numpy, arithmetic in ``compute_dtype`` (float64 for goldens; the ``lowp``
 backend passes float32 to model typical hardware), layouts as the design docs state.
 """
+import math
+
 import numpy as np
+
+# The most sample points (each a read of C channels) one call of a sampling reference evaluates:
+# 25 times the largest network case (deform_roi_pool's fpn_p2, 41 M).  A parameter or a roi far
+# beyond any network's (a case file's pool_size of 1e308, a sampling_ratio of 10^9) would
+# otherwise keep the reference looping for years.
+MAX_SAMPLE_POINTS = 1 << 30
+
+
+def check_sample_points(kernel: str, points: float) -> None:
+    """Refuse (ValueError) a call that asks for more than MAX_SAMPLE_POINTS sample points."""
+    if not (math.isfinite(points) and points <= MAX_SAMPLE_POINTS):
+        raise ValueError(f"{kernel}: the call asks for {points:.3g} sample points, over the {MAX_SAMPLE_POINTS} "
+                         f"a reference evaluates")
 
 
 def assemble(blocks, shapes: dict, dtype) -> dict:

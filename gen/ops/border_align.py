@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gen.ops import check_sample_points
 from gen.ops.bilinear import bilinear_corners
 
 BORDERS = 4   # top, left, bottom, right
@@ -63,6 +64,7 @@ def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
     """mmcv border_align forward: input [N, H, W, 4C], boxes [N, K, 4] -> output, argmax_idx [N, K, 4, C]."""
     pool_size = _pool_size(params)
     features, boxes = inputs["input"], inputs["boxes"]
+    check_sample_points("border_align", float(boxes.shape[0]) * boxes.shape[1] * BORDERS * (pool_size + 1))
     dtype = np.dtype(compute_dtype).type
     N, H, W, C4 = features.shape
     K = boxes.shape[1]
@@ -89,6 +91,7 @@ def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):
         raise ValueError("border_align backward needs out_shapes['grad_input'] = (N, H, W, 4C) for the map size")
     pool_size = _pool_size(params)
     grad_output, boxes, argmax_idx = inputs["grad_output"], inputs["boxes"], inputs["argmax_idx"]
+    check_sample_points("border_align", float(boxes.shape[0]) * boxes.shape[1] * BORDERS * (pool_size + 1))
     N, H, W, C4 = (int(d) for d in out_shapes["grad_input"])
     dtype = np.dtype(compute_dtype).type
     grad_input = np.zeros((N, H, W, C4), dtype=dtype)

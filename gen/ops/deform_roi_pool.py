@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gen.ops import check_sample_points
 from gen.ops.bilinear import bilinear_corners
 from gen.values import portable_exp
 
@@ -63,12 +64,17 @@ def bin_geometry(rois, offset, params, dtype) -> Bins:
     roi_h = (rois[:, 4] * scale - half) - start_h
     bin_h, bin_w = roi_h / dtype(PH), roi_w / dtype(PW)
     if sampling_ratio > 0:
+        check_sample_points("deform_roi_pool", float(R) * PH * PW * float(sampling_ratio) ** 2)
         grid_h = np.full(R, sampling_ratio, dtype=np.int64)
         grid_w = grid_h.copy()
     else:
         # ceil(roi/pooled) is negative for an inverted roi: no samples, like an empty loop.
-        grid_h = np.maximum(np.ceil(roi_h / dtype(PH)), 0).astype(np.int64)
-        grid_w = np.maximum(np.ceil(roi_w / dtype(PW)), 0).astype(np.int64)
+        grid_h = np.maximum(np.ceil(roi_h / dtype(PH)), 0)
+        grid_w = np.maximum(np.ceil(roi_w / dtype(PW)), 0)
+        # Counted in float64 before the int64 cast (a roi of 1e30 pixels would wrap); a NaN roi's
+        # grid is left to the cast, as before (it comes to no samples).
+        check_sample_points("deform_roi_pool", float(np.nansum(grid_h.astype(np.float64) * grid_w)) * PH * PW)
+        grid_h, grid_w = grid_h.astype(np.int64), grid_w.astype(np.int64)
     start_h = np.broadcast_to(start_h[:, None, None], (R, PH, PW))
     start_w = np.broadcast_to(start_w[:, None, None], (R, PH, PW))
     if offset is not None:

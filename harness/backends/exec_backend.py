@@ -60,7 +60,7 @@ from gen.core.backend import BackendLoadError, InvalidArgument, Request
 from gen.core.casefile import DEFAULT_SIDECAR_BYTES, le_bytes_view, value_to_pb, write_sidecar
 from harness.workers import kill_process_group
 from gen.core.proto import opcase_pb2 as pb
-from gen.core.timing import BackendProtocolError
+from gen.core.timing import MAX_TIMEOUT_S, BackendProtocolError
 
 PREFIX = "exec:"
 TIMEOUT_ENV = "OPCASE_EXEC_TIMEOUT"
@@ -366,8 +366,9 @@ def from_spec(spec: str) -> ExecBackend:
             timeout = float(text)
         except ValueError:
             timeout = -1.0
-        if not (math.isfinite(timeout) and timeout > 0):
-            raise BackendLoadError(f"{TIMEOUT_ENV}={text!r}: give a positive number of seconds")
+        if not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT_S):
+            raise BackendLoadError(f"{TIMEOUT_ENV}={text!r}: give a positive number of seconds, "
+                                   f"at most {MAX_TIMEOUT_S:g}")
     try:
         return ExecBackend(command, timeout=timeout)
     except ValueError as exc:   # shlex: unbalanced quotes

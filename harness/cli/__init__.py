@@ -16,6 +16,7 @@ import re
 import shlex
 import shutil
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -35,6 +36,8 @@ class InputError(click.ClickException):
 # `opcase run`'s other exit statuses (README: Checking your implementation).  5, as pytest's
 # "no tests ran": a run that judged nothing is neither a pass nor a failure of the backend.
 EXIT_FAILED = 1
+# The run finished but could not write a results file (a full disk): they all say it did not finish.
+EXIT_RESULTS_UNWRITTEN = 3
 # What `opcase run` judges when --backend is not given: no default, so that the reference is never
 # judged by accident (a green run that checked nothing).
 BACKEND_ENV = "OPCASE_BACKEND"
@@ -95,9 +98,13 @@ def _size_option(ctx, param, value):
 
 
 def _finite_seconds(ctx, param, value):
-    """Click callback: inf or nan seconds would never time anything out."""
+    """Click callback: inf or nan seconds would never time anything out, and the OS's timers
+    hold no wait past MAX_TIMEOUT_S."""
+    from gen.core.timing import MAX_TIMEOUT_S  # lazily: fast --help
     if value is not None and not math.isfinite(value):
         raise click.BadParameter(f"{value} is not a finite number of seconds")
+    if value is not None and value > MAX_TIMEOUT_S:
+        raise click.BadParameter(f"{value:g} s is over the longest timeout, {MAX_TIMEOUT_S:g} s (10 days)")
     return value
 
 
@@ -183,7 +190,8 @@ def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
 @click.argument("specs", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--suite", "suite_text", default="all", show_default=True,
               help="Comma list of network, random, boundary, invalid, stress; or all.")
-@click.option("--count", type=click.IntRange(min=0), default=None, help="Random cases per spec (default: the spec's).")
+@click.option("--count", type=click.IntRange(min=0), default=None,
+              help="Random cases per spec (default: the spec's; at most 100000, as in a spec).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed; every case is fixed by (spec, suite, seed).")
 @click.option("--select", default=None, help="Only cases whose name matches this regular expression.")
 @click.option("--max-size", "max_size", default=None, callback=_size_option,
@@ -192,6 +200,9 @@ def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="Generate cases in N worker processes (default 1).")
 @click.option("--device", default=None, help="Device for a torch --baseline: cpu, cuda, ...")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Seconds each call of a --baseline backend other than opcase's own may take (it runs in a "
+                   "worker process, as `opcase run` runs it); over it, generation stops with an error.")
 @click.option("--case", "descriptor", default=None,
               help="Write just the case of this one-line descriptor (as REPRO's CASE line and `opcase shrink` "
                    "print it), byte for byte; SPECS optional (default: the installed spec of its op).")
@@ -200,21 +211,23 @@ def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
               help="List each case skipped over --max-size (else one line per kernel).")
 @_executor_options
 @_exits_on_signals
-def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, out_dir, descriptor, executor,
-        address, resources_text, verbose=False):
+def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, timeout, out_dir, descriptor,
+        executor, address, resources_text, verbose=False):
     """Generate suites of cases from operator SPECS (YAML) into OUT.
 
     A case already in OUT whole (its checksum holds) from the same spec version, suite, seed and
     baseline is kept, not written again: an interrupted gen, run again, resumes.  Without a
-    terminal it prints a line per kernel done and at least every 30 s, with an ETA."""
+    terminal it prints a line per kernel done and at least every 30 s, with an ETA.
+
+    Exit status: 0 cases written (or kept); 2 usage, spec or input error; 5 no case written."""
     from gen.core.backend import BackendLoadError  # lazily: fast --help
     from gen.core.registry import UnknownOp  # lazily: fast --help
-    from gen.core.spec import SpecError, load_spec  # lazily: fast --help
+    from gen.core.spec import MAX_RANDOM_COUNT, SpecError, load_spec  # lazily: fast --help
     from gen.generate import (GenerationError, builds_in_memory, case_path, foreign_case,  # lazily: fast --help
                               plan_suite, total_bytes, written_whole)
     from gen.jobs import Task, write_all  # lazily: fast --help
-    from harness.backends import load_backend  # lazily: fast --help
     from harness.report import Heartbeat  # lazily: fast --help
+    from harness.workers import check_loads, load_apart  # lazily: fast --help
     if descriptor is not None:
         source = click.get_current_context().get_parameter_source
         given = [option for option, name in (("--suite", "suite_text"), ("--count", "count"), ("--seed", "seed"),
@@ -222,10 +235,12 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
                  if source(name) != click.core.ParameterSource.DEFAULT]
         if given:
             raise InputError(f"--case makes the one case its descriptor names: it takes no {', '.join(given)}")
-        _gen_described(descriptor, specs, baseline, device, out_dir)
+        _gen_described(descriptor, specs, baseline, device, out_dir, timeout)
         return
     if not specs:
         raise InputError("give operator SPECS (YAML), or --case DESCRIPTOR")
+    if count is not None and count > MAX_RANDOM_COUNT:   # before any work: planning alone would never end
+        raise InputError(f"--count {count}: at most {MAX_RANDOM_COUNT} random cases per spec, as in a spec")
     from concurrent.futures.process import BrokenProcessPool
 
 
@@ -237,12 +252,14 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     except re.error as exc:
         raise InputError(f"--select: bad regular expression: {exc}") from None
     tasks, skipped, counts, needed, kept = [], [], {}, 0, 0
+    # A baseline other than opcase's own runs in a worker process: gen never runs its code.
+    loader = functools.partial(load_apart, timeout=timeout)
     try:
         baseline = _baseline_on_device(baseline, device)
         for spec in [load_spec(p) for p in specs]:
-            _refuse_foreign_cases(foreign_case(Path(out_dir), spec), out_dir, spec)
+            _refuse_foreign_cases(foreign_case(Path(out_dir), spec, seed), out_dir, spec)
             if spec.criteria.mode == "dynamic":
-                load_backend(baseline or spec.criteria.baseline)       # fail early on a bad --baseline
+                check_loads(baseline or spec.criteria.baseline, timeout)   # fail early on a bad --baseline
             for suite in suites:
                 counts.setdefault(spec.op, {})[suite] = 0
                 for index, plan in enumerate(plan_suite(spec, suite, count, seed)):
@@ -261,7 +278,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
                     if builds_in_memory(spec, plan):
                         _refuse_over_memory(size, f"{spec.op}/{suite}/{plan.name}")
                     tasks.append(Task(str(spec.path), spec.op, suite, plan.name, index, count, seed, baseline,
-                                      str(path), load_backend))
+                                      str(path), loader))
     except (SpecError, GenerationError, BackendLoadError) as exc:
         raise InputError(str(exc)) from None
     _refuse_over_free_space(needed, out_dir)
@@ -293,6 +310,11 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     n_written = sum(sum(c.values()) for c in counts.values()) - kept
     click.echo(f"wrote {n_written} cases ({written[0] / 1e6:.1f} MB) to {out_dir}"
                + (f"; kept {kept} already there whole (same spec, suite and seed)" if kept else ""))
+    if n_written + kept == 0:   # as `opcase run`: a step that made nothing is not a success
+        why = "every case is over --max-size" if skipped else \
+            f"--select {select!r} matches no case" if select else "the suites chosen hold no case"
+        click.echo(f"exit status {EXIT_NOTHING_JUDGED}: no case written: {why}", err=True)
+        sys.exit(EXIT_NOTHING_JUDGED)
 
 
 def _skipped_lines(skipped, verbose: bool) -> list[str]:
@@ -309,7 +331,7 @@ def _skipped_lines(skipped, verbose: bool) -> list[str]:
 def _refuse_foreign_cases(found, out_dir, spec) -> None:
     if found is not None:
         path, origin = found
-        raise InputError(f"{Path(out_dir) / spec.op} holds cases of another spec version or generator ({path}: "
+        raise InputError(f"{Path(out_dir) / spec.op} holds cases of another spec version, generator or --seed ({path}: "
                          f"{origin}); remove that directory or give another -o")
 
 
@@ -343,19 +365,20 @@ def _baseline_on_device(baseline: str | None, device: str | None) -> str | None:
     return with_device(baseline, device)
 
 
-def _gen_described(descriptor: str, specs, baseline, device, out_dir) -> None:
+def _gen_described(descriptor: str, specs, baseline, device, out_dir, timeout=None) -> None:
     """`opcase gen --case`: write the one case of ``descriptor``."""
     from gen.core.backend import BackendLoadError  # lazily: fast --help
     from gen.core.descriptor import DescriptorError  # lazily: fast --help
     from gen.core.spec import SpecError  # lazily: fast --help
     from gen.descriptor import write_described  # lazily: fast --help
     from gen.generate import GenerationError  # lazily: fast --help
-    from harness.backends import load_backend  # lazily: fast --help
+    from harness.workers import load_apart  # lazily: fast --help
 
     _check_writable("-o", out_dir, directory=True)
     try:
         baseline = _baseline_on_device(baseline, device)
-        path = write_described(descriptor, Path(out_dir), load_backend, baseline, specs)
+        path = write_described(descriptor, Path(out_dir), functools.partial(load_apart, timeout=timeout), baseline,
+                               specs)
     except (DescriptorError, SpecError, GenerationError, BackendLoadError) as exc:
         raise InputError(str(exc)) from None
     except OSError as exc:
@@ -386,19 +409,47 @@ def _progress(total: int, label: str):
         yield lambda item: bar.update(1, item)
 
 
-def _start_results_files(json_path, junit_path, backend_spec: str) -> None:
+def _incomplete(option: str, backend_spec: str) -> str:
+    """What results file ``option`` says until the run has finished."""
+    from harness.html_report import incomplete_html  # lazily: fast --help
+    from harness.junit import incomplete_junit_xml  # lazily: fast --help
+    from harness.report import incomplete_json  # lazily: fast --help
+    return {"--json": incomplete_json, "--junit": incomplete_junit_xml, "--html": incomplete_html}[option](backend_spec)
+
+
+def _start_results_files(json_path, junit_path, backend_spec: str, html_path=None) -> None:
     """Replace the results files with ones saying that the run did not finish, so that a run cut
     short (killed, crashed, stopped by a signal) can never leave an older, complete-looking report."""
     from gen.core.casefile import atomic_write  # lazily: fast --help
-    from harness.junit import incomplete_junit_xml  # lazily: fast --help
-    from harness.report import incomplete_json  # lazily: fast --help
 
-    for option, path, text in (("--json", json_path, incomplete_json), ("--junit", junit_path, incomplete_junit_xml)):
+    for option, path in (("--json", json_path), ("--junit", junit_path), ("--html", html_path)):
         if path:
             try:
-                atomic_write(path, text(backend_spec))
+                atomic_write(path, _incomplete(option, backend_spec))
             except OSError as exc:
                 raise InputError(f"{option}: cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _write_results_files(writes, backend_spec: str) -> None:
+    """Write each (option, path, render) whole; if one cannot be written (a full disk), those
+    already written go back to saying that the run did not finish, and the run exits
+    EXIT_RESULTS_UNWRITTEN with one line: no set of results files is ever half complete."""
+    from gen.core.casefile import atomic_write  # lazily: fast --help
+
+    written = []
+    for option, path, render in writes:
+        if not path:
+            continue
+        try:
+            atomic_write(path, render())
+        except OSError as exc:
+            for done_option, done_path in written:
+                with contextlib.suppress(OSError):   # the incomplete marker is small; if even it fails, say so below
+                    atomic_write(done_path, _incomplete(done_option, backend_spec))
+            click.echo(f"Error: {option}: cannot write {path}: {exc.strerror or exc}; the results files say "
+                       f"that the run did not finish", err=True)
+            sys.exit(EXIT_RESULTS_UNWRITTEN)
+        written.append((option, path))
 
 
 def _shard(text: str | None) -> tuple[int, int] | None:
@@ -419,6 +470,9 @@ def _run_files(paths, rerun_failed, filter_text, exclude_text=None) -> list[Path
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
         raise InputError(f"no such file or directory: {', '.join(missing)}")
+    special = [p for p in paths if not (Path(p).is_dir() or Path(p).is_file())]
+    if special:   # a device, a FIFO, a socket: reading one would never end, or block
+        raise InputError(f"not a case file or a directory (a case file is a regular file): {', '.join(special)}")
     files = find(paths)
     if paths and not files:
         raise InputError(f"no .opcase files under {', '.join(paths)}")
@@ -449,6 +503,20 @@ def _run_files(paths, rerun_failed, filter_text, exclude_text=None) -> list[Path
     return files
 
 
+def _refuse_results_over_cases(results_files, case_files) -> None:
+    """A results file must not be a case file (or a case's sidecar) of the run: writing it
+    would destroy what the run judges."""
+    cases = {os.path.realpath(f) for f in case_files}
+    for option, path in results_files:
+        if path is None:
+            continue
+        real = os.path.realpath(path)
+        case = next((c for c in cases if real == c or real.startswith(c + ".")), None)
+        if case is not None:
+            raise InputError(f"{option} {path} is {'a case file' if real == case else 'a sidecar of the case file'} "
+                             f"{case} that the run reads; give another file")
+
+
 def _failed_in_all(results_paths) -> tuple[set[str], set[str]]:
     """The union of the failures of every --rerun-failed file (e.g. one per shard); an unreadable
     or unfinished one is refused, as a single one is."""
@@ -466,10 +534,23 @@ def _failed_in_all(results_paths) -> tuple[set[str], set[str]]:
 
 
 def _warn_mixed_versions(files) -> None:
-    from gen.core.casefile import mixed_versions  # lazily: fast --help
-    for op, count in mixed_versions(files).items():
+    from gen.core.casefile import mixed_versions, recorded_versions  # lazily: fast --help
+    from gen.core.registry import UnknownOp, spec_for  # lazily: fast --help
+    from gen.core.spec import SpecError  # lazily: fast --help
+    versions = recorded_versions(files)
+    for op, count in mixed_versions(versions).items():
         click.echo(f"warning: the {op} cases come from {count} versions of its spec or generator "
                    f"(an -o reused across versions?); their verdicts are not comparable", err=True)
+    for op, found in sorted(versions.items()):
+        try:
+            spec = spec_for(op)
+        except (UnknownOp, SpecError):
+            continue   # each of its cases is an error that says why
+        others = sorted({sha[:12] for sha, _ in found if sha != spec.sha256})
+        if others:
+            click.echo(f"warning: {op} cases record spec sha256 {', '.join(others)}, not that of the spec this run "
+                       f"loads ({spec.path}, {spec.sha256[:12]}): their checks and thresholds are another "
+                       f"version's", err=True)
 
 
 @main.command()
@@ -517,9 +598,13 @@ def _warn_mixed_versions(files) -> None:
 @click.option("--allow-empty", is_flag=True,
               help="Exit 0, not 5, when no case is judged (none selected, e.g. an empty --shard, or every "
                    "one skipped or mistrusted).")
-@click.option("--in-process", "in_process", is_flag=True,
-              help="Run a Python backend in this process rather than in a worker (faster start; but a backend "
-                   "that ends the process, e.g. by exit(0), then ends the run with its exit status).")
+@click.option("--fresh", "fresh_count", type=click.IntRange(min=1), default=None,
+              help="Also draw N new cases per kernel present under PATHS, as the random suite draws them from the "
+                   "installed spec, with goldens computed now: cases no backend can have seen (judged like the "
+                   "rest, filed as OP/fresh/NAME, removed after the run).")
+@click.option("--fresh-seed", "fresh_seed", type=click.IntRange(min=0, max=2**63 - 1), default=None,
+              help="The base seed of the --fresh cases (default: a new random one, printed, so that a run can be "
+                   "repeated).")
 @click.option("-v", "--verbose", is_flag=True, help="Show details for passing cases too.")
 @click.option("-q", "--quiet", is_flag=True,
               help="Leave out passing cases (skipped ones stay counted; failures, the summary and the list of "
@@ -531,21 +616,25 @@ def _warn_mixed_versions(files) -> None:
 @_exits_on_signals
 def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmup, bitwise, html_path, profile_path, jobs,
         device, timeout, shard_text, filter_text, exclude_text, rerun_failed, exitfirst, maxfail, allow_empty,
-        in_process, verbose, quiet, explain_failures, executor, address, resources_text):
+        verbose, quiet, explain_failures, executor, address, resources_text, fresh_count=None,
+        fresh_seed=None):
     """Run a backend on every case under PATHS and judge its outputs.
 
     \b
     Statuses: passed, failed, wrongly-accepted, wrongly-rejected, error, skipped, mistrusted,
     nondeterministic (--bitwise).
     Exit status: 0 at least one case judged and none fails; 1 any case fails or errors, or the
-    --compare gate fails; 2 usage or input error; 5 no case judged (none selected, or every one
-    skipped or mistrusted; --allow-empty makes that 0); 130 interrupted (Ctrl-C); 128+N stopped
-    by signal N (SIGTERM, SIGHUP).  Interrupted or stopped, it prints the partial summary and
-    leaves --json and --junit saying that the run did not finish.
-    Python backends other than reference and lowp run in a worker process unless --in-process.
+    --compare gate fails; 2 usage or input error; 3 a results file could not be written (full disk;
+    they all say the run did not finish); 5 no case judged (none selected, or every one skipped or
+    mistrusted; --allow-empty makes that 0); 130 interrupted (Ctrl-C); 128+N stopped by signal N
+    (SIGTERM, SIGHUP).  Interrupted or stopped, it prints the partial summary and leaves --json and
+    --junit saying that the run did not finish.
+    Python backends other than opcase's own run only in worker processes, which call them;
+    this process judges what they return, and never runs their code.
     """
     from gen.core.backend import BackendLoadError  # lazily: fast --help
-    from gen.core.casefile import atomic_write  # lazily: fast --help
+    from gen.core.casefile import find  # lazily: fast --help
+    from harness.cli.fresh import is_fresh  # lazily: fast --help
     from gen.core.timing import TimingPlan  # lazily: fast --help
     from harness.backends import load_backend, with_device  # lazily: fast --help
     from harness.backends.exec_backend import TIMEOUT_ENV  # lazily: fast --help
@@ -569,6 +658,8 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         raise InputError("give case files or directories (PATHS), or --rerun-failed RESULTS.json")
     if bitwise and repeat is None:
         raise InputError("--bitwise compares repeated calls: give --repeat N too")
+    if fresh_seed is not None and fresh_count is None:
+        raise InputError("--fresh-seed is the seed of --fresh cases: give --fresh N too")
     if verbose and quiet:
         raise InputError("-v and -q contradict each other: give one")
     if exitfirst:
@@ -578,9 +669,11 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     for option, path in (("--json", json_path), ("--junit", junit_path), ("--html", html_path)):
         if path is not None:
             _check_writable(option, path)
-    _check_distinct([("--compare", baseline_path), ("--json", json_path), ("--junit", junit_path),
-                     ("--html", html_path)])
+    results_files = [("--json", json_path), ("--junit", junit_path), ("--html", html_path)]
+    _check_distinct([("--compare", baseline_path), ("--device-profile", profile_path), *results_files,
+                     *(("--rerun-failed", path) for path in rerun_failed or ())])
     selected = _run_files(paths, rerun_failed, filter_text, exclude_text)
+    _refuse_results_over_cases(results_files, find(paths) if paths else selected)
     files = [f for f in selected if in_shard(f, *shard)] if shard else selected
     _warn_mixed_versions(files)
     pool_timeout = timeout
@@ -594,8 +687,6 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         click.get_current_context().call_on_close(
             lambda: os.environ.pop(TIMEOUT_ENV, None) if previous is None else os.environ.update({TIMEOUT_ENV: previous}))
         pool_timeout = None
-    if in_process and (jobs is not None or pool_timeout is not None):
-        raise InputError("--in-process cannot be combined with --jobs or --timeout, which run the backend in workers")
     try:
         profile = load_profile(profile_path) if profile_path else None
     except ProfileError as exc:
@@ -606,11 +697,14 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         raise InputError(f"--compare: {exc}") from None
     # Every input is read: from here on the run either finishes or leaves its results files
     # saying that it did not.
-    _start_results_files(json_path, junit_path, backend_spec)
+    _start_results_files(json_path, junit_path, backend_spec, html_path)
+    fresh = _fresh_cases(files, fresh_count, fresh_seed, executor) if fresh_count else None
+    if fresh is not None:
+        files = files + fresh.files
     try:
         backend_spec = with_device(backend_spec, device)
-        # Any other backend's code runs only in workers: this process never imports it.
-        backend = load_backend(backend_spec) if in_process or not runs_isolated(backend_spec) else None
+        # Any other backend's code runs only in workers: this process, the judge, never imports it.
+        backend = None if runs_isolated(backend_spec) else load_backend(backend_spec)
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
     runs_here = backend is not None and jobs is None and pool_timeout is None   # else in workers (run_cases)
@@ -634,6 +728,8 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     seen: list = []   # the results so far, for --maxfail and an interrupted run's summary
 
     def on_result(result):
+        if is_fresh(result.path, fresh):
+            result.repro = _fresh_repro(result, paths, fresh)
         if explain_failures and result.status == FAILED:
             result.explanation = _explanation(result, backend_spec, timeout)
         if baseline is not None:
@@ -676,19 +772,21 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         click.echo(f"stopped after {maxfail} failing case(s) (--maxfail/-x): {len(files) - len(results)} of "
                    f"{len(files)} case(s) not run")
     click.echo(summary_text(results, gate))
+    if fresh is not None:
+        click.echo(_fresh_summary(results, fresh))
     run_info = {"backend_origin": origin, "in_process": runs_here, "jobs": jobs, "timeout": timeout, "repeat": repeat,
                 "warmup": warmup if repeat else None, "bitwise": bitwise, "shard": shard_text, "filter": filter_text,
                 "exclude": exclude_text, "device_profile": profile_path, "compare": baseline_path,
                 "maxfail": maxfail, "not_run": len(files) - len(results)}
     if resources is not None:
         run_info["executor"] = {"name": "ray", "address": address, "resources": resources}
-    if json_path:
-        atomic_write(json_path, to_json(results, backend_spec, gate, run_info))
-    if junit_path:
-        atomic_write(junit_path, junit_xml(results, backend_spec))
-    if html_path:
-        atomic_write(html_path, html_report(results, backend_spec, gate, run_info))
-    if any(fails(r) for r in results):
+    if fresh is not None:
+        run_info["fresh"] = {"count": fresh.count, "seed": fresh.seed, "kernels": fresh.kernels}
+    _write_results_files([("--junit", junit_path, lambda: junit_xml(results, backend_spec)),
+                          ("--html", html_path, lambda: html_report(results, backend_spec, gate, run_info)),
+                          ("--json", json_path, lambda: to_json(results, backend_spec, gate, run_info))],
+                         backend_spec)
+    if any(fails(r) for r in results) or (gate is not None and not gate["ok"]):
         sys.exit(EXIT_FAILED)
     if not judged(results):
         for line in _why_nothing_judged(results, backend, backend_spec, shard_text, len(selected), rerun_failed):
@@ -698,6 +796,52 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
                        f"(--allow-empty accepts it)", err=True)
             sys.exit(EXIT_NOTHING_JUDGED)
     sys.exit(0)
+
+
+def _fresh_cases(files, count: int, seed: int | None, executor: str | None):
+    """--fresh: write the fresh cases of the kernels among ``files`` into a temporary directory,
+    removed when the command ends however it ends (on Ray: under the working directory, which
+    every node sees)."""
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import recorded_versions  # lazily: fast --help
+    from gen.core.registry import UnknownOp  # lazily: fast --help
+    from gen.core.spec import MAX_RANDOM_COUNT, SpecError  # lazily: fast --help
+    from gen.generate import GenerationError  # lazily: fast --help
+    from harness.cli.fresh import draw_seed, write_fresh  # lazily: fast --help
+
+    if count > MAX_RANDOM_COUNT:
+        raise InputError(f"--fresh {count}: at most {MAX_RANDOM_COUNT} cases per kernel, as a random suite")
+    kernels = sorted(recorded_versions(files))
+    seed = draw_seed() if seed is None else seed
+    where = tempfile.mkdtemp(prefix="opcase-fresh-", dir=os.getcwd() if executor == "ray" else None)
+    click.get_current_context().call_on_close(lambda: shutil.rmtree(where, ignore_errors=True))
+    click.echo(f"fresh: drawing {count} new case(s) per kernel ({', '.join(kernels) or 'none found'}) with "
+               f"--fresh-seed {seed}")
+    try:
+        fresh = write_fresh(kernels, count, seed, Path(where))
+    except (SpecError, UnknownOp, GenerationError, BackendLoadError) as exc:
+        raise InputError(f"--fresh: {exc}") from None
+    if fresh.without:
+        click.echo(f"warning: --fresh: no random suite to draw from in the spec of {', '.join(fresh.without)}",
+                   err=True)
+    return fresh
+
+
+def _fresh_repro(result, paths, fresh) -> str:
+    """A fresh case's REPRO line: its file goes with the run, so the line draws it again (the same
+    seed over the same PATHS gives the same cases), narrowed to its kernel."""
+    start = f"opcase run {shlex.quote(str(result.path))} "
+    rest = result.repro[len(start):] if result.repro.startswith(start) else ""
+    return (f"opcase run {' '.join(map(shlex.quote, map(str, paths)))} {rest} --fresh {fresh.count} "
+            f"--fresh-seed {fresh.seed} --filter {shlex.quote('^' + re.escape(result.op) + '/')}").replace("  ", " ")
+
+
+def _fresh_summary(results, fresh) -> str:
+    from harness.cli.fresh import is_fresh  # lazily: fast --help
+    drawn = [r for r in results if is_fresh(r.path, fresh)]
+    counts = ", ".join(f"{n} {status}" for status, n in Counter(r.status for r in drawn).most_common())
+    return (f"fresh: {len(drawn)} case(s) drawn at run time with --fresh-seed {fresh.seed} "
+            f"({', '.join(fresh.kernels) or 'no kernel'}): {counts or 'none'}")
 
 
 class _EnoughFailures(Exception):
@@ -731,7 +875,7 @@ def _run_on_ray(files, backend_spec, options, on_result, address, resources, tim
     from harness.cli import ray_executor  # lazily: fast --help
     from harness.cli.ray_executor import ExecutorError  # lazily: fast --help
     try:
-        return ray_executor.run_cases(files, backend_spec, options, on_result, address, resources, timeout,
+        return ray_executor.run_on_cluster(files, backend_spec, options, on_result, address, resources, timeout,
                          notify=lambda line: click.echo(line, err=True))
     except ExecutorError as exc:
         raise InputError(str(exc)) from None
@@ -857,7 +1001,10 @@ def _supported_lines(backend) -> list[str]:
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Run each backend's cases in N worker processes.")
 @click.option("--filter", "filter_text", default=None, help="Only cases whose OP/SUITE/NAME matches this regular expression.")
-def calibrate(paths, backend_specs, json_path, jobs, filter_text):
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Seconds a case (all its calls) may take, as `opcase run --timeout`; over it, the case is an "
+                   "error (a finding).")
+def calibrate(paths, backend_specs, json_path, jobs, filter_text, timeout):
     """Judge backends you trust on every case under PATHS: how close each comes to the thresholds.
 
     \b
@@ -883,13 +1030,15 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text):
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
     # As `opcase run` does: a case that crashed its worker reruns alone.
-    options = RunOptions(repro_options=("--jobs", "1") if jobs is not None else ())
+    options = RunOptions(repro_options=("--timeout", f"{timeout:g}") if timeout is not None else
+                         ("--jobs", "1") if jobs is not None else ())
     runs = []
     for spec, backend in zip(specs, backends):
         started = time.monotonic()
         with _progress(len(files), f"calibrating {spec}") as advance:
             try:
-                results, origin = run_cases(files, backend, spec, options, lambda r: advance(r.key), jobs=jobs)
+                results, origin = run_cases(files, backend, spec, options, lambda r: advance(r.key), jobs=jobs,
+                                            timeout=timeout)
             except BackendLoadError as exc:
                 raise InputError(str(exc)) from None
         runs.append(BackendRun(spec, origin, results))
@@ -919,7 +1068,10 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text):
 @click.option("--max-size", "max_size", default="64MB", show_default=True, callback=_size_option,
               help="With SPECs: the network cases generated are those up to this many bytes of tensors.")
 @click.option("--filter", "filter_text", default=None, help="Only cases whose OP/SUITE/NAME matches this regular expression.")
-def power(paths, backend_spec, json_path, max_size, filter_text):
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Seconds each call of a base other than opcase's own may take (it runs in a worker process, "
+                   "as `opcase run` runs it); over it, that call is an error of the base.")
+def power(paths, backend_spec, json_path, max_size, filter_text, timeout):
     """Measure a suite's power: the planted bugs it catches, and the right variants it passes.
 
     \b
@@ -936,8 +1088,8 @@ def power(paths, backend_spec, json_path, max_size, filter_text):
     """
     from gen.core.backend import BackendLoadError  # lazily: fast --help
     from gen.core.casefile import atomic_write  # lazily: fast --help
-    from harness.backends import load_backend  # lazily: fast --help
     from harness.power import table_lines as power_table  # lazily: fast --help
+    from harness.workers import load_apart  # lazily: fast --help
     import signal
 
 
@@ -945,7 +1097,9 @@ def power(paths, backend_spec, json_path, max_size, filter_text):
         _check_writable("--json", json_path)
     specs = [p for p in paths if Path(p).suffix in (".yaml", ".yml")]
     try:
-        base = load_backend(backend_spec)
+        # A base other than opcase's own runs in a worker: whatever it does (os._exit(0) included)
+        # is a failure of its call, judged here, never the end of this process.
+        base = load_apart(backend_spec, timeout)
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
     # A SIGTERM unwinds like an exception, so the generated suites (up to GBs) are removed.
@@ -970,7 +1124,6 @@ def _measure_power(paths, specs, base, backend_spec, max_size, filter_text):
     """(report, case files, seconds) of `opcase power`: SPECs' default suites generated into a
     temporary directory (removed after), then every case measured."""
     from harness.power import measure as measure_power  # lazily: fast --help
-    import tempfile
 
 
     with tempfile.TemporaryDirectory(prefix="opcase-power-") as generated:
@@ -981,7 +1134,7 @@ def _measure_power(paths, specs, base, backend_spec, max_size, filter_text):
                 raise InputError(f"no such spec: {', '.join(missing)}")
             click.get_current_context().invoke(gen, specs=tuple(specs), suite_text="all", count=None, seed=0,
                                                select=None, max_size=max_size, baseline=None, jobs=1, device=None,
-                                               out_dir=generated, descriptor=None)
+                                               timeout=None, out_dir=generated, descriptor=None)
             case_paths.append(generated)
         files = _run_files(case_paths, None, filter_text)
         started = time.monotonic()
@@ -1074,8 +1227,10 @@ def show(case_path, n_values):
               help="Candidate cases to generate and run at most.")
 @click.option("--time", "seconds", type=click.FloatRange(min=0, min_open=True), default=600, show_default=True,
               help="Seconds to spend at most (the case being run when they run out finishes).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds each run of the backend may take (as `opcase run --timeout`).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Seconds each run of the backend may take (as `opcase run --timeout`); default for a "
+                   "backend other than opcase's own: 10 times the original case's run, at least 10 s.  --time "
+                   "bounds the whole search all the same.")
 def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout):
     """Find the smallest case that fails like CASE_FILE on --backend: same status, same failing
     metrics or NaN/Inf mismatches.  Prints its one-line descriptor and the sizes before and after."""
@@ -1085,10 +1240,12 @@ def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout):
     from gen.core.spec import SpecError  # lazily: fast --help
     from harness.backends import load_backend  # lazily: fast --help
     from harness.cli.shrink import ShrinkError, shrink_case  # lazily: fast --help
+    from harness.workers import runs_isolated  # lazily: fast --help
 
     _check_writable("-o", out_dir, directory=True)
     try:
-        backend = load_backend(backend_spec)
+        # As `opcase run`: a foreign backend runs only in workers, loaded there.
+        backend = None if runs_isolated(backend_spec) else load_backend(backend_spec)
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
     Path(out_dir).mkdir(parents=True, exist_ok=True)
@@ -1195,7 +1352,10 @@ def _status_line():
 @click.option("--baseline", default=None, help="Backend for dynamic thresholds (default: the spec's).")
 @click.option("--max-size", "max_size", default=None, callback=_size_option,
               help="Skip cases whose tensors exceed this many bytes (e.g. 64MB); they are listed.")
-def import_(paths, out_dir, baseline, max_size):
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Seconds each call of a --baseline other than opcase's own may take (it runs in a worker "
+                   "process); over it, that file's import is an error.")
+def import_(paths, out_dir, baseline, max_size, timeout):
     """Import mlu-ops case files (.pb/.prototxt), adding goldens and thresholds.
 
     A case is named after its file; files of one kernel that share a name (case_0.prototxt in
@@ -1207,7 +1367,7 @@ def import_(paths, out_dir, baseline, max_size):
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        outcomes = import_all(paths, out, baseline, max_size)
+        outcomes = import_all(paths, out, baseline, max_size, timeout)
     except SpecError as exc:
         raise InputError(str(exc)) from None
     _report_outcomes(outcomes)

@@ -14,7 +14,7 @@ from gen.core.checks import first_failure
 from gen.core.registry import UnknownOp, spec_for
 from gen.core.spec import SpecError
 from gen.generate import GENERATOR_VERSION, GenerationError, Generator
-from harness.backends import load_backend
+from harness.workers import load_apart
 from harness.mluops import MluopsError, UnsupportedKernel, case_from_mluops, load_mluops, save_mluops
 from harness.mluops.writer import SUITE
 
@@ -42,7 +42,7 @@ def find_mluops(paths) -> list[tuple[Path, Path]]:
     return found
 
 
-def complete_imported(case: Case, baseline_name: str | None) -> Case:
+def complete_imported(case: Case, baseline_name: str | None, load_baseline=load_apart) -> Case:
     """Goldens and thresholds for an imported case, as for a generated one.
 
     A call that breaks one of the spec's checks becomes an expected rejection: that is
@@ -57,13 +57,21 @@ def complete_imported(case: Case, baseline_name: str | None) -> Case:
     if failed is not None:
         case.expect, case.expect_check, case.expect_message = "rejected", failed.id, failed.message
         return case
-    baseline = load_backend(baseline_name or spec.criteria.baseline) if spec.criteria.mode == "dynamic" else None
+    baseline = load_baseline(baseline_name or spec.criteria.baseline) if spec.criteria.mode == "dynamic" else None
     return Generator(spec, baseline).complete(case)
 
 
-def import_all(paths, out_dir: Path, baseline: str | None, max_size: int | None = None) -> list[Outcome]:
+def import_all(paths, out_dir: Path, baseline: str | None, max_size: int | None = None,
+               timeout: float | None = None) -> list[Outcome]:
     """Import every mlu-ops case file under ``paths`` into ``out_dir``; one Outcome per file, so
-    that a bad file costs only itself."""
+    that a bad file costs only itself.  A baseline other than opcase's own runs in a worker
+    process (harness.workers.load_apart), loaded once per name and replaced when one dies."""
+    loaded: dict = {}
+
+    def load_baseline(name: str):
+        if name not in loaded:
+            loaded[name] = load_apart(name, timeout)
+        return loaded[name]
     found = find_mluops(paths)
     # source -> its MluCase read without data, or its Outcome
     headers = {source: _one_file(source, lambda: _header(source)) for source, _ in found}
@@ -76,7 +84,7 @@ def import_all(paths, out_dir: Path, baseline: str | None, max_size: int | None 
             outcomes.append(header)
             continue
         outcomes.append(_one_file(source, lambda: import_file(source, names[source], header, out_dir, baseline,
-                                                              max_size, written)))
+                                                              max_size, written, load_baseline)))
     return outcomes
 
 
@@ -127,7 +135,7 @@ def mluops_case_bytes(mlu) -> int:
 
 
 def import_file(source: Path, name: str, header, out_dir: Path, baseline: str | None, max_size: int | None,
-                written: dict[Path, Path]) -> Outcome:
+                written: dict[Path, Path], load_baseline=load_apart) -> Outcome:
     """Import one case (``header``: it read without data) as ``name``; ``written`` maps the
     targets of this import so far to their sources, and gains this one's."""
 
@@ -138,6 +146,8 @@ def import_file(source: Path, name: str, header, out_dir: Path, baseline: str | 
     if target in written:
         return Outcome(source, "error", f"its case {header.op}/{SUITE}/{name} is also {written[target]}'s; "
                                         f"rename one of them")
+    if target.exists():   # an earlier import's, or another file's: never replaced silently
+        return Outcome(source, "error", f"{target} exists already (an earlier import?); remove it or give another -o")
     size = mluops_case_bytes(header)
     if max_size is not None and size > max_size:
         return Outcome(source, "skipped", f"over --max-size ({size / 1e6:.1f} MB)")
@@ -153,7 +163,7 @@ def import_file(source: Path, name: str, header, out_dir: Path, baseline: str | 
         try:
             mlu = load_mluops(source, out_dir=scratch)
             case = case_from_mluops(mlu, name)
-            complete_imported(case, baseline)
+            complete_imported(case, baseline, load_baseline)
             save(case, target)
         except (MluopsError, UnknownOp, GenerationError, BackendLoadError) as exc:
             return Outcome(source, "error", str(exc))

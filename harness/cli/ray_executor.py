@@ -1,9 +1,12 @@
 """`opcase gen` and `opcase run` on a Ray cluster (`--executor ray`): one case is one Ray task.
 
-A task does for its case exactly what a local worker does (gen.jobs.write_task for gen;
-loading the backend by its --backend string and harness.workers's guarded run_case for run)
-and returns only the small result record: the case's arrays move as files on storage every node
-sees, never through the driver.  Tasks run in the driver's working directory, so that relative
+A task does for its case exactly what a local run does (gen.jobs.write_task for gen;
+harness.workers.run_cases for run) and returns only the small result record: the case's arrays
+move as files on storage every node sees, never through the driver.  For run, the task's process
+is the judge on its node: a foreign backend runs in a worker process beneath it (as locally:
+harness.workers), which computes the outputs and hands them over as sealed memory on that node;
+the task judges them there and sends the driver the record of a process the backend never ran
+in (outputs cannot cross nodes as sealed memory, and network-scale ones should not).  Tasks run in the driver's working directory, so that relative
 paths (of case files, specs, an exec: command) mean on every node what they mean here, and
 results carry the same paths as a local run's.
 
@@ -34,11 +37,15 @@ from gen.core.verdict import ERROR, CaseResult
 from gen.jobs import write_task
 from harness.backends import load_backend
 from harness.runner import new_result
-from harness.workers import identify_result, run_guarded
+from harness.workers import identify_result, run_cases, run_guarded, runs_isolated
 
 EXTRA = "opcase[ray]"
 # The keys of --resources, as Ray's task options name them.
 _AMOUNTS = ("num_cpus", "num_gpus", "memory")
+# Ray counts resources in units of 1e-4 (a smaller non-zero amount is its ValueError).
+_RESOURCE_RESOLUTION = 1e-4
+# How long the driver waits for a task that only loads the backend before the cases are sent.
+_LOAD_CHECK_S = 120.0
 # How long the driver tries to reach the cluster's address before it gives up.
 _CONNECT_TIMEOUT_S = 10.0
 # How often the driver looks for newly started tasks (the resolution of --timeout).
@@ -82,13 +89,23 @@ def parse_resources(text: str | None) -> dict:
         else:
             raise ExecutorError(f"--resources: unknown key {key!r}; use {', '.join(_AMOUNTS)} or "
                                 f"resources (an object of custom resource amounts)")
+    _cpus_needed(options)
     return options
 
 
 def _amount(key: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise ExecutorError(f"--resources: {key} must be a number >= 0, not {value!r}")
+    if key != "memory" and 0 < value < _RESOURCE_RESOLUTION:
+        raise ExecutorError(f"--resources: {key} {value!r} is below Ray's resolution of {_RESOURCE_RESOLUTION:g}")
     return value
+
+
+def _cpus_needed(options: dict) -> None:
+    """A task that needs no CPU is not held back by any: Ray would start every case at once."""
+    if options["num_cpus"] <= 0:
+        raise ExecutorError(f"--resources: num_cpus must be at least {_RESOURCE_RESOLUTION:g} (a case's task "
+                            f"that needs no CPU would run at once with every other), not {options['num_cpus']!r}")
 
 
 def import_ray():
@@ -191,20 +208,56 @@ def _enter(environment: dict) -> None:
 
 @lru_cache(maxsize=None)
 def _backend(backend_spec: str):
-    return load_backend(backend_spec)
+    """opcase's own backends load in the task; any other is loaded only by the local worker."""
+    return None if runs_isolated(backend_spec) else load_backend(backend_spec)
 
 
-def _run_task(environment: dict, path: str, backend_spec: str, options, start_log, key) -> dict:
+def _run_task(environment: dict, path: str, backend_spec: str, options, start_log, key,
+              timeout: float | None = None) -> dict:
     """Run and judge one case on whichever node Ray chose; the result record is all that returns."""
     _enter(environment)
     if start_log is not None:
         start_log.started.remote(key)
     try:
         backend = _backend(backend_spec)
+        if backend is not None and timeout is None:
+            return run_guarded(Path(path), backend, backend_spec, options).to_json()
+        results, _ = run_cases([Path(path)], backend, backend_spec, options, lambda result: None, jobs=1,
+                               timeout=timeout)
     except BackendLoadError as exc:
         return _error(Path(path), backend_spec, options,
                       f"backend cannot be loaded in a Ray worker process: {exc}").to_json()
-    return run_guarded(Path(path), backend, backend_spec, options).to_json()
+    return results[0].to_json()
+
+
+def _load_task(environment: dict, backend_spec: str) -> str:
+    """Load the backend as a case's task would; '' when it loads, else why not."""
+    _enter(environment)
+    try:
+        load_backend(backend_spec)
+    except BackendLoadError as exc:
+        return str(exc)
+    return ""
+
+
+def _check_backend_loads(ray, backend_spec: str, resources: dict, environment: dict) -> None:
+    """Refuse, before any case, a backend that a Ray worker cannot load (a package missing on the
+    nodes): exit 2 with one line, as a local run does, rather than an error per case.  The task
+    runs where a case would (same resources) in a worker process used for it alone (max_calls=1),
+    so the backend's code stays out of the processes that then run cases.  One that does not
+    finish within _LOAD_CHECK_S (no node free) is left to the cases."""
+    ref = ray.remote(max_calls=1)(_load_task).options(max_retries=0, **resources).remote(environment, backend_spec)
+    ready, _ = ray.wait([ref], num_returns=1, timeout=_LOAD_CHECK_S)
+    if not ready:
+        _cancel(ray, [ref])
+        return
+    try:
+        problem = ray.get(ref)
+    except ray.exceptions.RayError:
+        return   # its worker died: the cases will say so, each
+    if problem:
+        raise ExecutorError(f"--executor ray: backend {backend_spec} cannot be loaded in a Ray worker process: "
+                            f"{problem.splitlines()[0] if problem.strip() else problem}")
 
 
 def _write_task(environment: dict, task) -> int:
@@ -281,11 +334,13 @@ def _first_line(exc: BaseException) -> str:
 
 # --------------------------------------------------------------------------- driver: run
 
-def run_cases(files: list[Path], backend_spec: str, options, on_result: Callable, address: str | None,
+def run_on_cluster(files: list[Path], backend_spec: str, options, on_result: Callable, address: str | None,
               resources: dict, timeout: float | None = None, notify: Callable[[str], None] = print) -> list:
     """harness.workers.run_cases on the cluster; results in ``files`` order, ``on_result`` as each finishes."""
     with _connected(address) as ray:
         _check_feasible(ray, resources)
+        with _cancelled_on_sigterm():
+            _check_backend_loads(ray, backend_spec, resources, _task_environment())
         return _Run(ray, files, backend_spec, options, on_result, resources, timeout, notify).run()
 
 
@@ -330,7 +385,7 @@ class _Run:
 
     def _submit(self, index: int, attempt: int) -> None:
         ref = self.remote.remote(self.environment, str(self.files[index]), self.backend_spec, self.options,
-                                 self.start_log, (index, attempt))
+                                 self.start_log, (index, attempt), self.timeout)
         self.out[ref] = (index, attempt)
 
     def _collect(self, ref) -> None:

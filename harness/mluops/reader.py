@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from google.protobuf import text_format, unknown_fields
 from google.protobuf.message import DecodeError
 
 from gen.core.registry import spec_for
-from gen.core.casefile import SpillFile, element_count
+from gen.core.casefile import NotARegularFile, SpillFile, element_count, regular_file_bytes
 from harness.mluops import mluops_case_pb2 as pb
 from harness.mluops import random_data
 from harness.mluops.schema import (DTYPES, METRICS, KernelFormat, MluopsFormatError,
@@ -79,6 +80,10 @@ class MluCase:
         return {n: t.data for n, t in self.outputs.items() if t.data is not None}
 
 
+# The most bytes an mlu-ops case file may have, checked before reading: protobuf parses no
+# message over 2 GiB (tensors of network cases past that come as `path:` data files).
+MAX_FILE_BYTES = (2 << 30) - 1
+
 # --------------------------------------------------------------------------- parsing
 
 def read_node(path: str | os.PathLike) -> pb.Node:
@@ -89,7 +94,9 @@ def read_node(path: str | os.PathLike) -> pb.Node:
     """
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = regular_file_bytes(path, MAX_FILE_BYTES)
+    except NotARegularFile as exc:
+        raise MluopsFormatError(f"{exc} (an mlu-ops case file is a regular file)") from None
     except OSError as exc:
         raise MluopsFormatError(f"{path}: cannot read ({exc.strerror})") from None
     suffix = path.suffix.lower()
@@ -538,9 +545,12 @@ def _read_data_file(case_path: Path, where: str, relative: str, dtype: np.dtype,
     if relative.endswith(".zst") or (not data_path.exists() and Path(f"{data_path}.zst").exists()):
         raise MluopsFormatError(f"{where}: zstd-compressed data files are not supported ({relative})")
     try:
-        size = data_path.stat().st_size
+        info = data_path.stat()
     except OSError as exc:
         raise MluopsFormatError(f"{where}: data file {relative} cannot be read ({exc.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):   # a FIFO or a device: np.fromfile would block, or never end
+        raise MluopsFormatError(f"{where}: data file {relative} is not a regular file")
+    size = info.st_size
     storage = np.dtype(np.uint8) if dtype == _BOOL else dtype.newbyteorder("<")
     expected = element_count(shape) * storage.itemsize
     if size != expected:

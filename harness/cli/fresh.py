@@ -1,0 +1,62 @@
+"""`opcase run --fresh N`: cases no backend can have seen.
+
+A backend may have seen the stored cases: it can keep a table of their outputs keyed by a hash
+of the inputs, or read the .opcase files and return their goldens.  Fresh cases are drawn when
+the run starts, N per kernel present among the run's cases, from the installed spec as its
+random suite draws them (shapes, params and values), with a base seed drawn then and printed;
+their goldens and thresholds are computed then (dynamic thresholds with the spec's baseline,
+always a built-in backend), into a temporary directory the run removes, and they are judged
+like the stored ones.  A backend that only replays what it has seen fails them.
+"""
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from gen.core.registry import spec_for
+from gen.generate import case_path, plan_suite
+from gen.jobs import generator_of
+from harness.backends import load_backend
+
+# The suite fresh cases are filed under (OP/fresh/NAME), so that every report names them.
+FRESH_SUITE = "fresh"
+# Seeds are drawn below 2**63, as case seeds are.
+SEED_BITS = 63
+
+
+@dataclass
+class Fresh:
+    count: int                # cases per kernel
+    seed: int                 # the base seed they were drawn with (--fresh-seed)
+    kernels: list[str]        # those that got cases
+    without: list[str]        # kernels whose spec has no random suite to draw from
+    files: list[Path]
+
+
+def draw_seed() -> int:
+    """A seed nobody saw before the run: from the OS's randomness."""
+    return secrets.randbits(SEED_BITS)
+
+
+def write_fresh(ops, count: int, seed: int, out_dir: Path) -> Fresh:
+    """``count`` cases of each kernel in ``ops``, drawn with base seed ``seed`` from its installed
+    spec's random suite, built with goldens and thresholds under ``out_dir``.  Raises SpecError,
+    UnknownOp, GenerationError or BackendLoadError."""
+    kernels, without, files = [], [], []
+    for op in sorted(ops):
+        spec = spec_for(op)
+        plans = plan_suite(spec, "random", count, seed) if spec.suites.get("random") else []
+        if not plans:
+            without.append(op)
+            continue
+        generator = generator_of(spec, None, load_backend)
+        for plan in plans:
+            plan = replace(plan, suite=FRESH_SUITE)   # its values stay the random suite's (plan.values)
+            files.append(generator.write(plan, case_path(out_dir, plan, op)))
+        kernels.append(op)
+    return Fresh(count, seed, kernels, without, files)
+
+
+def is_fresh(path, fresh: Fresh | None) -> bool:
+    return fresh is not None and Path(path) in fresh.files
