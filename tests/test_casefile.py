@@ -102,3 +102,63 @@ def test_written_files_get_the_umask_mode_not_mkstemps_0600(tmp_path):
     finally:
         os.umask(old)
     assert len(modes) == 5 and set(modes.values()) == {0o644}, modes
+
+
+class _GatedFile:
+    """A file whose writes wait for ``gate`` (or fail with ``error``): shows whether the writer's caller waits too."""
+
+    def __init__(self, real, gate, error=None):
+        self.real, self.gate, self.error = real, gate, error
+
+    def write(self, raw):
+        self.gate.wait()
+        if self.error is not None:
+            raise self.error
+        return self.real.write(raw)
+
+    def close(self):
+        self.real.close()
+
+
+def test_sidecar_writer_hashes_and_writes_while_its_caller_computes_the_next_piece(tmp_path):
+    import hashlib
+    import threading
+
+    from gen.core.casefile import SidecarWriter
+    gate = threading.Event()
+    writer = SidecarWriter(tmp_path / "c.opcase", (3, 1000), np.float32)
+    writer._file = _GatedFile(writer._file, gate)
+    pieces = [np.full(1000, i, dtype=np.float64) for i in range(3)]
+    done = threading.Event()
+
+    def produce():
+        for i in range(2):                    # the first is being written, the second waits: neither blocks
+            writer.write(1000 * i, pieces[i])
+        done.set()
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    try:
+        assert done.wait(10), "write() waited for the file"
+    finally:
+        gate.set()
+    producer.join()
+    writer.write(2000, pieces[2])
+    path, sidecar = writer.finish()
+    data = open(path, "rb").read()
+    assert data == np.concatenate(pieces).astype("<f4").tobytes()
+    assert sidecar.sha256 == hashlib.sha256(data).digest() and sidecar.length == len(data)
+
+
+def test_sidecar_writer_raises_its_threads_write_error_and_discards_cleanly(tmp_path):
+    import threading
+
+    from gen.core.casefile import SidecarWriter
+    gate = threading.Event()
+    gate.set()
+    writer = SidecarWriter(tmp_path / "c.opcase", (4,), np.float32)
+    writer._file = _GatedFile(writer._file, gate, OSError(28, "No space left on device"))
+    writer.write(0, np.ones(2))
+    with pytest.raises(OSError, match="No space"):
+        writer.finish()
+    writer.discard()
+    assert not list(tmp_path.iterdir()) and not writer._thread.is_alive()

@@ -16,9 +16,11 @@ import hashlib
 import math
 import mmap
 import os
+import queue
 import re
 import stat
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -249,7 +251,13 @@ def write_sidecar(path: Path, array: np.ndarray) -> pb.Sidecar:
 class SidecarWriter:
     """Writes a tensor's bytes to a temporary file beside ``case_path`` piece by piece, in order,
     hashing as it goes; ``finish()`` returns what ``Tensor.prewritten`` takes.  Gaps between
-    pieces, and the tail, are zeros."""
+    pieces, and the tail, are zeros.
+
+    The file write and the sha256 of each piece run on a thread of the writer's own, in order,
+    while the caller computes the next piece (file writes and hashlib release the GIL); at most
+    _PIECES_IN_FLIGHT pieces wait for it.  An error there is raised by the next write() or finish()."""
+
+    _PIECES_IN_FLIGHT = 2
 
     def __init__(self, case_path: Path, shape, dtype):
         self.dtype = np.dtype(dtype).newbyteorder("<")
@@ -260,15 +268,36 @@ class SidecarWriter:
         case_path.parent.mkdir(parents=True, exist_ok=True)
         fd, self.path = temporary_beside(case_path)
         self._file = os.fdopen(fd, "wb")
+        self._pending: queue.Queue = queue.Queue(maxsize=self._PIECES_IN_FLIGHT)
+        self._failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._drain, name="sidecar-writer", daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while (raw := self._pending.get()) is not None:
+            if self._failure is None:
+                try:
+                    self._file.write(raw)
+                    self._digest.update(raw)
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller's next write or finish
+                    self._failure = exc
+
+    def _put(self, raw: bytes) -> None:
+        if self._failure is not None:
+            raise self._failure
+        self._pending.put(raw)
+
+    def _stop(self) -> None:
+        if self._thread.is_alive():
+            self._pending.put(None)
+            self._thread.join()
 
     def write(self, flat_start: int, piece: np.ndarray) -> None:
         if flat_start < self.written or flat_start + piece.size > self.total:
             raise ValueError(f"piece at element {flat_start} (+{piece.size}) out of order or past "
                              f"the end ({self.written} written of {self.total})")
         self._zeros(flat_start - self.written)
-        raw = le_bytes_view(piece.astype(self.dtype, copy=False)).tobytes()
-        self._file.write(raw)
-        self._digest.update(raw)
+        self._put(le_bytes_view(piece.astype(self.dtype, copy=False)).tobytes())
         self.any_nonzero = self.any_nonzero or bool(np.any(piece))
         self.written = flat_start + piece.size
 
@@ -276,17 +305,20 @@ class SidecarWriter:
         block = bytes(min(count, 1 << 20) * self.dtype.itemsize)
         while count > 0:
             n = min(count, len(block) // self.dtype.itemsize)
-            self._file.write(block[:n * self.dtype.itemsize])
-            self._digest.update(block[:n * self.dtype.itemsize])
+            self._put(block[:n * self.dtype.itemsize])
             count -= n
 
     def finish(self) -> tuple:
         self._zeros(self.total - self.written)
         self.written = self.total
+        self._stop()
         self._file.close()
+        if self._failure is not None:
+            raise self._failure
         return self.path, pb.Sidecar(length=self.total * self.dtype.itemsize, sha256=self._digest.digest())
 
     def discard(self) -> None:
+        self._stop()
         self._file.close()
         Path(self.path).unlink(missing_ok=True)
 

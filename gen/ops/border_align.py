@@ -98,18 +98,65 @@ def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):
     if grad_input.size == 0 or grad_output.size == 0:
         return {"grad_input": grad_input}
     C = C4 // BORDERS
+    K = boxes.shape[1]
     start_x, start_y, step_x, step_y = _border_lines(boxes, pool_size, dtype)
-    channel = np.arange(BORDERS)[:, None] * C + np.arange(C)[None, :]              # [4, C]: e*C + c
+    index_values, lookup = _point_lookup(argmax_idx, pool_size, dtype)               # [N, K, 4, V], [N, K, 4, C]
+    x = start_x[..., None] + step_x[..., None] * index_values
+    y = start_y[..., None] + step_y[..., None] * index_values
+    rows, cols, weights, inside = bilinear_corners(y, x, H, W)                         # [4 corners, N, K, 4, V]
+    # Each candidate point's four target pixels, as offsets into a block of `width` channels of one image's
+    # grad_input, [H*W, width]; a point outside the map targets a dump row past the end instead.  A block
+    # of channels is scattered at a time so that its targets stay in cache.
+    width = _channel_block(H * W, C)
+    base = (rows * W + cols) * width
+    base[:, ~inside] = H * W * width
+    base, weights = base.reshape(4, N, -1), weights.reshape(4, N, -1)
     for n in range(N):
-        index = argmax_idx[n].astype(dtype)                                        # [K, 4, C]
-        x = start_x[n][..., None] + step_x[n][..., None] * index
-        y = start_y[n][..., None] + step_y[n][..., None] * index
-        rows, cols, weights, inside = bilinear_corners(y, x, H, W)                 # [4 corners, K, 4, C]
-        target = (rows * W + cols) * C4 + channel
-        contributions = grad_output[n].astype(dtype) * weights
-        # np.add.at accumulates in compute_dtype, element by element (numpy >= 1.25 has a fast path for this).
-        np.add.at(grad_input[n].reshape(-1), target[:, inside], contributions[:, inside])
+        gradients = grad_output[n].astype(dtype, copy=False)                             # [K, 4, C]
+        flat = grad_input[n].reshape(H * W, BORDERS, C)
+        for e in range(BORDERS):
+            for c0 in range(0, C, width):
+                c1 = min(C, c0 + width)
+                picked = lookup[n, :, e, c0:c1]                                           # [K, c1 - c0]
+                target = np.stack([base[c, n].take(picked) + np.arange(c1 - c0) for c in range(4)])
+                contributions = np.stack([gradients[:, e, c0:c1] * weights[c, n].take(picked)
+                                          for c in range(4)])
+                sums = _scatter_add(target.reshape(-1), contributions.reshape(-1), (H * W + 1) * width)
+                flat[:, e, c0:c1] = sums[:H * W * width].reshape(H * W, width)[:, :c1 - c0]
     return {"grad_input": grad_input}
+
+
+def _channel_block(pixels: int, channels: int) -> int:
+    """Channels per scatter: a block's float64 sums [pixels, block] fit in a core's L2 cache."""
+    return max(1, min(channels, (256 << 10) // (8 * max(pixels, 1))))
+
+
+def _point_lookup(argmax_idx, pool_size: int, dtype):
+    """(index_values [N, K, 4, V] as dtype, lookup [N, K, 4, C] int64): the argmax of element (n, k, e, c)
+    is index_values[n].reshape(-1)[lookup[n, k, e, c]].  V = pool_size + 1 (every point of a border, computed once for all its
+    channels) when the indices lie in [0, pool_size]; otherwise one value per element."""
+    argmax_idx = np.asarray(argmax_idx)
+    N, K, _, C = argmax_idx.shape
+    if argmax_idx.size and argmax_idx.min() >= 0 and argmax_idx.max() <= pool_size:
+        values = pool_size + 1
+        index_values = np.broadcast_to(np.arange(values, dtype=dtype), (N, K, BORDERS, values))
+        first = (np.arange(K * BORDERS, dtype=np.int64) * values).reshape(K, BORDERS, 1)
+        return index_values, argmax_idx.astype(np.int64) + first
+    index_values = argmax_idx.astype(dtype)
+    return index_values, np.broadcast_to(np.arange(K * BORDERS * C, dtype=np.int64).reshape(K, BORDERS, C),
+                                         index_values.shape)
+
+
+def _scatter_add(target: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """[size]: out[target[i]] += values[i], i in order, from zeros, accumulating in values' dtype.
+
+    np.bincount adds its float64 weights one by one in index order, as np.add.at does, and is
+    several times faster; it accumulates in float64 only, so other dtypes take np.add.at."""
+    if values.dtype == np.float64:
+        return np.bincount(target, weights=values, minlength=size)
+    out = np.zeros(size, dtype=values.dtype)
+    np.add.at(out, target, values)
+    return out
 
 
 # ----------------------------------------------------------------------------- value generators

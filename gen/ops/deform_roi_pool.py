@@ -7,8 +7,12 @@ Per roi (batch, x1, y1, x2, y2) and bin (ph, pw):
     y = start_h + ph*bin_h + (iy + 0.5)*bin_h / grid_h            (x likewise)
     output = sum of bilinear samples / max(grid_h*grid_w, 1)
 The number of samples varies per roi, so all samples of all bins are laid out in one
-flat sequence (bin by bin), processed in chunks: gather the four corners of each sample,
-weight, add, and sum each bin's run of samples with np.add.reduceat.
+flat sequence (bin by bin), cut into chunks of _CHUNK_ELEMENTS // (4 C) samples.  A bin's
+sum is, chunk by chunk, the sum of its run of samples in that chunk as np.add.reduceat adds
+them (the first sample plus numpy's pairwise sum of the rest), added to the bin's total:
+the goldens' order of additions, which a faster route must keep.  The runs are evaluated
+grouped by length, many runs of one length at once in cache-sized batches, with
+_first_plus_pairwise doing numpy's pairwise sum in the same order over whole arrays.
 """
 from __future__ import annotations
 
@@ -21,8 +25,13 @@ from gen.ops import check_sample_points
 from gen.ops.bilinear import bilinear_corners
 from gen.values import portable_exp
 
-# Elements of the largest per-chunk temporary (the gathered corners, [4, samples, C]).
+# The chunks the samples are summed in (see the module doc): _CHUNK_ELEMENTS // (4 C) samples each.
 _CHUNK_ELEMENTS = 1 << 21
+# Elements of one batch of sample values [samples, C] evaluated at once: small enough to stay in cache.
+_BATCH_ELEMENTS = 1 << 16
+# numpy's pairwise summation (numpy/_core/src/umath/loops_utils.h.src): blocks of up to 128
+# elements are added with 8 interleaved accumulators; longer runs are halved at a multiple of 8.
+_PAIRWISE_BLOCK = 128
 
 
 @dataclass
@@ -36,9 +45,12 @@ class Bins:
     grid_h: np.ndarray    # samples per axis, int64 >= 0
     grid_w: np.ndarray
 
-    @property
-    def samples(self) -> np.ndarray:
-        return self.grid_h * self.grid_w
+    samples: np.ndarray = None   # grid_h * grid_w
+    ends: np.ndarray = None      # cumulative samples: bin b's samples are ends[b] - samples[b] .. ends[b] - 1
+
+    def __post_init__(self):
+        self.samples = self.grid_h * self.grid_w
+        self.ends = np.cumsum(self.samples)
 
 
 def bin_geometry(rois, offset, params, dtype) -> Bins:
@@ -82,19 +94,95 @@ def bin_geometry(rois, offset, params, dtype) -> Bins:
                  grid_h=per_bin(grid_h), grid_w=per_bin(grid_w))
 
 
-def sample_chunks(bins: Bins, channels: int, dtype):
-    """The forward's sample points, bin by bin, in chunks: (bin_of, y, x) per chunk, unclamped."""
+def samples_per_chunk(channels: int) -> int:
+    return max(1, _CHUNK_ELEMENTS // (4 * max(channels, 1)))
+
+
+def sample_points(bins: Bins, sample: np.ndarray, dtype):
+    """(bin_of, y, x) of the samples numbered ``sample`` in the flat sequence (bin by bin), unclamped."""
     counts = bins.samples
-    ends = np.cumsum(counts)
+    ends = bins.ends
+    bin_of = np.searchsorted(ends, sample, side="right")
+    iy, ix = np.divmod(sample - (ends[bin_of] - counts[bin_of]), bins.grid_w[bin_of])
+    y = bins.y0[bin_of] + ((iy.astype(dtype) + dtype(0.5)) * bins.bin_h[bin_of]) / bins.grid_h[bin_of].astype(dtype)
+    x = bins.x0[bin_of] + ((ix.astype(dtype) + dtype(0.5)) * bins.bin_w[bin_of]) / bins.grid_w[bin_of].astype(dtype)
+    return bin_of, y, x
+
+
+def sample_batches(bins: Bins, step: int):
+    """Consecutive ranges (first, last + 1) of the flat sample sequence, ``step`` samples each."""
+    total = int(bins.ends[-1]) if bins.ends.size else 0
+    for first in range(0, total, step):
+        yield first, min(total, first + step)
+
+
+@dataclass
+class Runs:
+    """Each bin's samples within one chunk: bin, first sample, length, and which of its bin's runs it is."""
+    bin: np.ndarray
+    start: np.ndarray
+    length: np.ndarray
+    rank: np.ndarray
+
+
+def chunk_runs(bins: Bins, channels: int) -> Runs:
+    counts, ends = bins.samples, bins.ends
     total = int(ends[-1]) if ends.size else 0
-    chunk = max(1, _CHUNK_ELEMENTS // (4 * max(channels, 1)))
-    for first in range(0, total, chunk):
-        sample = np.arange(first, min(total, first + chunk))
-        bin_of = np.searchsorted(ends, sample, side="right")
-        iy, ix = np.divmod(sample - (ends[bin_of] - counts[bin_of]), bins.grid_w[bin_of])
-        y = bins.y0[bin_of] + ((iy.astype(dtype) + dtype(0.5)) * bins.bin_h[bin_of]) / bins.grid_h[bin_of].astype(dtype)
-        x = bins.x0[bin_of] + ((ix.astype(dtype) + dtype(0.5)) * bins.bin_w[bin_of]) / bins.grid_w[bin_of].astype(dtype)
-        yield bin_of, y, x
+    bin_starts = (ends - counts)[counts > 0]
+    chunk_starts = np.arange(0, total, samples_per_chunk(channels))
+    start = np.union1d(bin_starts, chunk_starts)
+    length = np.diff(np.append(start, total))
+    bin_of = np.searchsorted(ends, start, side="right")
+    first_of_bin = np.searchsorted(start, (ends - counts)[bin_of])
+    return Runs(bin=bin_of, start=start, length=length, rank=np.arange(start.size) - first_of_bin)
+
+
+def _sample_values(pixels: np.ndarray, bins: Bins, sample: np.ndarray, H: int, W: int, dtype) -> np.ndarray:
+    """[samples, C]: the bilinear sample of each sample point, its four weighted corners added in order."""
+    bin_of, y, x = sample_points(bins, sample, dtype)
+    rows, cols, weights, _ = bilinear_corners(y, x, H, W)
+    index = (bins.batch[bin_of] * H + rows) * W + cols                                  # [4, S]
+    # Gather in the input's dtype, convert, then weigh: faster than a mixed-dtype multiply, the same bits.
+    value = np.empty((sample.size, pixels.shape[1]), dtype=dtype)
+    term = np.empty_like(value)
+    for corner in range(4):
+        target = value if corner == 0 else term
+        np.copyto(target, pixels.take(index[corner], axis=0), casting="unsafe")
+        target *= weights[corner][:, None]
+        if corner:
+            value += term
+    return value
+
+
+def _first_plus_pairwise(values: np.ndarray) -> np.ndarray:
+    """[p, C] from [p, m, C]: np.add.reduceat's sum of each run of m rows, values[:, 0] + the pairwise sum of the rest."""
+    if values.shape[1] == 1:
+        return values[:, 0].copy()
+    return values[:, 0] + _pairwise_sum(values[:, 1:])
+
+
+def _pairwise_sum(values: np.ndarray) -> np.ndarray:
+    """[p, C] from [p, n, C]: numpy's pairwise sum along axis 1, operation for operation."""
+    n = values.shape[1]
+    if n > _PAIRWISE_BLOCK:
+        half = n // 2
+        half -= half % 8
+        return _pairwise_sum(values[:, :half]) + _pairwise_sum(values[:, half:])
+    if n < 8:
+        # numpy starts from -0.0, and -0.0 + v is v bit for bit.
+        total = values[:, 0].copy()
+        for i in range(1, n):
+            total += values[:, i]
+        return total
+    partial = values[:, :8].copy()
+    whole = n - n % 8
+    for i in range(8, whole, 8):
+        partial += values[:, i:i + 8]
+    r = [partial[:, j] for j in range(8)]
+    total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    for i in range(whole, n):
+        total += values[:, i]
+    return total
 
 
 def _bin_sums(features: np.ndarray, bins: Bins, dtype) -> np.ndarray:
@@ -102,16 +190,20 @@ def _bin_sums(features: np.ndarray, bins: Bins, dtype) -> np.ndarray:
     _, H, W, C = features.shape
     pixels = features.reshape(-1, C)
     sums = np.zeros((bins.samples.size, C), dtype=dtype)
-    for bin_of, y, x in sample_chunks(bins, C, dtype):
-        rows, cols, weights, _ = bilinear_corners(y, x, H, W)
-        corners = pixels[(bins.batch[bin_of] * H + rows) * W + cols].astype(dtype, copy=False)   # [4, S, C]
-        corners *= weights[..., None]
-        value = corners[0]
-        for corner in corners[1:]:
-            value += corner
-        # Samples come bin by bin, so each bin met in this chunk is one run of rows.
-        run_starts = np.flatnonzero(np.r_[True, bin_of[1:] != bin_of[:-1]])
-        sums[bin_of[run_starts]] += np.add.reduceat(value, run_starts, axis=0)
+    runs = chunk_runs(bins, C)
+    later = []                     # runs that continue a bin from an earlier chunk: added after its first run
+    for length in np.unique(runs.length):
+        of_length = np.flatnonzero(runs.length == length)
+        per_batch = max(1, _BATCH_ELEMENTS // (int(length) * C))
+        for first in range(0, of_length.size, per_batch):
+            batch = of_length[first:first + per_batch]
+            sample = (runs.start[batch][:, None] + np.arange(length)).reshape(-1)
+            run_sums = _first_plus_pairwise(_sample_values(pixels, bins, sample, H, W, dtype).reshape(batch.size, length, C))
+            leading = runs.rank[batch] == 0
+            sums[runs.bin[batch[leading]]] += run_sums[leading]
+            later += [(runs.rank[r], runs.bin[r], run_sums[i]) for i, r in enumerate(batch) if not leading[i]]
+    for _, bin_index, run_sum in sorted(later, key=lambda item: item[0]):
+        sums[bin_index] += run_sum
     return sums
 
 

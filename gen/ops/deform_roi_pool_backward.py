@@ -13,13 +13,20 @@ clamp band [-1, 0) the derivative is mmcv's extrapolation, not 0; in the snap ba
 size] both corners are the last row and the term is 0.  Samples outside add nothing.
 
 Both sums are scatter-adds: here in float64, sample by sample in (roi, ph, pw, iy, ix) order.
+grad_input's takes a sample's four corners in turn (np.add.at, batch after batch of samples: the
+same order whatever the batches, which are kept small so that their temporaries stay in cache).
+grad_offset's per-bin sums keep the chunks of gen.ops.deform_roi_pool (each chunk's samples summed
+by np.bincount, then added to the bin).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from gen.ops.bilinear import bilinear_corners
-from gen.ops.deform_roi_pool import bin_geometry, sample_chunks
+
+# Elements [samples, C] per batch of samples: temporaries of a few times this size stay in cache.
+_BATCH_ELEMENTS = 1 << 15
+from gen.ops.deform_roi_pool import bin_geometry, sample_batches, sample_points, samples_per_chunk
 
 
 def roi_sizes(rois, params, dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -49,30 +56,56 @@ def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):
     # grad_output / count; a bin with no samples never uses it (mmcv divides by count 0 there).
     bin_grad = grad_output.reshape(-1, C).astype(dtype) / np.maximum(bins.samples, 1).astype(dtype)[:, None]
     pixels = features.reshape(-1, C)
-    roi_w, roi_h = roi_sizes(rois, params, dtype)
-    gamma = dtype(params["gamma"])
-    offset_x = np.zeros(R * PH * PW, dtype=dtype)
-    offset_y = np.zeros(R * PH * PW, dtype=dtype)
-    for bin_of, y, x in sample_chunks(bins, C, dtype):
+    total = int(bins.ends[-1]) if bins.ends.size else 0
+    offset_terms = np.zeros((2, total), dtype=dtype)        # each sample's sum_c of the x and y terms (0 outside)
+    channel = np.arange(C)
+    for first, last in sample_batches(bins, max(1, _BATCH_ELEMENTS // C)):
+        bin_of, y, x = sample_points(bins, np.arange(first, last), dtype)
         rows, cols, weights, inside = bilinear_corners(y, x, H, W)
+        inside_at = np.flatnonzero(inside)
         bin_of, y, x = bin_of[inside], y[inside], x[inside]
         rows, cols, weights = rows[:, inside], cols[:, inside], weights[:, inside]
-        g = bin_grad[bin_of]                                                  # [S, C]
         targets = (bins.batch[bin_of] * H + rows) * W + cols                    # [4, S]
-        # Sample by sample, its four corners in turn: np.add.at adds in index order.
-        np.add.at(grad_input, targets.T.reshape(-1), (weights.T[..., None] * g[:, None, :]).reshape(-1, C))
+        g = bin_grad[bin_of]                                                  # [S, C]
+        # Sample by sample, its four corners in turn; np.add.at on the flat array is several times faster
+        # than on rows of C, in the same order.
+        flat_targets = (targets.T[..., None] * C + channel).reshape(-1)
+        np.add.at(grad_input.reshape(-1), flat_targets, (weights.T[..., None] * g[:, None, :]).reshape(-1))
         if offset is None:
             continue
         # Corners (y_low, x_low), (y_low, x_high), (y_high, x_low), (y_high, x_high).
-        v00, v10, v01, v11 = pixels[targets].astype(dtype, copy=False)
+        v00, v10, v01, v11 = pixels.take(targets.reshape(-1), axis=0).astype(dtype, copy=False).reshape(4, -1, C)
         y_low, y_high = rows[0].astype(dtype), rows[2].astype(dtype)
         x_low, x_high = cols[0].astype(dtype), cols[1].astype(dtype)
-        along_x = (v11 - v01) * (y - y_low)[:, None] + (v10 - v00) * (y_high - y)[:, None]
-        along_y = (v11 - v10) * (x - x_low)[:, None] + (v01 - v00) * (x_high - x)[:, None]
-        offset_x += np.bincount(bin_of, weights=(g * along_x).sum(axis=1), minlength=offset_x.size)
-        offset_y += np.bincount(bin_of, weights=(g * along_y).sum(axis=1), minlength=offset_y.size)
+        for axis, term in enumerate(_offset_terms(g, v00, v10, v01, v11, y - y_low, y_high - y, x - x_low, x_high - x)):
+            offset_terms[axis, first + inside_at] = term
     if offset is not None:
+        offset_x = np.zeros(R * PH * PW, dtype=dtype)
+        offset_y = np.zeros(R * PH * PW, dtype=dtype)
+        step = samples_per_chunk(C)
+        for first in range(0, total, step):
+            bin_of = np.searchsorted(bins.ends, np.arange(first, min(total, first + step)), side="right")
+            offset_x += np.bincount(bin_of, weights=offset_terms[0, first:first + step], minlength=offset_x.size)
+            offset_y += np.bincount(bin_of, weights=offset_terms[1, first:first + step], minlength=offset_y.size)
         per_bin_roi = np.repeat(np.arange(R), PH * PW)
+        roi_w, roi_h = roi_sizes(rois, params, dtype)
+        gamma = dtype(params["gamma"])
         grad_offset[:, 0] = (gamma * roi_w[per_bin_roi] * offset_x).reshape(R, PH * PW)
         grad_offset[:, 1] = (gamma * roi_h[per_bin_roi] * offset_y).reshape(R, PH * PW)
     return {"grad_input": grad_input.reshape(N, H, W, C), "grad_offset": grad_offset.reshape(R, 2, PH, PW)}
+
+
+def _offset_terms(g, v00, v10, v01, v11, from_low_y, to_high_y, from_low_x, to_high_x):
+    """Per sample, sum_c of g * along_x and of g * along_y (the module doc), in place in two buffers:
+    along_x = (v11 - v01) * from_low_y + (v10 - v00) * to_high_y, along_y likewise along x."""
+    first, second = np.subtract(v11, v01), np.subtract(v10, v00)
+    first *= from_low_y[:, None]
+    second *= to_high_y[:, None]
+    first += second
+    along_x = np.multiply(g, first, out=first).sum(axis=1)
+    np.subtract(v11, v10, out=first)
+    np.subtract(v01, v00, out=second)
+    first *= from_low_x[:, None]
+    second *= to_high_x[:, None]
+    first += second
+    return along_x, np.multiply(g, first, out=first).sum(axis=1)

@@ -5,7 +5,8 @@
 Runs `opcase gen SPEC --suite network -o OUT/<op>` (this checkout's, whatever is installed)
 for each spec (default: every committed spec) in a child process, with the spec's baseline
 for dynamic thresholds unless --baseline names another, then prints a Markdown table: cases, wall time, bytes on disk and
-the child's peak RSS.  Each kernel's cases are deleted after measuring unless --keep, so
+the child's peak RSS, with the load average (1 minute) before and after each kernel: the
+machine may be shared.  Each kernel's cases are deleted after measuring unless --keep, so
 the largest (carafe: tens of GB) never need to share the disk.
 """
 from __future__ import annotations
@@ -46,17 +47,19 @@ def main() -> None:
     args = parser.parse_args()
     specs = [Path(s) for s in args.specs] or sorted((REPO / "specs").glob("*.yaml"))
     root = Path(args.out or tempfile.mkdtemp(prefix="opcase-network-", dir=Path.home()))
-    print("| kernel | cases | time | disk | peak RSS |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print("| kernel | cases | time | disk | peak RSS | load before / after |")
+    print("| --- | ---: | ---: | ---: | ---: | --- |")
     totals = [0, 0.0, 0]
     for spec in specs:
         out = root / spec.stem
+        load_before = os.getloadavg()[0]
         cases, seconds, size, rss = measure(spec, out, args.baseline)
         totals = [totals[0] + cases, totals[1] + seconds, totals[2] + size]
-        print(f"| {spec.stem} | {cases} | {seconds:.0f} s | {size / 1e9:.2f} GB | {rss:.2f} GB |", flush=True)
+        print(f"| {spec.stem} | {cases} | {seconds:.0f} s | {size / 1e9:.2f} GB | {rss:.2f} GB | "
+              f"{load_before:.1f} / {os.getloadavg()[0]:.1f} |", flush=True)
         if not args.keep:
             shutil.rmtree(out)
-    print(f"| all | {totals[0]} | {totals[1]:.0f} s | {totals[2] / 1e9:.2f} GB | |")
+    print(f"| all | {totals[0]} | {totals[1]:.0f} s | {totals[2] / 1e9:.2f} GB | | |")
     if not args.keep and not args.out:
         shutil.rmtree(root, ignore_errors=True)
 
