@@ -253,15 +253,22 @@ def _worst_table(r: CaseResult, output: str) -> str:
     return "<h4>worst elements by absolute error</h4>" + "".join(rows) + "</table>"
 
 
+def _threshold_row(v: dict, verdict: str, style: str) -> str:
+    """A metric against its threshold; one judged otherwise (diff4's rule) says how instead of a bound."""
+    bound = _num(v["value"]) if not v.get("note") else _e(v["note"])
+    return (f'<tr><td class=l>{_e(v["metric"])}</td><td>{_num(v["actual"])}</td><td>{bound}</td>'
+            f'<td class="{style}">{verdict}</td><td class=l>{_e(threshold_source(v))}</td></tr>')
+
+
 def _output_section(r: CaseResult, output: str) -> str:
     m = r.metrics.get(output, {})
     parts = [f"<h3>output {_e(output)} ({_e(r.layouts.get(output) or 'no layout')})</h3>",
              "<table><tr><th class=l>metric</th><th>value</th><th>threshold</th><th></th>"
              "<th class=l>where the threshold came from</th></tr>"]
     for v in r.thresholds.get(output, []):
-        parts.append(f'<tr><td class=l>{_e(v["metric"])}</td><td>{_num(v["actual"])}</td><td>{_num(v["value"])}</td>'
-                     f'<td class="{"ok" if v["passed"] else "bad"}">{"ok" if v["passed"] else "FAIL"}</td>'
-                     f'<td class=l>{_e(threshold_source(v))}</td></tr>')
+        parts.append(_threshold_row(v, "ok" if v["passed"] else "FAIL", "ok" if v["passed"] else "bad"))
+    for v in r.informative.get(output, []):
+        parts.append(_threshold_row(v, "reported", "l"))
     parts.append("</table>")
     if m:
         parts.append(f"<p>{m.get('n_unequal', 0)} of {m.get('n', 0)} finite elements differ; "

@@ -954,17 +954,21 @@ def _status_line():
 @click.option("--baseline", default=None, help="Backend for dynamic thresholds (default: the spec's).")
 @click.option("--max-size", "max_size", default=None, callback=_size_option,
               help="Skip cases whose tensors exceed this many bytes (e.g. 64MB); they are listed.")
-def import_(paths, out_dir, baseline, max_size):
+@click.option("--thresholds", "rule", type=click.Choice(["file", "docs"]), default="file", show_default=True,
+              help="Judge by each file's own thresholds and threshold_use (as mluop_gtest does), or by the "
+                   "docs' rule; the other is kept in the case and reported beside them.")
+def import_(paths, out_dir, baseline, max_size, rule):
     """Import mlu-ops case files (.pb/.prototxt), adding goldens and thresholds.
 
     A case is named after its file; files of one kernel that share a name (case_0.prototxt in
-    several directories) are named after their path under PATH instead."""
+    several directories) are named after their path under PATH instead.  A case is judged by its
+    file's own thresholds unless --thresholds docs asks for the docs' rule."""
 
     _check_writable("-o", out_dir, directory=True)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        outcomes = import_all(paths, out, baseline, max_size)
+        outcomes = import_all(paths, out, baseline, max_size, rule)
     except SpecError as exc:
         raise InputError(str(exc)) from None
     _report_outcomes(outcomes)
