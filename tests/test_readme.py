@@ -16,8 +16,8 @@ CI_RUN = REPO / ".ci" / "run"
 # The main command: `opcase gen specs/*.yaml --suite all --max-size 64MB` (opcase's MB is 10^6 bytes).
 MAIN_SUITES = ("network", "random", "boundary", "invalid", "stress")
 MAIN_MAX_BYTES = 64 * 10**6
-TABLE_HEAD = ("| kernel | main command's cases | committed cases (`cases/`) |\n"
-              "| --- | ---: | ---: |\n")
+TABLE_HEAD = ("| kernel | thresholds | main command's cases | committed cases (`cases/`) |\n"
+              "| --- | --- | ---: | ---: |\n")
 
 
 def _readme() -> str:
@@ -42,9 +42,11 @@ def kernel_table() -> str:
     for op in known_ops():
         main, _ = _main_command_cases(op)
         committed = _committed_cases(op)
-        rows.append(f"| `{op}` | {main} | {committed} |\n")
+        criteria = spec_for(op).criteria
+        thresholds = f"dynamic, baseline `{criteria.baseline}`" if criteria.mode == "dynamic" else criteria.mode
+        rows.append(f"| `{op}` | {thresholds} | {main} | {committed} |\n")
         total_main, total_committed = total_main + main, total_committed + committed
-    rows.append(f"| {len(rows)} kernels | {total_main} | {total_committed} |\n")
+    rows.append(f"| {len(rows)} kernels | | {total_main} | {total_committed} |\n")
     return TABLE_HEAD + "".join(rows)
 
 
