@@ -380,6 +380,8 @@ def _case_section(r: CaseResult, index: int) -> str:
     descriptor = getattr(r, "descriptor", "")
     if descriptor:
         parts.append(f"<p>descriptor: <code>{_e(descriptor)}</code></p>")
+    if r.explanation:
+        parts.append(f'<p class="explain">explained (opcase explain): {_e(r.explanation)}</p>')
     if r.gate:
         parts.append(f"<p>baseline: {_e(r.gate)}: {_e(r.gate_message)}</p>")
     if r.repro:

@@ -135,7 +135,7 @@ def _round_toward_zero(call: Call) -> dict:
     return run_in_dtype(call.request, np.float64, rounding="toward_zero")
 
 
-def _flush(array: np.ndarray) -> np.ndarray:
+def flush_subnormal_values(array: np.ndarray) -> np.ndarray:
     """Subnormals of a float16/float32 array flushed to zero of their sign."""
     if array.dtype not in (np.float16, np.float32):
         return array
@@ -146,12 +146,12 @@ def _flush(array: np.ndarray) -> np.ndarray:
 
 def _flush_subnormals(call: Call) -> dict:
     request = call.request
-    flushed = {name: _flush(a) for name, a in request.inputs.items()}
+    flushed = {name: flush_subnormal_values(a) for name, a in request.inputs.items()}
     if all(flushed[n] is a for n, a in request.inputs.items()):
         produced = call.base()
     else:
         produced = call.run_base(dataclasses.replace(request, inputs=flushed))
-    return {name: _flush(np.asarray(a)) for name, a in produced.items()}
+    return {name: flush_subnormal_values(np.asarray(a)) for name, a in produced.items()}
 
 
 def _last_block(width: int, copy: bool):

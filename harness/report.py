@@ -142,6 +142,8 @@ def failure_details(r: CaseResult) -> str:
         for output in r.thresholds:
             if output_fails(r, output):
                 lines += mismatch_report(r, output)
+    if r.explanation:
+        lines.append(f"  EXPLAIN: {r.explanation}")
     if r.gate:
         lines.append(f"  baseline: {r.gate}: {r.gate_message}")
     if r.repro:

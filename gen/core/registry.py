@@ -104,3 +104,17 @@ def bug_free_copy(op: str):
 def planted_controls(op: str) -> dict:
     """{name: compute} of ``op``'s kernel-specific controls: variants every case must pass."""
     return dict(_planted_entry("CONTROLS", op) or {})
+
+
+MMCV_PACKAGE = "gen.mmcv"
+
+
+def explain_variants(op: str) -> dict:
+    """{name: function(inputs, params, out_shapes=...) -> {output: array in the output dtype}} of
+    ``op``'s own variants for `opcase explain` (another accumulation order its spec allows, say):
+    the VARIANTS table of its gen.mmcv and gen.planted modules (empty where there is none)."""
+    found = {}
+    for package in (MMCV_PACKAGE, PLANTED_PACKAGE):
+        module = kernel_module(package, op)
+        found.update(getattr(module, "VARIANTS", {}).get(op, {}) if module else {})
+    return found

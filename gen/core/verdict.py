@@ -60,6 +60,7 @@ class CaseResult:
     descriptor: str = ""                             # the case's one-line descriptor (gen.descriptor), if any
     informative: dict = field(default_factory=dict)  # output -> verdicts of thresholds reported, not judged
     not_compared: list = field(default_factory=list)  # outputs the case does not judge (mlu-ops threshold_use 0)
+    explanation: str = ""                            # with `run --explain`: the variant(s) a failing case's outputs match
 
     @property
     def key(self) -> str:

@@ -25,10 +25,11 @@ BORDERS = 4          # top, left, bottom, right: threadIdx.y
 _BLOCK_X = 128       # the launcher's dim3 block(128, 4)
 
 
-def border_align_backward(inputs: dict, params: dict, out_shapes: dict | None = None) -> dict:
+def border_align_backward(inputs: dict, params: dict, out_shapes: dict | None = None, *, atomic_order=None) -> dict:
     """grad_output [N, K, 4, C], boxes [N, K, 4], argmax_idx [N, K, 4, C] -> grad_input [N, H, W, 4C] in T.
 
     H and W are not in the inputs: out_shapes['grad_input'] = (N, H, W, 4C) gives them.
+    ``atomic_order(threads)``: the order of the atomicAdds (default: the one that matched mmcv).
     """
     if not out_shapes or "grad_input" not in out_shapes:
         raise ValueError("border_align_backward needs out_shapes['grad_input'] = (N, H, W, 4C) for the map size")
@@ -50,7 +51,7 @@ def border_align_backward(inputs: dict, params: dict, out_shapes: dict | None = 
     targets = ((n * H + rows) * W + cols) * C4 + channel
 
     # Every atomicAdd in its turn, those of outside points left out.
-    order = _atomic_order(N * C * K)
+    order = (atomic_order or _atomic_order)(N * C * K)
     order = order[np.broadcast_to(inside, targets.shape).reshape(-1)[order]]
     # np.add.at adds element by element in the given order, each sum rounded to T: atomicAdd's arithmetic.
     np.add.at(grad_input.reshape(-1), targets.reshape(-1)[order], contributions.reshape(-1)[order])
@@ -85,3 +86,20 @@ def _atomic_order(threads: int) -> np.ndarray:
     thread = block * _BLOCK_X + x
     flat = (corner * threads + thread) * BORDERS + border                      # [block, corner, border, x]
     return flat[np.broadcast_to(thread < threads, flat.shape)]
+
+
+def _thread_by_thread(threads: int) -> np.ndarray:
+    """The atomicAdds thread after thread (threads in index order, each its borders, each its four
+    corners): the order of a GPU that runs one thread at a time, another order mmcv may take."""
+    thread, border, corner = np.ogrid[:threads, :BORDERS, :4]
+    return ((corner * threads + thread) * BORDERS + border).reshape(-1)
+
+
+def atomic_adds_thread_by_thread(inputs: dict, params: dict, out_shapes: dict | None = None) -> dict:
+    """mmcv's arithmetic with its atomicAdds applied thread by thread (another order its atomics allow)"""
+    return border_align_backward(inputs, params, out_shapes, atomic_order=_thread_by_thread)
+
+
+# `opcase explain`'s variants of the kernel (gen.core.registry.explain_variants): the atomicAdds
+# have no fixed order, so each order is an arithmetic a right kernel may have.
+VARIANTS = {"border_align_backward": {"atomic_adds_thread_by_thread": atomic_adds_thread_by_thread}}

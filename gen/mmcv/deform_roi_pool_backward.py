@@ -30,7 +30,8 @@ _BLOCK = 512                        # THREADS_PER_BLOCK of mmcv's pytorch_cuda_h
 _CHUNK_ELEMENTS = 1 << 22
 
 
-def deform_roi_pool_backward(inputs: dict, params: dict, out_shapes: dict | None = None) -> dict:
+def deform_roi_pool_backward(inputs: dict, params: dict, out_shapes: dict | None = None, *,
+                             thread_by_thread: bool = False) -> dict:
     """grad_output [R, PH, PW, C], input [N, H, W, C], rois [R, 5], offset [R, 2, PH, PW] (or None)
     -> grad_input [N, H, W, C], grad_offset [R, 2, PH, PW] in T (grad_offset 0 without an offset)."""
     grad_output, features, rois = inputs["grad_output"], inputs["input"], inputs["rois"]
@@ -55,7 +56,7 @@ def deform_roi_pool_backward(inputs: dict, params: dict, out_shapes: dict | None
         for first in range(0, blocks, chunk):
             thread = np.arange(first * _BLOCK, min(threads, (first + chunk) * _BLOCK))
             _block_chunk(T, thread, grad_output, features, batch, geometry, offset is not None,
-                         grad_input, grad_offset)
+                         grad_input, grad_offset, thread_by_thread)
     return {"grad_input": T.result(grad_input.reshape(N, H, W, C)),
             "grad_offset": T.result(grad_offset.reshape(R, 2, PH, PW))}
 
@@ -91,8 +92,9 @@ class _Geometry:
 
 
 def _block_chunk(T: ScalarT, thread, grad_output, features, batch, geo: _Geometry, with_offset: bool,
-                 grad_input, grad_offset) -> None:
-    """The atomicAdds of the threads ``thread`` (whole blocks, ascending), applied in the fixed order."""
+                 grad_input, grad_offset, thread_by_thread: bool = False) -> None:
+    """The atomicAdds of the threads ``thread`` (whole blocks, ascending), applied in the fixed order
+    (or, ``thread_by_thread``, block by block, each thread's adds in turn, lane after lane)."""
     dtype = features.dtype.type
     _, PH, PW, C = grad_output.shape
     _, H, W, _ = features.shape
@@ -139,6 +141,9 @@ def _block_chunk(T: ScalarT, thread, grad_output, features, batch, geo: _Geometr
                 offset_value[0, block, step, lane] = offset_x_scale * along_x.astype(dtype)
                 offset_value[1, block, step, lane] = offset_y_scale * along_y.astype(dtype)
                 offset_used[0, block, step, lane] = offset_used[1, block, step, lane] = used
+    if thread_by_thread:   # [block, step, corner, lane] -> [block, lane, step, corner]
+        input_target, input_value, input_used = (a.transpose(0, 3, 1, 2)
+                                                 for a in (input_target, input_value, input_used))
     order = input_used.reshape(-1)
     np.add.at(grad_input, input_target.reshape(-1)[order], input_value.reshape(-1)[order])
     if with_offset:
@@ -146,6 +151,8 @@ def _block_chunk(T: ScalarT, thread, grad_output, features, batch, geo: _Geometr
         bin_index = (n * 2 * PH + ph) * PW + pw
         for channel in range(2):
             target[channel, block, :, lane] = (bin_index + channel * PH * PW)[:, None]
+        if thread_by_thread:   # [2, block, step, lane] -> [2, block, lane, step]
+            target, offset_value, offset_used = (a.transpose(0, 1, 3, 2) for a in (target, offset_value, offset_used))
         order = offset_used.reshape(-1)
         np.add.at(grad_offset, target.reshape(-1)[order], offset_value.reshape(-1)[order])
 
@@ -158,3 +165,13 @@ def _four_terms(T: ScalarT, pixel, factors, corners) -> np.ndarray:
     for corner, factor in zip(corners[1:], factors[1:]):
         total = T.mac(total, pixel[corner], factor.astype(F32))
     return total
+
+
+def atomic_adds_thread_by_thread(inputs: dict, params: dict, out_shapes: dict | None = None) -> dict:
+    """mmcv's arithmetic with its atomicAdds applied thread by thread (another order its atomics allow)"""
+    return deform_roi_pool_backward(inputs, params, out_shapes, thread_by_thread=True)
+
+
+# `opcase explain`'s variants of the kernel (gen.core.registry.explain_variants): the atomicAdds
+# have no fixed order, so each order is an arithmetic a right kernel may have.
+VARIANTS = {"deform_roi_pool_backward": {"atomic_adds_thread_by_thread": atomic_adds_thread_by_thread}}

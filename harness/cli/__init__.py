@@ -23,7 +23,7 @@ from gen.core.descriptor import DescriptorError
 from gen.core.registry import UnknownOp, known_ops, spec_for
 from gen.core.spec import SUITES, SpecError, load_spec
 from gen.core.timing import TimingPlan
-from gen.core.verdict import MISTRUSTED, SKIPPED
+from gen.core.verdict import FAILED, MISTRUSTED, SKIPPED
 from gen.descriptor import write_described
 from gen.generate import GenerationError, builds_in_memory, case_path, foreign_case, plan_suite, total_bytes
 from gen.jobs import Task, write_all
@@ -457,11 +457,14 @@ def _warn_mixed_versions(files) -> None:
               help="Run a Python backend in this process rather than in a worker (faster start; but a backend "
                    "that ends the process, e.g. by exit(0), then ends the run with its exit status).")
 @click.option("-v", "--verbose", is_flag=True, help="Show details for passing cases too.")
+@click.option("--explain", "explain_failures", is_flag=True,
+              help="For each failed case, run the backend on it once more and say which known variant its "
+                   "outputs match (as `opcase explain`): an EXPLAIN line in its report, the HTML and --json.")
 @_executor_options
 @_exits_on_signals
 def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmup, bitwise, html_path, profile_path, jobs,
-        device, timeout, shard_text, filter_text, rerun_failed, allow_empty, in_process, verbose, executor, address,
-        resources_text):
+        device, timeout, shard_text, filter_text, rerun_failed, allow_empty, in_process, verbose, explain_failures,
+        executor, address, resources_text):
     """Run a backend on every case under PATHS and judge its outputs.
 
     \b
@@ -535,6 +538,8 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     progress = Progress(len(files), sys.stdout.isatty(), verbose)
 
     def on_result(result):
+        if explain_failures and result.status == FAILED:
+            result.explanation = _explanation(result, backend_spec, timeout)
         if baseline is not None:
             judge_against(result, baseline.get(result.key))
             if result.gate in GATE_FAILING and baseline_path not in result.repro:
@@ -575,6 +580,16 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
                        f"(--allow-empty accepts it)", err=True)
             sys.exit(EXIT_NOTHING_JUDGED)
     sys.exit(0)
+
+
+def _explanation(result, backend_spec: str, timeout) -> str:
+    """`opcase explain`'s headline for a failed case (its backend run again, the way explain runs it)."""
+    from harness.explain import explain_case   # the explain command's module, loaded only when asked for
+
+    try:
+        return explain_case(Path(result.path), backend_spec, timeout)["headline"]
+    except (BackendLoadError, CaseFileError) as exc:
+        return f"not explained: {exc}"
 
 
 def _run_on_ray(files, backend_spec, options, on_result, address, resources, timeout):
@@ -926,6 +941,64 @@ def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout):
     click.echo(f"wrote {found.path}")
     click.echo(f"{found.tries} candidate(s) in {found.seconds:.1f} s"
                + (f"; stopped: out of {found.exhausted} (--max-tries / --time)" if found.exhausted else ""))
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--backend", "backend_spec", required=True,
+              help="The backend whose outputs are explained (as `opcase run` takes it).")
+@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False),
+              help="Write every case's ranking (per output: each variant's identical fraction, diff1, diff3, "
+                   "ulps) and explanation as JSON.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Seconds the backend may take on a case (as `opcase run --timeout`).")
+@click.option("--filter", "filter_text", default=None, help="Only cases whose OP/SUITE/NAME matches this regular expression.")
+@_exits_on_signals
+def explain(paths, backend_spec, json_path, timeout, filter_text):
+    """Name the arithmetic or the bug a backend's outputs match, element by element.
+
+    \b
+    Runs the backend on each case under PATHS as `opcase run` does (Python backends other than
+    reference and lowp in a worker process) and compares its outputs with known variants of the
+    kernel computed on the same inputs: the reference in other arithmetic (float32, float16, the
+    final cast toward zero, ties away from zero or through float32, subnormals flushed), the mmcv
+    emulation, the kernel's own variants, the generic mutants of `opcase power` and the kernel's
+    planted bugs.  Per output, variants are ranked by the fraction of elements bit-identical, then
+    diff1 and diff3; the line says which variant matches bit for bit, or which explains which
+    elements.  Variants are computed one at a time on the whole case and dropped once scored
+    (network cases too): memory is about the outputs three times over plus two bits per element
+    per variant; a case needing over half the machine's memory is refused.
+    Exit status: 0 every case explained; 1 the backend failed on a case (raised, crashed, timed out)
+    or a case file is unreadable; 2 usage or input error; 5 nothing explained (every case
+    unsupported or refused).
+    """
+    from harness.explain import case_lines, explain_case, json_doc   # a command's own module, loaded when used
+
+    if json_path is not None:
+        _check_writable("--json", json_path)
+    files = _run_files(paths, None, filter_text)
+    docs = []
+    for path in files:
+        try:
+            doc = explain_case(path, backend_spec, timeout)
+        except BackendLoadError as exc:
+            raise InputError(str(exc)) from None
+        except CaseFileError as exc:
+            doc = {"case": str(path), "path": str(path), "backend": backend_spec, "status": "error",
+                   "headline": f"unreadable case file: {exc}", "outputs": [], "seconds": 0.0}
+        for line in case_lines(doc):
+            click.echo(line)
+        docs.append(json_doc(doc))
+    if json_path:
+        atomic_write(json_path, json.dumps({"backend": backend_spec, "cases": docs}, indent=1, allow_nan=False) + "\n")
+    explained = [d for d in docs if d["status"] in ("outputs", "rejected")]
+    click.echo(f"{len(explained)} of {len(docs)} case(s) explained in {sum(d['seconds'] for d in docs):.1f} s")
+    if any(d["status"] in ("raised", "error") for d in docs):
+        sys.exit(EXIT_FAILED)
+    if not explained:
+        click.echo(f"exit status {EXIT_NOTHING_JUDGED}: no case was explained", err=True)
+        sys.exit(EXIT_NOTHING_JUDGED)
+    sys.exit(0)
 
 
 def _size_text(n: int) -> str:
