@@ -100,6 +100,18 @@ def test_links_stay_inside_the_clone_and_resolve():
     assert not broken, f"README links that lead outside the clone or nowhere: {broken}"
 
 
+def test_contents_lists_every_section():
+    """The table of contents names every `## ` section after it, in order: one added without its
+    entry would be found only by scrolling (its links resolve: test_links_stay_inside_the_clone_and_resolve)."""
+    text = _readme()
+    contents, rest = text.split("## Contents", 1)[1].split("\n## ", 1)
+    listed = re.findall(r"\]\(#([^)]+)\)", contents)
+    sections = [a for a in (re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+                            for h in re.findall(r"^## (.+)$", "## " + rest, flags=re.MULTILINE))]
+    # Every section, in order (a few subsections may be listed between them).
+    assert [a for a in listed if a in sections] == sections, (listed, sections)
+
+
 def _readme_commands() -> tuple[str, str]:
     """The two commands: the indented lines of 'The two commands' that make the venv."""
     section = _readme().split("## The two commands", 1)[1].split("\n## ", 1)[0]
