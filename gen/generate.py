@@ -754,6 +754,33 @@ def case_path(out_dir: Path, case_or_plan, op: str) -> Path:
         raise GenerationError(f"case {op}/{case_or_plan.suite}/{case_or_plan.name}: {exc}") from None
 
 
+def written_whole(path: Path, spec: Spec, plan: Plan, baseline: str | None) -> bool:
+    """Whether ``path`` already holds the case of ``plan``, whole, as this generator would write it
+    now: its envelope's checksum holds, it names the same spec version, generator, suite, name and
+    seed (and baseline, for dynamic thresholds), and its sidecars have their recorded lengths.
+    How an interrupted `opcase gen` resumes without writing those cases again."""
+    if not path.is_file():
+        return False
+    try:
+        msg = read_envelope(path)
+    except CaseFileError:
+        return False
+    if (msg.op, msg.suite, msg.name, msg.seed, msg.spec_sha256, msg.generator_version) != \
+            (spec.op, plan.suite, plan.name, plan.seed, spec.sha256, GENERATOR_VERSION):
+        return False
+    baselines = {t.baseline for c in msg.criteria for t in c.thresholds if t.baseline}
+    if baselines - {baseline or spec.criteria.baseline}:
+        return False
+    for tensor in (*msg.inputs, *msg.outputs):
+        if tensor.HasField("sidecar"):
+            name = tensor.sidecar.path   # read from the file: only a plain name beside it is looked at
+            sidecar = path.parent / name
+            if name != Path(name).name or name in ("", ".", "..") or not sidecar.is_file() \
+                    or sidecar.stat().st_size != tensor.sidecar.length:
+                return False
+    return True
+
+
 def foreign_case(out_dir: Path, spec: Spec) -> tuple[Path, str] | None:
     """A case already in OUT/OP written from another version of ``spec`` or by another generator
     (with what it was written from), or None: one directory never mixes the two."""

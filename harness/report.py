@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections import Counter
 
 import click
 
 from harness.error_map import axis_letters
 from harness.gate import GATE_FAILING
+from harness.selection import case_key
 from gen.core.metrics import json_float
 from gen.core.verdict import FAILED, FAILING, MISTRUSTED, PASSED, SKIPPED, STATUSES, CaseResult
 from gen.core.verdict import output_fails
@@ -192,6 +194,18 @@ def summary_text(results: list[CaseResult], gate: dict | None = None) -> str:
     return "\n".join(lines)
 
 
+def attention_lines(results: list[CaseResult]) -> list[str]:
+    """pytest's "short test summary" of a run: each case that fails or is flagged (mistrusted),
+    its line and the command that reruns it."""
+    lines = []
+    for r in results:
+        if fails(r) or r.status == MISTRUSTED:
+            lines.append(case_line(r))
+            if r.repro:
+                lines.append(f"  REPRO: {r.repro}")
+    return lines
+
+
 def _status_order(item) -> int:
     return STATUSES.index(item[0]) if item[0] in STATUSES else len(STATUSES)
 
@@ -229,19 +243,66 @@ def incomplete_json(backend: str) -> str:
 
 # --------------------------------------------------------------------------- progress
 
+# A log without a terminal hears from a long run at least this often (seconds).
+HEARTBEAT_S = 30.0
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+class Heartbeat:
+    """Progress lines for a log without a terminal (CI): one when a kernel's last item is done,
+    and one at least every HEARTBEAT_S seconds in between, with the counts so far and an ETA."""
+
+    def __init__(self, label: str, per_kernel: Counter, echo=click.echo, every: float = HEARTBEAT_S,
+                 clock=time.monotonic):
+        self.label, self.left, self.echo, self.every, self.clock = label, Counter(per_kernel), echo, every, clock
+        self.total, self.done = sum(per_kernel.values()), 0
+        self.started = self.last = clock()
+
+    def tick(self, kernel: str, counts: str) -> None:
+        """One more item of ``kernel`` done; ``counts`` says how the items so far went."""
+        self.done += 1
+        self.left[kernel] -= 1
+        now = self.clock()
+        finished = self.left[kernel] == 0
+        if finished or now - self.last >= self.every:
+            self.last = now
+            self.echo(self.line(now, kernel if finished else None, counts))
+
+    def line(self, now: float, finished: str | None, counts: str) -> str:
+        elapsed = now - self.started
+        text = f"{self.label} {self.done}/{self.total}" + (f" ({finished} done)" if finished else "")
+        text += f": {counts}; {_duration(elapsed)} elapsed"
+        if 0 < self.done < self.total:
+            text += f", ETA {_duration(elapsed / self.done * (self.total - self.done))}"
+        return text
+
+
 class Progress:
     """What a run prints as cases finish.
 
     On a terminal: failing and flagged cases (all of them with ``verbose``) in full, and one
     line, rewritten in place, with the count so far.  Elsewhere (CI logs, pipes): one plain line
-    per case, with the details of failing ones beneath it.
+    per case (not the passing ones with ``quiet``), the details of failing ones beneath it, runs
+    of skipped cases with one reason as one counted line (each with ``verbose``), and a
+    Heartbeat line per kernel done and at least every HEARTBEAT_S seconds.
     """
 
-    def __init__(self, total: int, interactive: bool, verbose: bool = False):
-        self.total, self.interactive, self.verbose = total, interactive, verbose
+    def __init__(self, total: int, interactive: bool, verbose: bool = False, quiet: bool = False,
+                 per_kernel: Counter | None = None):
+        self.total, self.interactive, self.verbose, self.quiet = total, interactive, verbose, quiet
         self.done = 0
         self.counts: Counter = Counter()
         self.status_line_shown = False
+        self.skips: list[CaseResult] = []   # a run of skipped cases with one reason, not shown yet
+        self.heartbeat = Heartbeat("ran", per_kernel) if per_kernel and not interactive else None
 
     def case(self, r: CaseResult) -> None:
         self.done += 1
@@ -254,17 +315,37 @@ class Progress:
             if show_details:
                 click.echo(failure_details(r))
             self._status(r)
+            return
+        if r.status == SKIPPED and not self.verbose and not fails(r):
+            if self.skips and _reason(self.skips[0]) != _reason(r):
+                self._flush_skips()
+            self.skips.append(r)
         else:
-            click.echo(case_line(r))
+            self._flush_skips()
+            if not (self.quiet and r.status == PASSED and not fails(r)):
+                click.echo(case_line(r))
             if show_details:
                 click.echo(failure_details(r))
+        if self.heartbeat is not None:
+            self.heartbeat.tick(case_key(r.path).split("/")[0], self._counts())
 
     def close(self) -> None:
+        self._flush_skips()
         self._clear()
 
+    def _counts(self) -> str:
+        return ", ".join(f"{n} {s}" for s, n in sorted(self.counts.items()))
+
+    def _flush_skips(self) -> None:
+        if len(self.skips) == 1:
+            click.echo(case_line(self.skips[0]))
+        elif self.skips:
+            click.echo(f"{_LABEL[SKIPPED]:5}  {len(self.skips)} cases: {_reason(self.skips[0])} "
+                       f"(first {self.skips[0].key}; -v lists each)")
+        self.skips = []
+
     def _status(self, r: CaseResult) -> None:
-        counts = ", ".join(f"{n} {s}" for s, n in sorted(self.counts.items()))
-        text = f"[{self.done}/{self.total}] {counts}  {r.key}"
+        text = f"[{self.done}/{self.total}] {self._counts()}  {r.key}"
         width = shutil.get_terminal_size((100, 20)).columns - 1
         click.echo(text[:width], nl=False)
         self.status_line_shown = True
@@ -273,3 +354,7 @@ class Progress:
         if self.status_line_shown:
             click.echo("\r\x1b[2K", nl=False)
             self.status_line_shown = False
+
+
+def _reason(r: CaseResult) -> str:
+    return (r.message.splitlines() or [""])[0]

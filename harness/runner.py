@@ -2,7 +2,8 @@
 
 Calling convention (see gen.core.backend): ``backend.run(request)`` returns a dict of numpy
 arrays, one per requested output, in the requested shapes and dtypes; it raises
-``InvalidArgument`` to reject a call.  A backend whose ``measures_time`` is True returns
+``InvalidArgument`` to reject a call, and ``NotSupported`` to decline one it does not implement
+(the case is then skipped).  A backend whose ``measures_time`` is True returns
 ``(outputs, seconds)`` instead, ``seconds`` being its own kernel (device) time for that call;
 otherwise the harness times ``run`` itself.
 
@@ -14,6 +15,7 @@ How a case ends: gen.core.verdict.
 from __future__ import annotations
 
 import shlex
+import time
 import traceback
 import zlib
 from dataclasses import dataclass
@@ -21,10 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
-from gen.core.backend import Backend, InvalidArgument, Request
+from gen.core.backend import Backend, InvalidArgument, NotSupported, Request
 from gen.core.casefile import Case, CaseFileError, load
 from gen.core.descriptor import describe
 from gen.core.timing import BackendProtocolError, TimingPlan, call, summarize
+from harness.backends import import_path_for
 from gen.core.verdict import (ERROR, FAILED, MISTRUSTED, NONDETERMINISTIC, PASSED, SKIPPED, WRONGLY_ACCEPTED,
                               WRONGLY_REJECTED, CaseResult, judge, measure, output_fails, request_for,
                               validate_outputs)
@@ -43,7 +46,11 @@ class RunOptions:
 
 
 def repro_command(path, backend_spec: str, options=()) -> str:
-    return " ".join(["opcase", "run", shlex.quote(str(path)), "--backend", shlex.quote(backend_spec),
+    """The command that reruns one case, in a fresh shell: with the PYTHONPATH the backend's
+    module needs when it is not an installed one."""
+    env = import_path_for(backend_spec)
+    return " ".join([*([env] if env else []), "opcase", "run", shlex.quote(str(path)),
+                     "--backend", shlex.quote(backend_spec),
                      *map(shlex.quote, map(str, options))])
 
 
@@ -143,6 +150,8 @@ def run_loaded(case: Case, backend: Backend, result: CaseResult, options: RunOpt
     before = _fingerprints(case)
     try:
         produced, result.seconds, _ = call(backend, request)
+    except NotSupported as exc:
+        return _declined(result, backend, exc)
     except InvalidArgument as exc:
         if case.expect == "rejected":
             result.status, result.message = PASSED, f"rejected as expected: {exc}"
@@ -185,6 +194,13 @@ def run_loaded(case: Case, backend: Backend, result: CaseResult, options: RunOpt
     return result
 
 
+def _declined(result: CaseResult, backend: Backend, exc: NotSupported) -> CaseResult:
+    """A call the backend declined (NotSupported): the case is skipped, as for supports() False."""
+    result.status = SKIPPED
+    result.message = f"backend {backend.name} declined {result.op} {result.dtype}" + (f": {exc}" if str(exc) else "")
+    return result
+
+
 def _record_determinism(check: RepeatCheck, result: CaseResult) -> None:
     """The check's outcome on the result: a disagreement makes a passing case nondeterministic,
     and is added to a failing one's message (it fails either way)."""
@@ -208,11 +224,14 @@ def new_result(path, backend_spec: str, options: RunOptions | None = None) -> Ca
 
 
 def run_case(path: Path, backend: Backend, backend_spec: str, options: RunOptions | None = None) -> CaseResult:
+    started = time.monotonic()
     result = new_result(path, backend_spec, options)
     try:
         case = load(path)
     except CaseFileError as exc:
         result.status, result.message = ERROR, str(exc)
         result.name = Path(path).name
-        return result
-    return run_loaded(case, backend, result, options)
+    else:
+        run_loaded(case, backend, result, options)
+    result.wall_seconds = time.monotonic() - started
+    return result

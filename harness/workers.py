@@ -228,12 +228,14 @@ class _Worker:
         child_lifeline.close()
         self.ready = False
         self.case: int | None = None
+        self.assigned = 0.0
         self.deadline: float | None = None
         self.born = time.monotonic()
         self.stop_deadline: float | None = None
 
     def assign(self, index: int, path: Path, timeout: float | None) -> None:
         self.case = index
+        self.assigned = time.monotonic()
         self.deadline = time.monotonic() + timeout if timeout else None
         self.conn.send((index, str(path)))
 
@@ -419,12 +421,15 @@ class _Pool:
         if index is None:
             return
         tail = worker.output_tail()
-        self._error(index, why + (f"\noutput of the worker before it ended:\n{tail}" if tail else ""))
+        # The case's wall time: from when the worker got it (or was started, for one it died loading).
+        since = worker.assigned if worker.case is not None else worker.born
+        self._error(index, why + (f"\noutput of the worker before it ended:\n{tail}" if tail else ""),
+                    time.monotonic() - since)
 
-    def _error(self, index: int, message: str) -> None:
+    def _error(self, index: int, message: str, wall_seconds: float = 0.0) -> None:
         result = new_result(self.files[index], self.backend_spec, self.options)
         identify_result(result)
-        result.status, result.message = ERROR, message
+        result.status, result.message, result.wall_seconds = ERROR, message, wall_seconds
         self._finish(index, result)
 
     def _finish(self, index: int, result: CaseResult) -> None:

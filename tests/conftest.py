@@ -67,6 +67,14 @@ def pure_io_suite(tmp_path_factory, label: str) -> Path:
     return out
 
 
+def case_properties(root, testcase) -> dict:
+    """A JUnit testcase's properties: its testsuite's named CASE/PROPERTY (harness.junit)."""
+    suite = next(s for s in root.iter("testsuite") if testcase in list(s))
+    prefix = testcase.get("name") + "/"
+    return {p.get("name")[len(prefix):]: p.get("value") for p in suite.iter("property")
+            if p.get("name").startswith(prefix)}
+
+
 def run_cli(*args):
     """`opcase run ARGS...` in process."""
     from click.testing import CliRunner

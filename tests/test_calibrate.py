@@ -156,7 +156,8 @@ def test_planted_bug_in_a_trusted_backend_is_a_finding(tmp_path):
     assert doc["summary"]["findings"] == len(doc["findings"]) and not doc["summary"]["ok"]
     for f in doc["findings"]:
         assert f["status"] == "failed" and f["headroom"] > 1 and f["metric"].startswith("output.diff")
-        assert f["repro"] == f"opcase run {f['path']} --backend {spec}"
+        # test_calibrate is found in tests/ (a path pytest added): a fresh shell needs it as PYTHONPATH.
+        assert f["repro"] == f"PYTHONPATH={REPO / 'tests'} opcase run {f['path']} --backend {spec}"
         assert f"FINDING  {spec}  failed  {f['case']}" in output and f"REPRO: {f['repro']}" in output
     worst = max(e["worst"] for e in doc["headroom"] if e["backend"] == spec)
     assert worst == max(f["headroom"] for f in doc["findings"])

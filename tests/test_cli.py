@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -47,7 +48,12 @@ def test_gen_select_and_max_size(tmp_path):
     assert result.exit_code == 0, result.output
     names = sorted(p.stem for p in tmp_path.rglob("*.opcase"))
     assert names == ["map_1x1-float16", "map_1x1-float32"]
-    assert "skipped (over --max-size): masked_im2col_forward/network/retinanet_k3_p1-float16" in result.output
+    # One counted line per kernel; -v lists each case.
+    assert re.search(r"^skipped \(over --max-size\): \d+ masked_im2col_forward case\(s\), [0-9.]+ MB to [0-9.]+ MB "
+                     r"\(-v lists them\)$", result.output, re.M), result.output
+    listed = _run("gen", SPEC, "--suite", "boundary,network", "--select", "k3|map_1x1", "--max-size", "1MB",
+                  "-o", tmp_path, "-v")
+    assert "skipped (over --max-size): masked_im2col_forward/network/retinanet_k3_p1-float16" in listed.output
 
 
 def test_reference_passes_everything_and_writes_json(suite_dir, tmp_path):
@@ -102,8 +108,8 @@ def test_corrupt_case_is_an_error_and_others_still_run(suite_dir, tmp_path):
 
 
 @pytest.mark.parametrize("args, text", [
-    (["run", "/nonexistent/dir"], "no such file or directory"),
-    (["run", REPO / "specs"], "no .opcase files"),
+    (["run", "/nonexistent/dir", "--backend", "reference"], "no such file or directory"),
+    (["run", REPO / "specs", "--backend", "reference"], "no .opcase files"),
     (["run", REPO / "cases", "--backend", "nosuch"], "unknown backend 'nosuch'"),
     (["run", REPO / "cases", "--backend", "nosuchmodule:fn"], "cannot import nosuchmodule"),
     (["gen", REPO / "specs" / "nope.yaml", "-o", "/tmp/x"], "cannot read spec"),

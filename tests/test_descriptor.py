@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import REPO
+from conftest import REPO, case_properties
 from gen.core.descriptor import DESCRIBED, DescriptorError, describe, parse
 from harness.backends import load_backend
 from gen.descriptor import explicit_of, plan_of, values_ref, write_described
@@ -115,7 +115,8 @@ def test_repro_and_junit_carry_the_descriptor(tmp_path):
     lines = result.output.splitlines()
     repro = next(i for i, line in enumerate(lines) if "REPRO: " in line)
     assert lines[repro + 1].split() == ["CASE:", "carafe_forward:boundary:raw_masks-float32"]
-    props = {p.get("name"): p.get("value") for p in ET.parse(junit).getroot().iter("property")}
+    root = ET.parse(junit).getroot()
+    props = case_properties(root, root.find("./testsuite/testcase"))
     assert props["descriptor"] == "carafe_forward:boundary:raw_masks-float32"
     assert str(path) in props["repro"]
 

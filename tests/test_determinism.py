@@ -121,7 +121,7 @@ def test_the_verdict_crosses_from_worker_processes(tmp_path):
 
 
 def test_bitwise_needs_repeat(tmp_path):
-    result = run_cli(CASE, "--bitwise")
+    result = run_cli(CASE, "--backend", "reference", "--bitwise")
     assert result.exit_code == 2
     assert "--bitwise compares repeated calls: give --repeat N too" in result.output
 

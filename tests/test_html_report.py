@@ -86,7 +86,7 @@ def test_heat_map_shows_the_tile_where_the_bug_was_planted(tmp_path):
         golden_there = {(r, c) for r, c in tile if np.any(t.data[:, r, c, :] != 0)}
         assert heat["cells"] == golden_there and golden_there, name
     text = " ".join(report.text)
-    assert f"REPRO: opcase run {CASE} --backend {BACKEND}" in re.sub(r"\s+", " ", text)
+    assert f"REPRO: PYTHONPATH={REPO / 'tests'} opcase run {CASE} --backend {BACKEND}" in re.sub(r"\s+", " ", text)
     assert "dynamic, design doc" in text                           # where each threshold came from
     assert "grad_mask[n=0, h=5, w=13, c=11]" in text               # the worst element at its coordinates
     assert {p["class"].split()[1] for p in report.plots} == {"heat-map", "profile", "histogram"}

@@ -154,7 +154,7 @@ def test_in_process_a_backend_can_end_the_run_but_its_results_say_so_and_are_ref
             "--junit", junit], marker, tmp_path)
     assert_marked_incomplete(report, junit)
     for args in (["baseline", "update", report, "-o", tmp_path / "baseline.json"],
-                 ["run", "--rerun-failed", report]):
+                 ["run", "--rerun-failed", report, "--backend", "reference"]):
         done = opcase(args, marker, tmp_path)
         assert done.returncode == 2, done.stdout + done.stderr
         assert done.stderr.splitlines() == [f"Error: {'--rerun-failed: ' if args[0] == 'run' else ''}{report}: "
@@ -164,7 +164,7 @@ def test_in_process_a_backend_can_end_the_run_but_its_results_say_so_and_are_ref
 
 def test_a_finished_run_replaces_stale_results_with_complete_ones(tmp_path, marker):
     report, junit = stale_results(tmp_path)
-    done = opcase(["run", ONE_CASE, "--json", report, "--junit", junit], marker, tmp_path)
+    done = opcase(["run", ONE_CASE, "--backend", "reference", "--json", report, "--junit", junit], marker, tmp_path)
     assert done.returncode == 0, done.stderr
     doc = json.loads(report.read_text())
     assert doc["complete"] is True and doc["run"]["in_process"] is True and len(doc["cases"]) == 1

@@ -38,7 +38,7 @@ def test_unchanged_backend_passes_the_gate(suite, tmp_path):
     baseline = _baseline(suite, tmp_path)
     doc = json.loads(baseline.read_text())
     assert doc["format"] == "opcase-baseline" and {e["status"] for e in doc["cases"].values()} == {"passed"}
-    result = _cli("run", suite, "--compare", baseline)
+    result = _cli("run", "--backend", "reference", suite, "--compare", baseline)
     assert result.exit_code == 0, result.output
     assert "0 regressed, 0 slower, 0 improved" in result.output
 
@@ -62,7 +62,7 @@ def test_planted_regression_fails_the_gate_and_improvement_is_reported(suite, tm
     assert not (tmp_path / "b2.json").exists()
     allowed = _cli("baseline", "update", report, "-o", tmp_path / "b2.json", "--allow-failing")
     assert allowed.exit_code == 0, allowed.output
-    fixed = _cli("run", suite, "--compare", tmp_path / "b2.json")
+    fixed = _cli("run", "--backend", "reference", suite, "--compare", tmp_path / "b2.json")
     assert fixed.exit_code == 0, fixed.output
     assert f"{len(regressed)} improved" in fixed.output
 
@@ -79,11 +79,11 @@ def test_baseline_update_merges_and_only_changes_what_it_is_given(suite, tmp_pat
     baseline = _baseline(suite, tmp_path)
     before = json.loads(baseline.read_text())["cases"]
     part = tmp_path / "part.json"
-    _cli("run", suite / "psamask_forward" / "invalid", "--json", part)
+    _cli("run", "--backend", "reference", suite / "psamask_forward" / "invalid", "--json", part)
     again = _cli("baseline", "update", part, "-o", baseline)
     assert "8 unchanged" in again.output and json.loads(baseline.read_text())["cases"] == before
     # A results file is not a baseline, and the gate says so.
-    result = _cli("run", suite, "--compare", part)
+    result = _cli("run", "--backend", "reference", suite, "--compare", part)
     assert result.exit_code == 2 and "opcase baseline update" in result.output
 
 
@@ -106,7 +106,7 @@ def test_slowdown_rule(suite, tmp_path, base, now, slower):
 
 def test_harness_timing_is_recorded_with_median_and_spread(suite, tmp_path):
     report = tmp_path / "r.json"
-    result = _cli("run", suite / "psamask_forward" / "invalid", suite / "psamask_forward" / "random",
+    result = _cli("run", "--backend", "reference", suite / "psamask_forward" / "invalid", suite / "psamask_forward" / "random",
                   "--repeat", "4", "--warmup", "2", "--json", report)
     assert result.exit_code == 0, result.output
     for case in _cases(report).values():
@@ -156,11 +156,11 @@ def test_rerun_failed_runs_only_the_failures(suite, tmp_path):
     failing = {k for k, c in _cases(first).items() if c["status"] in ("failed", "error")}
     assert failing
     again = tmp_path / "again.json"
-    result = _cli("run", "--rerun-failed", first, "--json", again)   # fixed: the reference
+    result = _cli("run", "--backend", "reference", "--rerun-failed", first, "--json", again)   # fixed: the reference
     assert result.exit_code == 0, result.output
     assert set(_cases(again)) == failing
     # With PATHS it selects among them; nothing failed in this results file, so nothing runs:
     # a run that judged nothing (5), unless --allow-empty.
-    none = _cli("run", suite, "--rerun-failed", again)
+    none = _cli("run", "--backend", "reference", suite, "--rerun-failed", again)
     assert none.exit_code == 5 and "0 cases: none" in none.output
-    assert _cli("run", suite, "--rerun-failed", again, "--allow-empty").exit_code == 0
+    assert _cli("run", "--backend", "reference", suite, "--rerun-failed", again, "--allow-empty").exit_code == 0

@@ -13,7 +13,7 @@ import click
 import numpy as np
 import pytest
 
-from conftest import REPO, pure_io_suite, run_cli
+from conftest import REPO, case_properties, pure_io_suite, run_cli
 from gen.core.casefile import find, load
 from harness.report import Progress, coordinates
 from gen.core.verdict import CaseResult
@@ -55,7 +55,8 @@ def test_mismatch_report_points_at_the_planted_element(suite, tmp_path):
     assert f"y[n={n}, h={h}, w={w}, c={c}]  golden {golden[where]:.3g}" in out
     assert "diff3_2 = 1.5 > 0  FAIL  threshold: static, design doc 001_" in out
     assert "1 of" in out and "NaN/Inf mismatches: 0" in out
-    assert f"REPRO: opcase run {path} --backend run_backends:one_wrong_element" in out
+    # run_backends is found in tests/ (a path pytest added): a fresh shell needs it as PYTHONPATH.
+    assert f"REPRO: PYTHONPATH={TESTS} opcase run {path} --backend run_backends:one_wrong_element" in out
 
 
 def test_nan_inf_mismatch_is_counted_and_located(suite, tmp_path):
@@ -77,9 +78,11 @@ def test_repro_line_reruns_exactly_that_case_on_its_own(suite):
     failing = _run(suite / "psamask_forward" / "random", "--backend", "run_backends:one_wrong_element", "--jobs", "1")
     repro = next(line.split("REPRO: ", 1)[1] for line in failing.output.splitlines() if "REPRO: " in line)
     assert "--jobs 1" in repro
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    argv = shlex.split(repro)
-    assert argv[0] == "opcase"
+    # The line carries the PYTHONPATH its backend needs: a fresh shell gets only that (and this
+    # checkout, so that the code under test is what runs).
+    assignment, *argv = shlex.split(repro)
+    assert assignment == f"PYTHONPATH={TESTS}" and argv[0] == "opcase"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([assignment.split("=", 1)[1], str(REPO)])}
     # The installed command when there is one: that is what a person pastes the line into.
     command = [shutil.which("opcase")] if shutil.which("opcase") else [sys.executable, "-m", "harness.cli"]
     rerun = subprocess.run(command + argv[1:], capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
@@ -99,7 +102,9 @@ def test_junit_reads_back_with_counts_and_properties(suite, tmp_path):
     expected = {"tests": sum(counts.values()),
                 "failures": counts["failed"] + counts["wrongly-accepted"] + counts["wrongly-rejected"],
                 "errors": counts["error"], "skipped": counts["skipped"] + counts["mistrusted"]}
-    assert {k: int(root.get(k)) for k in expected} == expected
+    totals = {k: int(root.get(k)) for k in ("tests", "failures", "errors")}
+    totals["skipped"] = sum(int(suite_el.get("skipped")) for suite_el in root.findall("testsuite"))
+    assert totals == expected
     assert expected["failures"] and expected["errors"] and expected["skipped"]
     cases = root.findall("./testsuite/testcase")
     assert len(cases) == expected["tests"]
@@ -108,10 +113,10 @@ def test_junit_reads_back_with_counts_and_properties(suite, tmp_path):
         assert int(suite_el.get("tests")) == len(suite_el.findall("testcase"))
     failed = next(c for c in cases if c.find("failure") is not None)
     assert failed.get("classname") == "psamask_forward." + failed.get("classname").split(".")[1]
-    props = {p.get("name"): p.get("value") for p in failed.iter("property")}
+    props = case_properties(root, failed)
     assert props["status"] == "failed" and float(props["y.diff3_2"]) == pytest.approx(PLANTED_ERROR, rel=1e-6) and props["y.diff3_2.threshold"] == "0.0"
     assert props["y.diff3_2.provenance"].startswith("static, design doc")
-    assert props["repro"].startswith("opcase run ") and "--backend run_backends:mixed" in props["repro"]
+    assert props["repro"].startswith(f"PYTHONPATH={TESTS} opcase run ") and "--backend run_backends:mixed" in props["repro"]
     text = failed.find("failure").text
     assert "worst by absolute error" in text and "REPRO:" in text
     errored = next(c for c in cases if c.find("error") is not None)
@@ -151,6 +156,6 @@ def test_progress_is_one_updating_line_on_a_terminal_and_plain_elsewhere(capsys,
 
 
 def test_plain_output_when_not_a_terminal(suite):
-    result = _run(suite / "psamask_forward" / "invalid")
+    result = _run(suite / "psamask_forward" / "invalid", "--backend", "reference")
     assert "\r" not in result.output and result.output.count("\n") >= 8
     assert click.unstyle(result.output) == result.output

@@ -31,7 +31,7 @@ def _one(suite, pattern):
 
 
 def test_reference_passes_and_exits_0(suite):
-    result = _run(suite, "--filter", "psamask_forward/(random|invalid)")
+    result = _run(suite, "--backend", "reference", "--filter", "psamask_forward/(random|invalid)")
     assert result.exit_code == 0, result.output
     assert result.output.strip().splitlines()[-1].endswith("passed") and "failed" not in result.output
 
@@ -134,6 +134,6 @@ def test_usage_errors_exit_2_in_one_line(suite, tmp_path):
         ([suite, "--device-profile", bad_profile], "a device profile needs memory_bandwidth"),
         ([], "give case files or directories"),
     ]:
-        result = _run(*args)
+        result = _run("--backend", "reference", *args)
         assert result.exit_code == 2, (args, result.output)
         assert text in result.output and "Traceback" not in result.output, (args, result.output)

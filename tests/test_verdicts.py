@@ -86,16 +86,16 @@ def test_empty_shard_exits_5_unless_allow_empty(suite):
     files = find([suite])
     count = len(files) + 1   # more shards than cases: at least one shard is empty
     empty = next(i for i in range(1, count + 1) if not any(in_shard(f, i, count) for f in files))
-    result = run_cli(suite, "--shard", f"{empty}/{count}")
+    result = run_cli("--backend", "reference", suite, "--shard", f"{empty}/{count}")
     assert result.exit_code == 5, result.output
     assert f"shard {empty}/{count} holds none of the {len(files)} case(s)" in result.output
-    assert run_cli(suite, "--shard", f"{empty}/{count}", "--allow-empty").exit_code == 0
+    assert run_cli("--backend", "reference", suite, "--shard", f"{empty}/{count}", "--allow-empty").exit_code == 0
 
 
 def test_rerun_failed_with_nothing_failed_exits_5(suite, tmp_path):
     report = tmp_path / "r.json"
-    assert run_cli(suite, "--json", report).exit_code == 0
-    result = run_cli("--rerun-failed", report)
+    assert run_cli("--backend", "reference", suite, "--json", report).exit_code == 0
+    result = run_cli("--backend", "reference", "--rerun-failed", report)
     assert result.exit_code == 5 and "none of them failed" in result.output, result.output
 
 
@@ -149,25 +149,25 @@ def test_results_in_a_directory_without_write_permission_are_refused(suite, tmp_
     locked.mkdir()
     real_access = os.access
     monkeypatch.setattr(harness.cli.os, "access", lambda p, mode: Path(p) != locked and real_access(p, mode))
-    result = run_cli(suite, "--json", locked / "new" / "r.json")
+    result = run_cli("--backend", "reference", suite, "--json", locked / "new" / "r.json")
     assert result.exit_code == 2 and f"no write permission in {locked}" in result.output, result.output
     assert not (locked / "new").exists()
 
 
 def test_one_file_named_by_two_options_is_refused(suite, tmp_path):
     same = tmp_path / "out"
-    result = run_cli(suite, "--json", same, "--junit", same)
+    result = run_cli("--backend", "reference", suite, "--json", same, "--junit", same)
     assert result.exit_code == 2 and "--json and --junit name the same file" in result.output
     assert not same.exists()
     baseline = tmp_path / "baseline.json"
     baseline.write_text('{"format": "opcase-baseline 1", "cases": {}}')
-    result = run_cli(suite, "--compare", baseline, "--json", baseline)
+    result = run_cli("--backend", "reference", suite, "--compare", baseline, "--json", baseline)
     assert result.exit_code == 2 and "--compare and --json name the same file" in result.output
 
 
 def test_results_go_where_they_are_asked_even_in_new_directories(suite, tmp_path):
     report = tmp_path / "new" / "dir" / "r.json"
-    assert run_cli(suite, "--json", report).exit_code == 0
+    assert run_cli("--backend", "reference", suite, "--json", report).exit_code == 0
     assert json.loads(report.read_text())["summary"]["judged"] > 0
 
 
@@ -175,7 +175,7 @@ def test_baseline_update_import_export_and_gen_refuse_unwritable_targets(suite, 
     in_the_way = tmp_path / "a_file"
     in_the_way.write_text("")
     results = tmp_path / "r.json"
-    assert run_cli(suite, "--json", results).exit_code == 0
+    assert run_cli("--backend", "reference", suite, "--json", results).exit_code == 0
     mluops = tmp_path / "mluops"
     assert _invoke("export", suite, "-o", mluops).exit_code == 0
     for args in (("baseline", "update", results, "-o", in_the_way / "b.json"),

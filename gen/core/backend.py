@@ -14,6 +14,12 @@ class InvalidArgument(Exception):
     """Raised by a backend that rejects a call (the design doc's BAD_PARAM)."""
 
 
+class NotSupported(Exception):
+    """Raised by a backend that does not implement a call's kernel, dtype or parameters: the case
+    is ``skipped`` (with this message), not an error.  A backend that knows ahead of a call can say
+    so with ``supports(op, dtype)`` instead (an attribute of its function or object)."""
+
+
 class BackendLoadError(Exception):
     """A --backend value that does not name a usable backend."""
 

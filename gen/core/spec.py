@@ -68,14 +68,8 @@ class _LList(list):
     item_lines: list
 
 
-class _LineLoader(yaml.SafeLoader):
-    def compose_node(self, parent, index):
-        # An alias can expand exponentially (a 'billion laughs' of a few lines); specs need none.
-        if self.check_event(yaml.events.AliasEvent):
-            event = self.peek_event()
-            raise yaml.composer.ComposerError(None, None, f"YAML aliases (*{event.anchor}) are not allowed in a spec",
-                                              event.start_mark)
-        return super().compose_node(parent, index)
+class _WithLines:
+    """Constructors that record each mapping's and sequence's lines (a mixin of both loaders)."""
 
     def construct_mapping(self, node, deep=False):
         # Duplicate keys silently override in PyYAML; in a spec they are always a mistake.
@@ -101,8 +95,55 @@ class _LineLoader(yaml.SafeLoader):
         return result
 
 
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _LineLoader.construct_mapping)
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _LineLoader.construct_sequence)
+class _LineLoader(_WithLines, yaml.SafeLoader):
+    """The pure-Python loader: where libyaml is missing, and for the exact message on an alias."""
+
+    def compose_node(self, parent, index):
+        # An alias can expand exponentially (a 'billion laughs' of a few lines); specs need none.
+        if self.check_event(yaml.events.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(None, None, f"YAML aliases (*{event.anchor}) are not allowed in a spec",
+                                              event.start_mark)
+        return super().compose_node(parent, index)
+
+
+# libyaml's parser (about 10x faster), where PyYAML was built with it; its composer is C, so
+# aliases are found afterwards, in the node graph, before anything is constructed.
+_CLineLoader = type("_CLineLoader", (_WithLines, yaml.CSafeLoader), {}) if yaml.__with_libyaml__ else None
+
+for _loader in (_LineLoader, _CLineLoader):
+    if _loader is not None:
+        _loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _loader.construct_mapping)
+        _loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _loader.construct_sequence)
+
+
+def _shares_a_node(root) -> bool:
+    """Whether a composed document reaches one node twice: what an alias (*name) makes."""
+    seen, stack = set(), [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            return True
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            stack += [part for pair in node.value for part in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            stack += node.value
+    return False
+
+
+def _parse_yaml(text: bytes):
+    """The document of ``text`` with lines recorded (yaml.YAMLError as PyYAML raises it)."""
+    if _CLineLoader is None:
+        return yaml.load(text, Loader=_LineLoader)  # noqa: S506 - SafeLoader subclass
+    loader = _CLineLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is not None and _shares_a_node(node):
+            return yaml.load(text, Loader=_LineLoader)  # noqa: S506 - raises the alias's own error
+        return loader.construct_document(node) if node is not None else None
+    finally:
+        loader.dispose()
 
 
 def line_of(obj, key=None) -> int:
@@ -602,14 +643,29 @@ _TOP_KEYS = ["op", "doc", "summary", "reference", "dtypes", "params", "inputs", 
 
 
 def load_spec(path) -> Spec:
-    """Load and validate one spec file.  Raises SpecError naming the file and line."""
+    """Load and validate one spec file.  Raises SpecError naming the file and line.
+
+    A file already loaded in this process with the same bytes is not parsed again (gen reads
+    each spec for the plan, the generator and each case's plans): the Spec made then is given,
+    shared as spec_for's are (read-only)."""
     path = Path(path)
     try:
         text = path.read_bytes()
     except OSError as exc:
         raise SpecError(path, None, f"cannot read spec ({exc.strerror})") from None
+    key = (str(path), hashlib.sha256(text).hexdigest())
+    if key not in _LOADED:
+        _LOADED[key] = _parsed_spec(path, text)
+    return _LOADED[key]
+
+
+# Specs loaded in this process, by path and content hash (load_spec).
+_LOADED: dict[tuple[str, str], "Spec"] = {}
+
+
+def _parsed_spec(path: Path, text: bytes) -> Spec:
     try:
-        raw = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - SafeLoader subclass
+        raw = _parse_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)

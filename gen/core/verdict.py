@@ -50,6 +50,7 @@ class CaseResult:
     worst: dict = field(default_factory=dict)        # output -> {worst_abs, worst_rel, worst_nan_inf}
     layouts: dict = field(default_factory=dict)      # output -> layout, to name worst elements' coordinates
     seconds: float = 0.0                             # the judged call, or the median of the timed ones
+    wall_seconds: float = 0.0                        # the whole case: loading, calls, judging (JUnit's time)
     timing: dict | None = None                       # with --repeat: gen.core.timing.summarize()
     efficiency: dict | None = None                   # with --device-profile: harness.efficiency.efficiency()
     gate: str = ""                                   # with --compare: harness.gate verdict

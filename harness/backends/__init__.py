@@ -2,7 +2,16 @@
 lowp: harness.backends.builtin; mmcv; torch[@DEVICE]), exec:COMMAND, a plugin's name or module:attr."""
 from __future__ import annotations
 
+import functools
 import importlib
+import importlib.util
+import os
+import shlex
+import site
+import sys
+import sysconfig
+from importlib.machinery import PathFinder
+from pathlib import Path
 
 from gen.core.backend import BUILTIN_NAMES, Backend, BackendLoadError, Request
 from harness.backends import builtin, mmcv_backend
@@ -88,8 +97,16 @@ def load_backend(spec: str) -> Backend:
         raise BackendLoadError(f"unknown backend {spec!r}: use one of {', '.join(BUILTIN_NAMES)}, "
                                f"exec:'COMMAND ...', an installed plugin's name (opcase backends lists them) "
                                f"or module:attr")
+    _with_current_directory(module_name)
     try:
         module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and module_name.startswith(exc.name):
+            raise BackendLoadError(f"backend {spec!r}: cannot import {module_name}: no module {exc.name} on the "
+                                   f"Python path nor in the current directory {os.getcwd()}; run opcase where it "
+                                   f"is, give its directory as PYTHONPATH=DIR, or pip install its package") from None
+        raise BackendLoadError(f"backend {spec!r}: cannot import {module_name}: "
+                               f"{type(exc).__name__}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - any import-time failure is the backend's, report it
         raise BackendLoadError(f"backend {spec!r}: cannot import {module_name}: "
                                f"{type(exc).__name__}: {exc}") from None
@@ -98,3 +115,61 @@ def load_backend(spec: str) -> Backend:
     except AttributeError:
         raise BackendLoadError(f"backend {spec!r}: module {module_name} has no attribute {attr}") from None
     return wrap_backend(spec, f"{module_name}:{attr}", obj)
+
+
+def _module_root(module_name: str, path=None) -> Path | None:
+    """The directory on ``path`` (default sys.path) that the top-level package of ``module_name``
+    is found in, without importing anything (its code would run here)."""
+    top = module_name.split(".")[0]
+    found = PathFinder.find_spec(top, path)
+    if found is None:
+        return None
+    if found.origin and found.origin not in ("namespace", "built-in", "frozen"):
+        place = Path(found.origin).parent
+        return place.parent if found.submodule_search_locations else place
+    locations = list(found.submodule_search_locations or ())
+    return Path(locations[0]).parent if locations else None
+
+
+def _with_current_directory(module_name: str) -> None:
+    """Put the current directory on sys.path (last) when it holds the module and the path does
+    not: `opcase --backend mymod:run` then finds ./mymod.py as `python -m` would."""
+    try:   # any finder (an editable install's too); a top-level name imports nothing to be found
+        importable = importlib.util.find_spec(module_name.split(".")[0]) is not None
+    except (ImportError, ValueError):
+        importable = False
+    if not importable and _module_root(module_name, [os.getcwd()]) is not None:
+        sys.path.append(os.getcwd())
+
+
+def _installed_places() -> list[Path]:
+    """Where a fresh `opcase` finds modules without PYTHONPATH: site-packages and the stdlib."""
+    places = [*site.getsitepackages(), site.getusersitepackages(), sysconfig.get_path("stdlib"),
+              sysconfig.get_path("platstdlib")]
+    return [Path(p).resolve() for p in places if p]
+
+
+def import_path_for(backend_spec: str) -> str:
+    """``PYTHONPATH=DIR`` when a module:attr backend's module was found outside the installed
+    packages (the current directory, PYTHONPATH, a path a test added), so that a REPRO line
+    reruns in a fresh shell; '' otherwise (a built-in, exec:, a plugin, an installed module)."""
+    return _import_path(backend_spec, os.getcwd(), tuple(sys.path))
+
+
+@functools.lru_cache(maxsize=64)
+def _import_path(backend_spec: str, cwd: str, path: tuple) -> str:
+    """import_path_for, once per backend, directory and sys.path (it is asked once per case)."""
+    module_name, sep, attr = backend_spec.partition(":")
+    if not sep or not module_name or not attr or module_name == "exec" or _builtin_name(backend_spec):
+        return ""
+    root = _module_root(module_name, list(path)) or _module_root(module_name, [cwd])
+    if root is None:
+        return ""
+    root = root.resolve()
+    if any(root == place or place in root.parents for place in _installed_places()):
+        return ""
+    return f"PYTHONPATH={shlex.quote(str(root))}"
+
+
+def _builtin_name(spec: str) -> bool:
+    return spec in BUILTIN_NAMES or spec.startswith("torch@")

@@ -1,4 +1,10 @@
-"""The `opcase` command line."""
+"""The `opcase` command line.
+
+Each command imports what it needs when it runs (the imports marked "lazily: fast --help"): the
+module itself loads only click and the standard library, so that `opcase --help` (and an option
+Click refuses) comes back in about the time of `import click` (tests/bench/bench_startup.py
+measures it, tests/test_startup.py keeps numpy and the commands' modules out).
+"""
 from __future__ import annotations
 
 import contextlib
@@ -15,38 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 import click
-import numpy as np
 
-from gen.core.backend import BUILTIN_NAMES, BackendLoadError
-from gen.core.casefile import CaseFileError, atomic_write, find, load, mixed_versions, physical_memory
-from gen.core.descriptor import DescriptorError
-from gen.core.registry import UnknownOp, known_ops, spec_for
-from gen.core.spec import SUITES, SpecError, load_spec
-from gen.core.timing import TimingPlan
-from gen.core.verdict import FAILED, MISTRUSTED, SKIPPED
-from gen.descriptor import write_described
-from gen.generate import GenerationError, builds_in_memory, case_path, foreign_case, plan_suite, total_bytes
-from gen.jobs import Task, write_all
-from harness import plugins
-from harness.backends import load_backend, with_device
-from harness.backends.exec_backend import TIMEOUT_ENV
-from harness.calibrate import BackendRun, calibration
-from harness.calibrate import table_lines as calibration_table
-from harness.cli.interop import export_all, import_all
-from harness.cli import ray_executor
-from harness.cli.ray_executor import ExecutorError, TaskLost, import_ray, parse_resources
-from harness.cli.shrink import ShrinkError, shrink_case
-from harness.efficiency import ProfileError, load_profile
-from harness.gate import (GATE_FAILING, BaselineError, BaselineRefused, gate_summary, judge_against, load_baseline,
-                          load_results, updated_baseline)
-from harness.html_report import html_report
-from harness.junit import incomplete_junit_xml, junit_xml
-from harness.power import measure as measure_power
-from harness.power import table_lines as power_table
-from harness.report import Progress, fails, incomplete_json, judged, summary_text, to_json
-from harness.runner import RunOptions, repro_command
-from harness.selection import case_key, failed_in, in_shard
-from harness.workers import Stopped, run_cases, runs_isolated, stop_on_signals
 
 SIZE_UNITS = {"": 1, "B": 1, "K": 10**3, "KB": 10**3, "KIB": 1024, "M": 10**6, "MB": 10**6, "MIB": 1024**2,
               "G": 10**9, "GB": 10**9, "GIB": 1024**3, "T": 10**12, "TB": 10**12, "TIB": 1024**4}
@@ -60,7 +35,11 @@ class InputError(click.ClickException):
 # `opcase run`'s other exit statuses (README: Checking your implementation).  5, as pytest's
 # "no tests ran": a run that judged nothing is neither a pass nor a failure of the backend.
 EXIT_FAILED = 1
+# What `opcase run` judges when --backend is not given: no default, so that the reference is never
+# judged by accident (a green run that checked nothing).
+BACKEND_ENV = "OPCASE_BACKEND"
 EXIT_NOTHING_JUDGED = 5
+EXIT_INTERRUPTED = 130
 
 
 def _check_writable(option: str, path, directory: bool = False) -> None:
@@ -123,6 +102,7 @@ def _finite_seconds(ctx, param, value):
 
 
 def _suites(text: str) -> list[str]:
+    from gen.core.spec import SUITES  # lazily: fast --help
     names = list(SUITES) if text.strip() == "all" else [s.strip() for s in text.split(",") if s.strip()]
     unknown = [s for s in names if s not in SUITES]
     if unknown or not names:
@@ -132,15 +112,20 @@ def _suites(text: str) -> list[str]:
 
 def _exits_on_signals(command):
     """``command`` with SIGTERM and SIGHUP unwinding it as Ctrl-C does (workers and commands killed,
-    temporary files removed), then exiting 128 + the signal's number."""
+    temporary files removed), then exiting 128 + the signal's number; Ctrl-C exits 130 (128 +
+    SIGINT, as shells and pytest's "interrupted" do), not Click's "Aborted!" and 1."""
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
+        from harness.workers import Stopped, stop_on_signals  # lazily: fast --help
         try:
             with stop_on_signals():
                 return command(*args, **kwargs)
         except Stopped as exc:
             click.echo(f"opcase {command.__name__}: stopped by {exc.name} before it finished", err=True)
             sys.exit(128 + exc.signum)
+        except KeyboardInterrupt:
+            click.echo(f"opcase {command.__name__}: interrupted (Ctrl-C) before it finished", err=True)
+            sys.exit(EXIT_INTERRUPTED)
     return wrapper
 
 
@@ -176,6 +161,7 @@ def _executor_options(command):
 
 def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
     """The Ray task options of --executor ray (None for local), or a usage error."""
+    from harness.cli.ray_executor import ExecutorError, import_ray, parse_resources  # lazily: fast --help
 
     if executor != "ray":
         for option, value in (("--address", address), ("--resources", resources_text)):
@@ -210,11 +196,25 @@ def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
               help="Write just the case of this one-line descriptor (as REPRO's CASE line and `opcase shrink` "
                    "print it), byte for byte; SPECS optional (default: the installed spec of its op).")
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="List each case skipped over --max-size (else one line per kernel).")
 @_executor_options
 @_exits_on_signals
 def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, out_dir, descriptor, executor,
-        address, resources_text):
-    """Generate suites of cases from operator SPECS (YAML) into OUT."""
+        address, resources_text, verbose=False):
+    """Generate suites of cases from operator SPECS (YAML) into OUT.
+
+    A case already in OUT whole (its checksum holds) from the same spec version, suite, seed and
+    baseline is kept, not written again: an interrupted gen, run again, resumes.  Without a
+    terminal it prints a line per kernel done and at least every 30 s, with an ETA."""
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.registry import UnknownOp  # lazily: fast --help
+    from gen.core.spec import SpecError, load_spec  # lazily: fast --help
+    from gen.generate import (GenerationError, builds_in_memory, case_path, foreign_case,  # lazily: fast --help
+                              plan_suite, total_bytes, written_whole)
+    from gen.jobs import Task, write_all  # lazily: fast --help
+    from harness.backends import load_backend  # lazily: fast --help
+    from harness.report import Heartbeat  # lazily: fast --help
     if descriptor is not None:
         source = click.get_current_context().get_parameter_source
         given = [option for option, name in (("--suite", "suite_text"), ("--count", "count"), ("--seed", "seed"),
@@ -236,7 +236,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
         pattern = re.compile(select) if select else None
     except re.error as exc:
         raise InputError(f"--select: bad regular expression: {exc}") from None
-    tasks, skipped, counts, needed = [], [], {}, 0
+    tasks, skipped, counts, needed, kept = [], [], {}, 0, 0
     try:
         baseline = _baseline_on_device(baseline, device)
         for spec in [load_spec(p) for p in specs]:
@@ -250,22 +250,30 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
                         continue
                     size = total_bytes(spec, plan)
                     if max_size is not None and size > max_size:
-                        skipped.append(f"{spec.op}/{suite}/{plan.name} ({size / 1e6:.1f} MB)")
+                        skipped.append((spec.op, f"{spec.op}/{suite}/{plan.name}", size))
+                        continue
+                    path = case_path(Path(out_dir), plan, spec.op)
+                    if written_whole(path, spec, plan, baseline):
+                        counts[spec.op][suite] += 1
+                        kept += 1
                         continue
                     needed += size
                     if builds_in_memory(spec, plan):
                         _refuse_over_memory(size, f"{spec.op}/{suite}/{plan.name}")
                     tasks.append(Task(str(spec.path), spec.op, suite, plan.name, index, count, seed, baseline,
-                                      str(case_path(Path(out_dir), plan, spec.op)), load_backend))
+                                      str(path), load_backend))
     except (SpecError, GenerationError, BackendLoadError) as exc:
         raise InputError(str(exc)) from None
     _refuse_over_free_space(needed, out_dir)
     written = [0]
+    heartbeat = None if sys.stdout.isatty() else Heartbeat("generated", Counter(task.op for task in tasks))
     with _progress(len(tasks), "generating") as advance:
         def done(task, size):
             counts[task.op][task.suite] += 1
             written[0] += size
             advance(f"{task.op}/{task.suite}/{task.name}")
+            if heartbeat is not None:
+                heartbeat.tick(task.op, f"{written[0] / 1e6:.1f} MB written")
         try:
             if resources is None:
                 write_all(tasks, jobs or 1, done)
@@ -280,9 +288,22 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
                                        "rerun with fewer --jobs") from None
     for op, by_suite in counts.items():
         click.echo(f"{op}: " + ", ".join(f"{n} {s}" for s, n in by_suite.items()))
-    for line in skipped:
-        click.echo(f"skipped (over --max-size): {line}")
-    click.echo(f"wrote {sum(sum(c.values()) for c in counts.values())} cases ({written[0] / 1e6:.1f} MB) to {out_dir}")
+    for line in _skipped_lines(skipped, verbose):
+        click.echo(line)
+    n_written = sum(sum(c.values()) for c in counts.values()) - kept
+    click.echo(f"wrote {n_written} cases ({written[0] / 1e6:.1f} MB) to {out_dir}"
+               + (f"; kept {kept} already there whole (same spec, suite and seed)" if kept else ""))
+
+
+def _skipped_lines(skipped, verbose: bool) -> list[str]:
+    """gen's cases over --max-size: each with -v, else one counted line per kernel."""
+    if verbose:
+        return [f"skipped (over --max-size): {key} ({size / 1e6:.1f} MB)" for _, key, size in skipped]
+    by_op: dict[str, list[int]] = {}
+    for op, _, size in skipped:
+        by_op.setdefault(op, []).append(size)
+    return [f"skipped (over --max-size): {len(sizes)} {op} case(s), {_size_text(min(sizes))} to "
+            f"{_size_text(max(sizes))} (-v lists them)" for op, sizes in by_op.items()]
 
 
 def _refuse_foreign_cases(found, out_dir, spec) -> None:
@@ -294,6 +315,7 @@ def _refuse_foreign_cases(found, out_dir, spec) -> None:
 
 def _refuse_over_memory(size: int, what: str) -> None:
     """A case built whole in memory that cannot fit in it is refused, not run into the OOM killer."""
+    from gen.core.casefile import physical_memory  # lazily: fast --help
     memory = physical_memory()
     if memory is not None and size > memory:
         raise InputError(f"{what}: its tensors take {size / 1e6:.1f} MB, it is built in memory and this machine "
@@ -312,6 +334,7 @@ def _refuse_over_free_space(needed: int, out_dir) -> None:
 
 def _baseline_on_device(baseline: str | None, device: str | None) -> str | None:
     """gen's --baseline as it runs on --device (BackendLoadError for a backend without devices)."""
+    from harness.backends import with_device  # lazily: fast --help
 
     if device is None:
         return baseline
@@ -322,6 +345,12 @@ def _baseline_on_device(baseline: str | None, device: str | None) -> str | None:
 
 def _gen_described(descriptor: str, specs, baseline, device, out_dir) -> None:
     """`opcase gen --case`: write the one case of ``descriptor``."""
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.descriptor import DescriptorError  # lazily: fast --help
+    from gen.core.spec import SpecError  # lazily: fast --help
+    from gen.descriptor import write_described  # lazily: fast --help
+    from gen.generate import GenerationError  # lazily: fast --help
+    from harness.backends import load_backend  # lazily: fast --help
 
     _check_writable("-o", out_dir, directory=True)
     try:
@@ -336,6 +365,8 @@ def _gen_described(descriptor: str, specs, baseline, device, out_dir) -> None:
 
 def _write_on_ray(tasks, done, address, resources) -> None:
 
+    from harness.cli import ray_executor  # lazily: fast --help
+    from harness.cli.ray_executor import ExecutorError, TaskLost  # lazily: fast --help
     try:
         ray_executor.write_all(tasks, done, address, resources)
     except ExecutorError as exc:
@@ -358,6 +389,9 @@ def _progress(total: int, label: str):
 def _start_results_files(json_path, junit_path, backend_spec: str) -> None:
     """Replace the results files with ones saying that the run did not finish, so that a run cut
     short (killed, crashed, stopped by a signal) can never leave an older, complete-looking report."""
+    from gen.core.casefile import atomic_write  # lazily: fast --help
+    from harness.junit import incomplete_junit_xml  # lazily: fast --help
+    from harness.report import incomplete_json  # lazily: fast --help
 
     for option, path, text in (("--json", json_path, incomplete_json), ("--junit", junit_path, incomplete_junit_xml)):
         if path:
@@ -376,8 +410,11 @@ def _shard(text: str | None) -> tuple[int, int] | None:
     return int(m.group(1)), int(m.group(2))
 
 
-def _run_files(paths, rerun_failed, filter_text) -> list[Path]:
-    """The case files a run covers: PATHS (or the failures of --rerun-failed), then --filter."""
+def _run_files(paths, rerun_failed, filter_text, exclude_text=None) -> list[Path]:
+    """The case files a run covers: PATHS (or the failures of every --rerun-failed file), then
+    --filter, then --exclude."""
+    from gen.core.casefile import find  # lazily: fast --help
+    from harness.selection import case_key  # lazily: fast --help
 
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
@@ -386,10 +423,7 @@ def _run_files(paths, rerun_failed, filter_text) -> list[Path]:
     if paths and not files:
         raise InputError(f"no .opcase files under {', '.join(paths)}")
     if rerun_failed:
-        try:
-            failed_paths, failed_keys = failed_in(load_results(rerun_failed))
-        except BaselineError as exc:
-            raise InputError(f"--rerun-failed: {exc}") from None
+        failed_paths, failed_keys = _failed_in_all(rerun_failed)
         if paths:
             files = [f for f in files if str(f.resolve()) in failed_paths or case_key(f) in failed_keys]
         else:
@@ -406,10 +440,33 @@ def _run_files(paths, rerun_failed, filter_text) -> list[Path]:
         files = [f for f in files if pattern.search(case_key(f))]
         if not files:
             raise InputError(f"no case matches --filter {filter_text!r} (it is matched against OP/SUITE/NAME)")
+    if exclude_text:
+        try:
+            pattern = re.compile(exclude_text)
+        except re.error as exc:
+            raise InputError(f"--exclude: bad regular expression: {exc}") from None
+        files = [f for f in files if not pattern.search(case_key(f))]
     return files
 
 
+def _failed_in_all(results_paths) -> tuple[set[str], set[str]]:
+    """The union of the failures of every --rerun-failed file (e.g. one per shard); an unreadable
+    or unfinished one is refused, as a single one is."""
+    from harness.gate import BaselineError, load_results  # lazily: fast --help
+    from harness.selection import failed_in  # lazily: fast --help
+    paths, keys = set(), set()
+    for results_path in results_paths:
+        try:
+            failed_paths, failed_keys = failed_in(load_results(results_path))
+        except BaselineError as exc:
+            raise InputError(f"--rerun-failed: {exc}") from None
+        paths |= failed_paths
+        keys |= failed_keys
+    return paths, keys
+
+
 def _warn_mixed_versions(files) -> None:
+    from gen.core.casefile import mixed_versions  # lazily: fast --help
     for op, count in mixed_versions(files).items():
         click.echo(f"warning: the {op} cases come from {count} versions of its spec or generator "
                    f"(an -o reused across versions?); their verdicts are not comparable", err=True)
@@ -417,10 +474,11 @@ def _warn_mixed_versions(files) -> None:
 
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--backend", "backend_spec", default="reference", show_default=True,
-              help="reference, lowp, torch, exec:'COMMAND ...' (a program in any language), an installed "
-                   "plugin's name (`opcase backends` lists them), or module:attr (a run(request) function "
-                   "or an object with run).")
+@click.option("--backend", "backend_spec", envvar=BACKEND_ENV, show_envvar=True, default=None,
+              help="Required: the implementation to judge: module:attr (a run(request) function or an object "
+                   "with run; found on the PYTHONPATH or in the current directory), exec:'COMMAND ...' (a "
+                   "program in any language), an installed plugin's name (`opcase backends` lists them), "
+                   "torch, or reference/lowp (opcase's own, to check the cases themselves).")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="Write per-case results as JSON.")
 @click.option("--junit", "junit_path", default=None, type=click.Path(dir_okay=False),
               help="Write JUnit XML for CI: a testcase per case, classname OP.SUITE.")
@@ -448,8 +506,14 @@ def _warn_mixed_versions(files) -> None:
                    "the command may take (it is killed; no workers needed).")
 @click.option("--shard", "shard_text", default=None, help="I/N: run only shard I of N (1-based), stable by case name.")
 @click.option("--filter", "filter_text", default=None, help="Only cases whose OP/SUITE/NAME matches this regular expression.")
-@click.option("--rerun-failed", "rerun_failed", default=None, type=click.Path(dir_okay=False),
-              help="Only the cases that failed in this results file (of --json); PATHS optional.")
+@click.option("--exclude", "exclude_text", default=None,
+              help="Leave out cases whose OP/SUITE/NAME matches this regular expression (after --filter).")
+@click.option("--rerun-failed", "rerun_failed", multiple=True, type=click.Path(dir_okay=False),
+              help="Only the cases that failed in this results file (of --json); repeat for several (e.g. one "
+                   "per shard): the failures of all of them.  PATHS optional.")
+@click.option("-x", "--exitfirst", "exitfirst", is_flag=True, help="Stop at the first failing case (--maxfail 1).")
+@click.option("--maxfail", type=click.IntRange(min=1), default=None,
+              help="Stop after N failing cases; the results then cover the cases run so far.")
 @click.option("--allow-empty", is_flag=True,
               help="Exit 0, not 5, when no case is judged (none selected, e.g. an empty --shard, or every "
                    "one skipped or mistrusted).")
@@ -457,14 +521,17 @@ def _warn_mixed_versions(files) -> None:
               help="Run a Python backend in this process rather than in a worker (faster start; but a backend "
                    "that ends the process, e.g. by exit(0), then ends the run with its exit status).")
 @click.option("-v", "--verbose", is_flag=True, help="Show details for passing cases too.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Leave out passing cases (skipped ones stay counted; failures, the summary and the list of "
+                   "cases that need attention stay).")
 @click.option("--explain", "explain_failures", is_flag=True,
               help="For each failed case, run the backend on it once more and say which known variant its "
                    "outputs match (as `opcase explain`): an EXPLAIN line in its report, the HTML and --json.")
 @_executor_options
 @_exits_on_signals
 def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmup, bitwise, html_path, profile_path, jobs,
-        device, timeout, shard_text, filter_text, rerun_failed, allow_empty, in_process, verbose, explain_failures,
-        executor, address, resources_text):
+        device, timeout, shard_text, filter_text, exclude_text, rerun_failed, exitfirst, maxfail, allow_empty,
+        in_process, verbose, quiet, explain_failures, executor, address, resources_text):
     """Run a backend on every case under PATHS and judge its outputs.
 
     \b
@@ -472,22 +539,48 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     nondeterministic (--bitwise).
     Exit status: 0 at least one case judged and none fails; 1 any case fails or errors, or the
     --compare gate fails; 2 usage or input error; 5 no case judged (none selected, or every one
-    skipped or mistrusted; --allow-empty makes that 0); 128+N stopped by signal N (SIGTERM, SIGHUP).
+    skipped or mistrusted; --allow-empty makes that 0); 130 interrupted (Ctrl-C); 128+N stopped
+    by signal N (SIGTERM, SIGHUP).  Interrupted or stopped, it prints the partial summary and
+    leaves --json and --junit saying that the run did not finish.
     Python backends other than reference and lowp run in a worker process unless --in-process.
     """
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import atomic_write  # lazily: fast --help
+    from gen.core.timing import TimingPlan  # lazily: fast --help
+    from harness.backends import load_backend, with_device  # lazily: fast --help
+    from harness.backends.exec_backend import TIMEOUT_ENV  # lazily: fast --help
+    from harness.efficiency import ProfileError, load_profile  # lazily: fast --help
+    from harness.gate import (BaselineError, GATE_FAILING, gate_summary, judge_against,  # lazily: fast --help
+                              load_baseline)
+    from harness.html_report import html_report  # lazily: fast --help
+    from harness.junit import junit_xml  # lazily: fast --help
+    from harness.report import Progress, fails, judged, summary_text, to_json  # lazily: fast --help
+    from harness.runner import RunOptions  # lazily: fast --help
+    from harness.selection import case_key, in_shard  # lazily: fast --help
+    from harness.workers import Stopped, run_cases, runs_isolated  # lazily: fast --help
+    from gen.core.verdict import FAILED  # lazily: fast --help
 
+    if not backend_spec:
+        raise InputError(f"give --backend (or set {BACKEND_ENV}): the implementation to judge, e.g. "
+                         f"--backend mymodule:run; --backend reference checks the cases themselves")
     shard = _shard(shard_text)
     resources = _ray_resources(executor, address, resources_text, jobs)
     if not paths and not rerun_failed:
         raise InputError("give case files or directories (PATHS), or --rerun-failed RESULTS.json")
     if bitwise and repeat is None:
         raise InputError("--bitwise compares repeated calls: give --repeat N too")
+    if verbose and quiet:
+        raise InputError("-v and -q contradict each other: give one")
+    if exitfirst:
+        if maxfail not in (None, 1):
+            raise InputError("-x is --maxfail 1: give one of them")
+        maxfail = 1
     for option, path in (("--json", json_path), ("--junit", junit_path), ("--html", html_path)):
         if path is not None:
             _check_writable(option, path)
     _check_distinct([("--compare", baseline_path), ("--json", json_path), ("--junit", junit_path),
                      ("--html", html_path)])
-    selected = _run_files(paths, rerun_failed, filter_text)
+    selected = _run_files(paths, rerun_failed, filter_text, exclude_text)
     files = [f for f in selected if in_shard(f, *shard)] if shard else selected
     _warn_mixed_versions(files)
     pool_timeout = timeout
@@ -535,7 +628,10 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     options = RunOptions(timing=TimingPlan(repeat or 0, warmup if repeat else 0), profile=profile,
                          repro_options=tuple(repro), bitwise=bitwise, error_maps=html_path is not None)
 
-    progress = Progress(len(files), sys.stdout.isatty(), verbose)
+    progress = Progress(len(files), sys.stdout.isatty(), verbose, quiet,
+                        per_kernel=Counter(case_key(f).split("/")[0] for f in files))
+    order = {str(f): number for number, f in enumerate(files)}
+    seen: list = []   # the results so far, for --maxfail and an interrupted run's summary
 
     def on_result(result):
         if explain_failures and result.status == FAILED:
@@ -544,8 +640,12 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
             judge_against(result, baseline.get(result.key))
             if result.gate in GATE_FAILING and baseline_path not in result.repro:
                 result.repro += f" --compare {shlex.quote(str(baseline_path))}"
+        seen.append(result)   # before it is shown: an interruption after the line keeps the case
         progress.case(result)
+        if maxfail is not None and sum(map(fails, seen)) >= maxfail:
+            raise _EnoughFailures()
 
+    stopped_early = False
     try:
         if resources is None:
             results, origin = run_cases(files, backend, backend_spec, options, on_result, jobs=jobs,
@@ -555,13 +655,31 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
             origin = backend.origin if backend is not None else f"{backend_spec}, loaded in Ray tasks"
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
+    except _EnoughFailures:
+        # The workers are stopped (run_cases unwound); the results are those of the cases run.
+        results = sorted(seen, key=lambda r: order.get(r.path, len(order)))
+        origin = backend.origin if backend is not None else f"{backend_spec}, loaded in worker processes"
+        stopped_early = True
+    except (KeyboardInterrupt, Stopped):
+        progress.close()
+        # What was judged before the interruption; the results files keep saying that the run
+        # did not finish (written at its start).
+        _echo_attention(seen)
+        click.echo(summary_text(sorted(seen, key=lambda r: order.get(r.path, len(order))))
+                   + f" (of {len(files)}: interrupted)")
+        raise
     finally:
         progress.close()
     gate = gate_summary(results, baseline_path, baseline) if baseline is not None else None
+    _echo_attention(results)   # as pytest's short summary: before the totals, which stay the last line
+    if stopped_early:
+        click.echo(f"stopped after {maxfail} failing case(s) (--maxfail/-x): {len(files) - len(results)} of "
+                   f"{len(files)} case(s) not run")
     click.echo(summary_text(results, gate))
     run_info = {"backend_origin": origin, "in_process": runs_here, "jobs": jobs, "timeout": timeout, "repeat": repeat,
                 "warmup": warmup if repeat else None, "bitwise": bitwise, "shard": shard_text, "filter": filter_text,
-                "device_profile": profile_path, "compare": baseline_path}
+                "exclude": exclude_text, "device_profile": profile_path, "compare": baseline_path,
+                "maxfail": maxfail, "not_run": len(files) - len(results)}
     if resources is not None:
         run_info["executor"] = {"name": "ray", "address": address, "resources": resources}
     if json_path:
@@ -582,8 +700,24 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     sys.exit(0)
 
 
+class _EnoughFailures(Exception):
+    """--maxfail failing cases reached: unwind the run (its workers stopped) and report what ran."""
+
+
+def _echo_attention(results) -> None:
+    """pytest's "short test summary": every case that needs attention, with its REPRO line."""
+    from harness.report import attention_lines  # lazily: fast --help
+    lines = attention_lines(results)
+    if lines:
+        click.echo("cases that need attention:")
+        for line in lines:
+            click.echo(line)
+
+
 def _explanation(result, backend_spec: str, timeout) -> str:
     """`opcase explain`'s headline for a failed case (its backend run again, the way explain runs it)."""
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import CaseFileError  # lazily: fast --help
     from harness.explain import explain_case   # the explain command's module, loaded only when asked for
 
     try:
@@ -594,6 +728,8 @@ def _explanation(result, backend_spec: str, timeout) -> str:
 
 def _run_on_ray(files, backend_spec, options, on_result, address, resources, timeout):
 
+    from harness.cli import ray_executor  # lazily: fast --help
+    from harness.cli.ray_executor import ExecutorError  # lazily: fast --help
     try:
         return ray_executor.run_cases(files, backend_spec, options, on_result, address, resources, timeout,
                          notify=lambda line: click.echo(line, err=True))
@@ -609,6 +745,8 @@ def _implementation(backend):
 def _warn_declarations(backend, files) -> None:
     """Before the run, once: what the backend declares that names no kernel or dtype it could be
     given (exec: lines of `COMMAND --list-supported`), on stderr."""
+    from gen.core.registry import known_ops  # lazily: fast --help
+    from harness.selection import case_key  # lazily: fast --help
 
     warnings_of = getattr(_implementation(backend), "declaration_warnings", None)
     if warnings_of is None:
@@ -620,11 +758,12 @@ def _warn_declarations(backend, files) -> None:
 
 def _why_nothing_judged(results, backend, backend_spec: str, shard_text, n_selected: int, rerun_failed) -> list[str]:
     """Why a run judged no case: what was (not) selected, or what the backend declared."""
+    from gen.core.verdict import MISTRUSTED, SKIPPED  # lazily: fast --help
 
     if not results:
         if shard_text:
             return [f"no case judged: shard {shard_text} holds none of the {n_selected} case(s) selected"]
-        return [f"no case judged: no case to rerun: none of them failed in {rerun_failed}"]
+        return [f"no case judged: no case to rerun: none of them failed in {', '.join(rerun_failed)}"]
     skipped = [r for r in results if r.status == SKIPPED]
     n_mistrusted = sum(r.status == MISTRUSTED for r in results)
     counts = ", ".join(f"{n} {status}" for status, n in ((SKIPPED, len(skipped)), (MISTRUSTED, n_mistrusted)) if n)
@@ -656,6 +795,9 @@ def backends_(names):
     Give NAMES (any --backend value, e.g. exec:'./my_kernels') to describe just those.
     Cases of a kernel or dtype a backend does not support are skipped by `opcase run`, not failed.
     """
+    from gen.core.backend import BUILTIN_NAMES, BackendLoadError  # lazily: fast --help
+    from harness import plugins  # lazily: fast --help
+    from harness.backends import load_backend  # lazily: fast --help
 
     # (name, loader): what to describe and how to load it; exec:COMMAND alone has no loader
     if names:
@@ -690,6 +832,7 @@ def backends_(names):
 
 def _supported_lines(backend) -> list[str]:
     """'OP  DTYPE ...' for each known kernel, from the backend's supports(op, dtype)."""
+    from gen.core.registry import known_ops, spec_for  # lazily: fast --help
 
     ops = known_ops()
     width = max(map(len, ops), default=0)
@@ -723,6 +866,12 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text):
     a trusted backend fails, or fails to run, is a finding.
     Exit status: 0 no findings; 1 findings; 2 usage or input error; 5 a backend judged no case.
     """
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import atomic_write  # lazily: fast --help
+    from harness.backends import load_backend  # lazily: fast --help
+    from harness.calibrate import BackendRun, calibration, table_lines as calibration_table  # lazily: fast --help
+    from harness.runner import RunOptions  # lazily: fast --help
+    from harness.workers import run_cases, runs_isolated  # lazily: fast --help
 
     if json_path is not None:
         _check_writable("--json", json_path)
@@ -785,6 +934,10 @@ def power(paths, backend_spec, json_path, max_size, filter_text):
     Exit status: 0 every applicable generic mutant killed and every control passes; 1 a
     survivor, a failing control or a case the base fails; 2 usage or input error; 5 no case judged.
     """
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import atomic_write  # lazily: fast --help
+    from harness.backends import load_backend  # lazily: fast --help
+    from harness.power import table_lines as power_table  # lazily: fast --help
     import signal
 
 
@@ -816,6 +969,7 @@ def power(paths, backend_spec, json_path, max_size, filter_text):
 def _measure_power(paths, specs, base, backend_spec, max_size, filter_text):
     """(report, case files, seconds) of `opcase power`: SPECs' default suites generated into a
     temporary directory (removed after), then every case measured."""
+    from harness.power import measure as measure_power  # lazily: fast --help
     import tempfile
 
 
@@ -851,6 +1005,9 @@ def baseline_update(results_paths, out_path, allow_failing):
 
     Refuses (exit 1) when any of them failed, unless --allow-failing.
     """
+    from gen.core.casefile import atomic_write  # lazily: fast --help
+    from harness.gate import (BaselineError, BaselineRefused, load_baseline, load_results,  # lazily: fast --help
+                              updated_baseline)
     missing = [p for p in results_paths if not Path(p).is_file()]
     if missing:
         raise InputError(f"no such results file: {', '.join(missing)}")
@@ -874,6 +1031,9 @@ def baseline_update(results_paths, out_path, allow_failing):
 @click.option("--values", "n_values", default=6, show_default=True, help="How many leading values to show per tensor.")
 def show(case_path, n_values):
     """Print a case readably, with a command that reruns just it."""
+    from gen.core.casefile import CaseFileError, load  # lazily: fast --help
+    from harness.runner import repro_command  # lazily: fast --help
+    import numpy as np  # lazily: fast --help
 
     try:
         case = load(case_path)
@@ -919,6 +1079,12 @@ def show(case_path, n_values):
 def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout):
     """Find the smallest case that fails like CASE_FILE on --backend: same status, same failing
     metrics or NaN/Inf mismatches.  Prints its one-line descriptor and the sizes before and after."""
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import CaseFileError  # lazily: fast --help
+    from gen.core.descriptor import DescriptorError  # lazily: fast --help
+    from gen.core.spec import SpecError  # lazily: fast --help
+    from harness.backends import load_backend  # lazily: fast --help
+    from harness.cli.shrink import ShrinkError, shrink_case  # lazily: fast --help
 
     _check_writable("-o", out_dir, directory=True)
     try:
@@ -972,6 +1138,8 @@ def explain(paths, backend_spec, json_path, timeout, filter_text):
     or a case file is unreadable; 2 usage or input error; 5 nothing explained (every case
     unsupported or refused).
     """
+    from gen.core.backend import BackendLoadError  # lazily: fast --help
+    from gen.core.casefile import CaseFileError, atomic_write  # lazily: fast --help
     from harness.explain import case_lines, explain_case, json_doc   # a command's own module, loaded when used
 
     if json_path is not None:
@@ -1036,6 +1204,8 @@ def import_(paths, out_dir, baseline, max_size, rule):
     A case is named after its file; files of one kernel that share a name (case_0.prototxt in
     several directories) are named after their path under PATH instead.  A case is judged by its
     file's own thresholds unless --thresholds docs asks for the docs' rule."""
+    from gen.core.spec import SpecError  # lazily: fast --help
+    from harness.cli.interop import import_all  # lazily: fast --help
 
     _check_writable("-o", out_dir, directory=True)
     out = Path(out_dir)
@@ -1054,6 +1224,8 @@ def import_(paths, out_dir, baseline, max_size, rule):
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
 def export(paths, fmt, text, out_dir):
     """Export opcase cases in the operator library's own format (mlu-ops)."""
+    from gen.core.spec import SpecError  # lazily: fast --help
+    from harness.cli.interop import export_all  # lazily: fast --help
 
     _check_writable("-o", out_dir, directory=True)
     try:
