@@ -50,11 +50,12 @@ class RepeatCheck:
     (the runner's judging, without the verdict's other checks).
     """
 
-    def __init__(self, case: Case, first: dict, judged, measure, new_scratch):
+    def __init__(self, case: Case, first: dict, judged, measure, new_scratch, copy: bool = True):
         self.case = case
         self.only_verdict = case.nondeterministic_sums
-        # A copy: a backend may hand back one buffer that each call overwrites.
-        self.first = None if self.only_verdict else {name: np.array(array, copy=True) for name, array in first.items()}
+        # A copy (``copy``): a backend may hand back one buffer that each call overwrites; the
+        # judge's read-only files of a worker's outputs (harness.workers) need none.
+        self.first = None if self.only_verdict else {name: np.array(array, copy=copy) for name, array in first.items()}
         self.first_verdict = verdict(judged.thresholds, judged.metrics)
         self.measure, self.new_scratch = measure, new_scratch
         self.calls = 1

@@ -1,14 +1,10 @@
-"""Running a backend on cases and judging what comes back.
+"""Judging what a backend's call of a case did: the judge's side of harness.calling.
 
-Calling convention (see gen.core.backend): ``backend.run(request)`` returns a dict of numpy
-arrays, one per requested output, in the requested shapes and dtypes; it raises
-``InvalidArgument`` to reject a call, and ``NotSupported`` to decline one it does not implement
-(the case is then skipped).  A backend whose ``measures_time`` is True returns
-``(outputs, seconds)`` instead, ``seconds`` being its own kernel (device) time for that call;
-otherwise the harness times ``run`` itself.
-
-The request's input arrays are read-only.  A backend that writes into them (or returns outputs
-it was not asked for) wrote outside what it was asked for: the case is an error.
+The judge reads the case whole (goldens included), receives what the calling side reports
+(harness.calling.Called, then Timed), and decides the case's status here: the outputs' form,
+every metric, threshold and status, --bitwise's comparisons.  For a foreign backend the calling
+side is a worker process (harness.workers) and the outputs arrive as files this process maps
+read-only; for opcase's own backends (reference, lowp, exec:) it is a call in this process.
 
 How a case ends: gen.core.verdict.
 """
@@ -16,24 +12,21 @@ from __future__ import annotations
 
 import shlex
 import time
-import traceback
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
-from gen.core.backend import Backend, InvalidArgument, NotSupported, Request
+from gen.core.backend import Backend
 from gen.core.casefile import Case, CaseFileError, load
 from gen.core.descriptor import describe
-from gen.core.timing import BackendProtocolError, TimingPlan, call, summarize
-from harness.backends import import_path_for
+from gen.core.timing import TimingPlan
 from gen.core.verdict import (ERROR, FAILED, MISTRUSTED, NONDETERMINISTIC, PASSED, SKIPPED, WRONGLY_ACCEPTED,
-                              WRONGLY_REJECTED, CaseResult, judge, measure, output_fails, request_for,
-                              validate_outputs)
+                              WRONGLY_REJECTED, CaseResult, judge, measure, output_fails, validate_outputs)
+from harness.backends import import_path_for
+from harness.calling import OUTPUTS, REJECTED, SKIPPED as NOT_SUPPORTED, Called, Timed, call_case
 from harness.determinism import RepeatCheck
 from harness.efficiency import efficiency
 from harness.error_map import error_map
+
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -54,151 +47,91 @@ def repro_command(path, backend_spec: str, options=()) -> str:
                      *map(shlex.quote, map(str, options))])
 
 
-def _tail(text: str, lines: int = 6) -> str:
-    return "\n".join(text.rstrip().splitlines()[-lines:])
+class Judgement:
+    """One case being judged: ``first`` with the judged call, ``repeat`` with each further call's
+    outputs (--bitwise), ``end`` with the timed calls; ``result`` holds the verdict."""
 
+    def __init__(self, case: Case, result: CaseResult, options: RunOptions):
+        self.case, self.result, self.options = case, result, options
+        self.check: RepeatCheck | None = None
+        self.judged = False   # the outputs were compared with the goldens
+        result.op, result.suite, result.name, result.dtype = case.op, case.suite, case.name, case.dtype
+        result.descriptor = describe(case.op, case.suite, case.name, case.seed, case.note)
+        no_golden = [n for n, t in case.outputs.items() if t.data is None] if case.expect == "ok" else []
+        # Set before any call: a case that cannot be judged is not given to the backend.
+        self.refusal = f"the case carries no golden for {no_golden}: nothing to judge against" if no_golden else ""
+        if self.refusal:
+            result.status, result.message = ERROR, self.refusal
 
-# --------------------------------------------------------------------------- inputs untouched
+    def first(self, called: Called, copy_outputs: bool = True) -> None:
+        """The judged call.  ``copy_outputs``: keep a copy for --bitwise (outputs in this process's
+        memory, which a backend may reuse); the judge's own read-only files need none."""
+        case, result = self.case, self.result
+        result.seconds = called.seconds
+        if called.outcome == REJECTED:
+            result.status, result.message = ((PASSED, f"rejected as expected: {called.message}")
+                                             if case.expect == "rejected" else
+                                             (WRONGLY_REJECTED, f"valid call rejected: {called.message}"))
+        elif called.outcome == NOT_SUPPORTED:
+            result.status, result.message = SKIPPED, called.message
+        elif called.outcome != OUTPUTS:
+            result.status, result.message = ERROR, called.message
+        elif case.expect == "rejected":
+            result.status = WRONGLY_ACCEPTED
+            result.message = f"accepted a call that breaks check '{case.expect_check}': {case.expect_message}"
+        else:
+            produced = called.outputs
+            problem = validate_outputs(case, produced)
+            if problem:
+                result.status, result.message = ERROR, problem
+                return
+            judge(case, produced, result)
+            self.judged = True
+            if self.options.error_maps and result.status == FAILED:
+                result.error_maps = {name: error_map(produced[name], t.data, t.layout, t.dtype)
+                                     for name, t in case.outputs.items() if output_fails(result, name)}
+            if self.options.bitwise:
+                self.check = RepeatCheck(case, produced, result, measure, lambda: CaseResult(path=result.path),
+                                         copy=copy_outputs)
 
-def _fingerprints(case: Case) -> dict:
-    """CRCs of the inputs held in process memory.
+    def goes_on(self) -> bool:
+        """Whether the calling side makes timed calls after the judged one."""
+        return self.result.status not in (ERROR, SKIPPED, WRONGLY_ACCEPTED, WRONGLY_REJECTED) \
+            and self.case.expect == "ok" and bool(self.options.timing.repeat)
 
-    Read-only flags stop numpy writes; these catch a backend that writes through a raw pointer.
-    Memory-mapped sidecars need no fingerprint: they are mapped read-only, so such a write faults.
-    """
-    return {n: zlib.crc32(memoryview(np.ascontiguousarray(t.data)).cast("B"))
-            for n, t in case.inputs.items()
-            if t.data is not None and not isinstance(t.data, np.memmap) and t.data.size}
-
-
-def _changed_inputs(case: Case, before: dict) -> list[str]:
-    after = _fingerprints(case)
-    return sorted(n for n in before if after.get(n) != before[n])
-
-
-# --------------------------------------------------------------------------- running
-
-_CALLING_FILES = {str(Path(__file__).resolve()), str(Path(__file__).resolve().with_name("timing.py"))}
-
-
-def _backend_traceback(exc: BaseException) -> str:
-    """The end of the traceback, from the backend's own frames on (the harness's say nothing)."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    first = next((i for i, f in enumerate(frames) if str(Path(f.filename).resolve()) not in _CALLING_FILES), 0)
-    text = "".join(traceback.format_list(frames[first:]) + traceback.format_exception_only(type(exc), exc))
-    return _tail(text, 8)
-
-
-def _raised(exc: BaseException, what: str) -> str:
-    if isinstance(exc, BackendProtocolError):
-        return str(exc)
-    if isinstance(exc, ValueError) and "read-only" in str(exc):
-        return f"backend wrote into its read-only inputs during {what}: {exc}\n{_backend_traceback(exc)}"
-    return f"backend raised {type(exc).__name__} during {what}: {exc}\n{_backend_traceback(exc)}"
-
-
-def _time_calls(backend: Backend, request: Request, plan: TimingPlan, check=None) -> tuple[dict | None, str]:
-    """Warm-up then timed calls: (their timing, '') or (None, why the backend failed one).
-
-    Each call's outputs go to ``check`` (if any), outside the timing; it returns why they are
-    unusable, or ''.  An exception from the check itself is the harness's: it propagates.
-    """
-    samples, source = [], "harness"
-    for number in range(plan.warmup + plan.repeat):
-        try:
-            outputs, seconds, source = call(backend, request)
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a call that fails only when repeated
-            return None, _raised(exc, "the timed calls")
-        if number >= plan.warmup:
-            samples.append(seconds)
-        problem = check(outputs) if check is not None else ""
-        del outputs
+    def repeat(self, number: int, outputs: dict) -> str:
+        """A further call's outputs (--bitwise): why they are unusable ('' when they can be compared)."""
+        problem = validate_outputs(self.case, outputs)
         if problem:
-            return None, problem
-    return summarize(samples, source, plan), ""
-
-
-def _validated(case: Case, check: RepeatCheck):
-    """``check``, refusing first a repeated call's outputs of the wrong form (the case is then an error)."""
-    def take(outputs) -> str:
-        problem = validate_outputs(case, outputs)
-        if problem:
-            return f"call {check.calls + 1}: {problem}"
-        check(outputs)
+            return f"call {number}: {problem}"
+        if self.check is not None:
+            self.check(outputs)
         return ""
-    return take
+
+    def end(self, timed: Timed | None) -> CaseResult:
+        """The timed calls (None: there were none); the finished result."""
+        result = self.result
+        if timed is not None and self.goes_on():
+            if timed.problem:
+                result.status, result.message = ERROR, timed.problem
+                return result
+            result.timing = timed.timing
+            result.seconds = timed.timing["median_us"] * 1e-6
+        if self.check is not None and result.status != ERROR:
+            _record_determinism(self.check, result)
+        if self.options.profile is not None and self.judged:
+            result.efficiency = efficiency(self.case, result.seconds, self.options.profile)
+        return result
 
 
 def run_loaded(case: Case, backend: Backend, result: CaseResult, options: RunOptions | None = None) -> CaseResult:
-    """Call the backend on a loaded case and fill in ``result``."""
-    options = options or RunOptions()
-    result.op, result.suite, result.name, result.dtype = case.op, case.suite, case.name, case.dtype
-    result.descriptor = describe(case.op, case.suite, case.name, case.seed, case.note)
-    try:
-        supported = backend.supports(case.op, case.dtype)
-    except Exception as exc:  # noqa: BLE001 - a broken supports() is the backend's error
-        result.status, result.message = ERROR, f"backend supports() raised {type(exc).__name__}: {exc}"
+    """Call an in-process backend (opcase's own) on a loaded case and judge it into ``result``."""
+    judgement = Judgement(case, result, options or RunOptions())
+    if judgement.refusal:
         return result
-    if not supported:
-        result.status, result.message = SKIPPED, f"backend {backend.name} does not support {case.op} {case.dtype}"
-        return result
-    no_golden = [n for n, t in case.outputs.items() if t.data is None] if case.expect == "ok" else []
-    if no_golden:
-        result.status, result.message = ERROR, f"the case carries no golden for {no_golden}: nothing to judge against"
-        return result
-    request = request_for(case)
-    before = _fingerprints(case)
-    try:
-        produced, result.seconds, _ = call(backend, request)
-    except NotSupported as exc:
-        return _declined(result, backend, exc)
-    except InvalidArgument as exc:
-        if case.expect == "rejected":
-            result.status, result.message = PASSED, f"rejected as expected: {exc}"
-        else:
-            result.status, result.message = WRONGLY_REJECTED, f"valid call rejected: {exc}"
-        return result
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever the backend raises is reported
-        result.status, result.message = ERROR, _raised(exc, "the call")
-        return result
-    if case.expect == "rejected":
-        result.status = WRONGLY_ACCEPTED
-        result.message = f"accepted a call that breaks check '{case.expect_check}': {case.expect_message}"
-        return result
-    problem = validate_outputs(case, produced) or _wrote_inputs(case, before)
-    if problem:
-        result.status, result.message = ERROR, problem
-        return result
-    judge(case, produced, result)
-    if options.error_maps and result.status == FAILED:
-        result.error_maps = {name: error_map(produced[name], t.data, t.layout, t.dtype)
-                             for name, t in case.outputs.items() if output_fails(result, name)}
-    check = RepeatCheck(case, produced, result, measure, lambda: CaseResult(path=result.path)) \
-        if options.bitwise else None
-    del produced   # a bitwise check holds the judged outputs; nothing else needs them
-    if options.timing.repeat:
-        result.timing, problem = _time_calls(backend, request, options.timing,
-                                             _validated(case, check) if check else None)
-        if problem:
-            result.status, result.message = ERROR, problem
-            return result
-        result.seconds = result.timing["median_us"] * 1e-6
-        problem = _wrote_inputs(case, before)
-        if problem:
-            result.status, result.message = ERROR, problem
-            return result
-    if check is not None:
-        _record_determinism(check, result)
-    if options.profile is not None:
-        result.efficiency = efficiency(case, result.seconds, options.profile)
-    return result
-
-
-def _declined(result: CaseResult, backend: Backend, exc: NotSupported) -> CaseResult:
-    """A call the backend declined (NotSupported): the case is skipped, as for supports() False."""
-    result.status = SKIPPED
-    result.message = f"backend {backend.name} declined {result.op} {result.dtype}" + (f": {exc}" if str(exc) else "")
-    return result
+    timed = call_case(backend, case, judgement.options.timing, judgement.first,
+                      judgement.repeat if judgement.options.bitwise else None)
+    return judgement.end(timed)
 
 
 def _record_determinism(check: RepeatCheck, result: CaseResult) -> None:
@@ -213,19 +146,14 @@ def _record_determinism(check: RepeatCheck, result: CaseResult) -> None:
         result.message += f"\nalso not deterministic: {check.problem}"
 
 
-def _wrote_inputs(case: Case, before: dict) -> str:
-    changed = _changed_inputs(case, before)
-    return f"backend wrote into its input(s) {changed}, which it was only to read" if changed else ""
-
-
 def new_result(path, backend_spec: str, options: RunOptions | None = None) -> CaseResult:
     options = options or RunOptions()
     return CaseResult(path=str(path), repro=repro_command(path, backend_spec, options.repro_options))
 
 
 def run_case(path: Path, backend: Backend, backend_spec: str, options: RunOptions | None = None) -> CaseResult:
-    started = time.monotonic()
     result = new_result(path, backend_spec, options)
+    started = time.monotonic()
     try:
         case = load(path)
     except CaseFileError as exc:

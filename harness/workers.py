@@ -1,31 +1,46 @@
-"""Running cases, in this process or in worker processes that a crash or a hang cannot take down.
+"""Running cases: foreign backends in worker processes, judged in this one.
 
-In process is the fast path, for opcase's own backends (reference, lowp, exec:, whose command is
-a process of its own) and for --in-process: the backend runs here, and an exception it raises is
-caught, but a segfault, an exit() or an endless loop ends the run.
+In process is the path of opcase's own backends (reference, lowp, exec:, whose command is a
+process of its own): the call and the judging happen here (harness.runner.run_loaded).
 
-In workers (every other backend, --jobs N, --timeout S), each worker is a fresh interpreter
-('spawn': no inherited locks, threads or device contexts) in a process group of its own, that
-loads the backend by its --backend string and runs whole cases, loading, calling and judging, so
-that only small result records cross the pipe.  The backend's code never runs in this process.
-A worker that dies (segfault, exit(0), os._exit, the OOM killer) or spends longer than the timeout
-on one case (all its repeats included) is killed with its process group; that case becomes an
-error carrying the tail of the worker's output, and a fresh worker takes the next case.  A backend
-that cannot be loaded, or kills the first worker while loading, is a BackendLoadError, as in process.
+Every other backend runs in workers (also --jobs N, --timeout S): each worker is a fresh
+interpreter ('spawn': no inherited locks, threads or device contexts) in a process group of its
+own, that loads the backend by its --backend string and *only calls it* (harness.calling): it
+reads a case's inputs (never its goldens), calls the backend, and hands each output over as a
+sealed in-memory file (harness.channel.sealed: no later write, growth or shrinking) whose
+descriptor travels with a small JSON frame.  This process never imports the backend's code,
+never unpickles what a worker sends, maps the outputs read-only after checking their size
+against the shape and dtype the case asks for, and judges them itself (harness.runner.Judgement).
+So a backend that patches numpy, the harness or the judge inside its own process changes only
+its own outputs, as any backend may; and what it writes to the worker's descriptors is at worst
+no frame (harness.channel.FrameReader refuses it): its case is an error, its worker replaced.
+
+A worker that dies (segfault, exit(0), os._exit, the OOM killer), breaks the channel, or spends
+longer than the timeout on one case (all its repeats included) is killed with its process group;
+that case becomes an error carrying the tail of the worker's output, and a fresh worker takes the
+next case.  A backend that cannot be loaded, or kills the first worker while loading, is a
+BackendLoadError, as in process.  Workers get absolute paths only, so a backend that changes
+directory, environment or signal handlers changes its own worker's, nothing else.
+
+IsolatedBackend runs single calls the same way, for the commands that call a backend on calls
+they make themselves (power's mutants, gen's dynamic thresholds, import --baseline).
 
 SIGTERM and SIGHUP (stop_on_signals) unwind the run like Ctrl-C: every worker is stopped (SIGTERM,
 so that it kills its exec command's process group, then SIGKILL to its group), temporary
-directories are removed, and `opcase` exits 128 + the signal's number.
+directories are removed, and `opcase` exits 128 + the signal's number.  The workers' directory
+of a run that was SIGKILLed (nothing of it could run) is removed by the next one (remove_stale).
 """
 from __future__ import annotations
 
 import contextlib
 import faulthandler
 import multiprocessing
+import multiprocessing.util
 import os
 import re
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -36,12 +51,18 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Callable
 
-from gen.core.backend import BackendLoadError
-from gen.core.casefile import CaseFileError, read_envelope
+import numpy as np
+
+from gen.core.backend import Backend, BackendLoadError, InvalidArgument, Request, TensorInfo
+from gen.core.casefile import CaseFileError, load, read_envelope
 from gen.core.descriptor import describe
-from gen.core.verdict import ERROR, CaseResult
+from gen.core.timing import TimingPlan
+from gen.core.verdict import ERROR, CaseResult, validate_outputs
+from harness import channel
 from harness.backends import load_backend
-from harness.runner import RunOptions, new_result, run_case
+from harness.calling import OUTCOMES, OUTPUTS, RAISED, REJECTED, Called, Timed, call_case, judged_call
+from harness.channel import ChannelError
+from harness.runner import Judgement, RunOptions, new_result, run_case
 
 _CONTEXT = multiprocessing.get_context("spawn")
 # How long a fresh worker may take to start and load the backend, on top of --timeout.
@@ -58,14 +79,44 @@ _STOP_GRACE_S = 1.0
 # SIGTERM (how CI cancels a job) and SIGHUP (the terminal went away) end a run as Ctrl-C does.
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 # Backends whose code is opcase's own, run in process unless --jobs or --timeout ask for workers.
-# Every other Python backend runs in a worker, so that whatever it does to its process (C exit(0),
-# os._exit, a segfault) cannot end opcase with the wrong status or without a report.
-_OWN_BACKENDS = ("reference", "lowp")
+# Every other Python backend runs in a worker: its code never shares a process with the judge.
+# mmcv is opcase's numpy emulation of mmcv's kernels (gen.mmcv), no foreign code either.
+_OWN_BACKENDS = ("reference", "lowp", "mmcv")
+# The workers' directory of a run: its name carries the run's process id (remove_stale).
+_DIR_PREFIX = "opcase-workers-"
 
 
 def runs_isolated(backend_spec: str) -> bool:
-    """Whether a backend runs in a worker process unless --in-process says otherwise."""
+    """Whether a backend's code is foreign: it runs only in worker processes, never in opcase's."""
     return backend_spec not in _OWN_BACKENDS and not backend_spec.startswith("exec:")
+
+
+def remove_stale() -> None:
+    """Remove the workers' directories of runs that are gone (SIGKILLed: none of their cleanup ran).
+
+    A directory is ``opcase-workers-PID-XXXX``; it is stale when no process PID lives any more
+    (or, rarely, another owner's process took that number: it then waits for a later run)."""
+    base = Path(tempfile.gettempdir())
+    try:
+        entries = list(base.glob(_DIR_PREFIX + "*"))
+    except OSError:
+        return
+    for entry in entries:
+        pid_text = entry.name[len(_DIR_PREFIX):].partition("-")[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid():
+            continue
+        try:
+            if entry.is_symlink() or not entry.is_dir() or entry.stat().st_uid != os.getuid():
+                continue
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            shutil.rmtree(entry, ignore_errors=True)
+        except OSError:
+            continue
+
+
+def make_run_dir() -> str:
+    return tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}-")
 
 
 class Stopped(BaseException):
@@ -119,11 +170,13 @@ def run_cases(files: list[Path], backend, backend_spec: str, options: RunOptions
     """Run every case, calling ``on_result`` as each finishes; return the results in ``files``
     order and the backend's origin.
 
-    In this process when ``backend`` is the loaded backend and neither ``jobs`` nor ``timeout`` is
-    set; otherwise in worker processes (``backend`` may be None: not loaded here), which raise
-    BackendLoadError here when the backend cannot be loaded.
+    In this process when ``backend`` is the loaded backend, it is opcase's own (runs_isolated is
+    False) and neither ``jobs`` nor ``timeout`` is set; otherwise in worker processes (``backend``
+    is not used, and may be None), which raise BackendLoadError here when the backend cannot be
+    loaded.  A foreign backend's code never runs in this process, even when loaded here.
     """
-    if backend is not None and jobs is None and timeout is None:
+    remove_stale()
+    if backend is not None and not runs_isolated(backend_spec) and jobs is None and timeout is None:
         results = []
         for path in files:
             results.append(run_guarded(path, backend, backend_spec, options))
@@ -138,10 +191,14 @@ def run_guarded(path: Path, backend, backend_spec: str, options: RunOptions) -> 
     try:
         return run_case(path, backend, backend_spec, options)
     except Exception:  # noqa: BLE001 - the backend's own exceptions are caught inside run_case
-        result = new_result(path, backend_spec, options)
-        identify_result(result)
-        result.status, result.message = ERROR, f"internal error judging this case:\n{traceback.format_exc()}"
-        return result
+        return _internal_error(path, backend_spec, options)
+
+
+def _internal_error(path, backend_spec: str, options: RunOptions) -> CaseResult:
+    result = new_result(path, backend_spec, options)
+    identify_result(result)
+    result.status, result.message = ERROR, f"internal error judging this case:\n{traceback.format_exc()}"
+    return result
 
 
 # --------------------------------------------------------------------------- worker side
@@ -167,7 +224,7 @@ def _watch_parent(lifeline) -> None:
     kill_process_group(0)
 
 
-def _worker_main(conn, lifeline, backend_spec: str, options: RunOptions, log_path: str) -> None:
+def _worker_main(jobs, results, lifeline, backend_spec: str, log_path: str) -> None:
     # A process group of its own, so that killing the group takes whatever the backend started
     # with it; SIGTERM unwinds (the exec backend then kills its command's group), then the worker
     # kills its group: no process of the backend's outlives the worker.
@@ -175,12 +232,13 @@ def _worker_main(conn, lifeline, backend_spec: str, options: RunOptions, log_pat
     signal.signal(signal.SIGTERM, _stop_worker)
     threading.Thread(target=_watch_parent, args=(lifeline,), name="opcase-lifeline", daemon=True).start()
     try:
-        _serve(conn, backend_spec, options, log_path)
+        _serve(socket.socket(fileno=os.dup(jobs.fileno())), socket.socket(fileno=os.dup(results.fileno())),
+               backend_spec, log_path)
     except _StopWorker:
         kill_process_group(0)
 
 
-def _serve(conn, backend_spec: str, options: RunOptions, log_path: str) -> None:
+def _serve(jobs: socket.socket, results: socket.socket, backend_spec: str, log_path: str) -> None:
     # Everything the backend prints goes to the log, so that it cannot garble the report and
     # so that its last words can be quoted if it dies.
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
@@ -194,50 +252,186 @@ def _serve(conn, backend_spec: str, options: RunOptions, log_path: str) -> None:
     try:
         backend = load_backend(backend_spec)
     except BackendLoadError as exc:
-        conn.send(("load-error", str(exc)))
+        channel.send(results, {"kind": "load-error", "message": channel.clip(str(exc))})
         return
-    conn.send(("ready", backend.origin))
+    channel.send(results, {"kind": "ready", "origin": channel.clip(backend.origin)})
     while True:
-        try:
-            job = conn.recv()
-        except EOFError:
-            return
+        job, fds = channel.receive(jobs)
         if job is None:
             return
-        index, path = job
         os.ftruncate(log, 0)
-        result = run_guarded(Path(path), backend, backend_spec, options)
+        if job.get("kind") == "case":
+            _case_job(backend, job, jobs, results)
+        elif job.get("kind") == "call":
+            _call_job(backend, job, fds, results)
+        elif job.get("kind") == "supports":
+            try:
+                channel.send(results, {"kind": "supports", "answer": bool(backend.supports(job["op"], job["dtype"]))})
+            except Exception as exc:  # noqa: BLE001 - a broken supports() is the backend's error
+                channel.send(results, {"kind": "supports", "answer": False,
+                                       "message": channel.clip(f"backend supports() raised {type(exc).__name__}: {exc}")})
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
         sys.stdout.flush()
         sys.stderr.flush()
-        conn.send(("done", index, result.to_json()))
+
+
+class _Outbox:
+    """Frames to opcase, each output a sealed memory file whose descriptor rides with its frame;
+    sent together at ``flush``, so that a case costs opcase one wake-up, not one per frame."""
+
+    def __init__(self, results: socket.socket):
+        self.results, self.docs, self.fds = results, [], []
+
+    def add(self, kind: str, fields: dict, outputs: dict | None = None) -> None:
+        described, fds = {}, []
+        try:
+            for name, array in (outputs or {}).items():
+                fds.append(channel.sealed(name, array))
+                described[name] = channel.describe(array)
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        self.fds += fds
+        self.docs.append({"kind": kind, **fields, "outputs": described, "fds": len(fds)})
+
+    def flush(self) -> None:
+        try:
+            channel.send(self.results, self.docs, self.fds)
+        finally:
+            for fd in self.fds:
+                os.close(fd)
+            self.docs, self.fds = [], []
+
+
+def _case_job(backend, job: dict, jobs: socket.socket, results: socket.socket) -> None:
+    """Call the backend on one case (harness.calling.call_case) and hand what it did over: the
+    judged call at once under --bitwise (each further call is compared with it as it comes),
+    else with the end of the case."""
+    outbox = _Outbox(results)
+    try:
+        case = load(job["path"], verify=False, goldens=False)
+    except CaseFileError as exc:
+        outbox.add("first", {"outcome": RAISED, "message": channel.clip(str(exc)), "seconds": 0.0})
+        outbox.add("end", {})
+        outbox.flush()
+        return
+
+    def first(called: Called) -> None:
+        outbox.add("first", {"outcome": called.outcome, "message": channel.clip(called.message),
+                             "seconds": called.seconds}, called.outputs if called.outcome == OUTPUTS else None)
+        if job["bitwise"]:
+            outbox.flush()
+
+    def compare(number: int, outputs: dict) -> str:
+        outbox.add("repeat", {"call": number}, outputs)
+        outbox.flush()
+        answer, _ = channel.receive(jobs)
+        if answer is None:
+            raise _StopWorker()
+        return str(answer.get("problem", ""))
+
+    timed = call_case(backend, case, TimingPlan(*job["timing"]), first, compare if job["bitwise"] else None)
+    outbox.add("end", {} if timed is None else {"timing": timed.timing, "problem": channel.clip(timed.problem)})
+    outbox.flush()
+
+
+def _call_job(backend, job: dict, fds: list[int], results: socket.socket) -> None:
+    """One call that opcase made up (IsolatedBackend): inputs arrive as sealed memory files."""
+    inputs = {}
+    for (name, dtype, shape), fd in zip(job["inputs"], fds):
+        mapped = channel.map_sealed(os.dup(fd), dtype, shape)
+        if isinstance(mapped, str):
+            raise SystemExit(f"input {name} {mapped}")   # opcase sent it: cannot happen
+        inputs[name] = mapped
+    request = Request(op=job["op"], params=_params_from_json(job["params"]), inputs=inputs,
+                      outputs={n: TensorInfo(tuple(shape), np.dtype(dtype), layout)
+                               for n, (dtype, shape, layout) in job["outputs"].items()},
+                      layouts=dict(job["layouts"]))
+    called = judged_call(backend, request)
+    if called.outcome == OUTPUTS:
+        problem = validate_outputs(request, called.outputs)   # a Request's outputs have shapes and dtypes too
+        if problem:
+            called = Called(RAISED, problem, called.seconds)
+    outbox = _Outbox(results)
+    outbox.add("called", {"outcome": called.outcome, "message": channel.clip(called.message),
+                          "seconds": called.seconds}, called.outputs if called.outcome == OUTPUTS else None)
+    outbox.flush()
+
+
+def _params_to_json(params: dict) -> dict:
+    """A call's params as JSON: tuples (made lists by JSON) are marked, to come back as tuples."""
+    def encode(value):
+        if isinstance(value, tuple):
+            return {"tuple": [encode(v) for v in value]}
+        if isinstance(value, list):
+            return [encode(v) for v in value]
+        if isinstance(value, np.generic):
+            return value.item()
+        return value
+    return {k: encode(v) for k, v in params.items()}
+
+
+def _params_from_json(params: dict) -> dict:
+    def decode(value):
+        if isinstance(value, dict) and set(value) == {"tuple"}:
+            return tuple(decode(v) for v in value["tuple"])
+        if isinstance(value, list):
+            return [decode(v) for v in value]
+        return value
+    return {k: decode(v) for k, v in params.items()}
 
 
 # --------------------------------------------------------------------------- parent side
 
 class _Worker:
-    def __init__(self, backend_spec: str, options: RunOptions, log_dir: str, number: int):
+    def __init__(self, backend_spec: str, log_dir: str, number: int):
         self.log_path = os.path.join(log_dir, f"worker-{number}.log")
-        self.conn, child_conn = _CONTEXT.Pipe()
+        jobs_here, jobs_there = _CONTEXT.Pipe(duplex=True)        # socket pairs: descriptors can
+        results_here, results_there = _CONTEXT.Pipe(duplex=True)  # travel with the frames
         # Never written: the worker sees it close when this process ends, however it ends.
         child_lifeline, self.lifeline = _CONTEXT.Pipe(duplex=False)
         self.process = _CONTEXT.Process(target=_worker_main,
-                                        args=(child_conn, child_lifeline, backend_spec, options, self.log_path),
+                                        args=(jobs_there, results_there, child_lifeline, backend_spec,
+                                              self.log_path),
                                         name=f"opcase-worker-{number}", daemon=True)
         self.process.start()
-        child_conn.close()
-        child_lifeline.close()
+        for end in (jobs_there, results_there, child_lifeline):
+            end.close()
+        self.jobs = socket.socket(fileno=os.dup(jobs_here.fileno()))
+        self.results = socket.socket(fileno=os.dup(results_here.fileno()))
+        jobs_here.close()
+        results_here.close()
+        self.reader = channel.FrameReader(self.results)
         self.ready = False
         self.case: int | None = None
-        self.assigned = 0.0
         self.deadline: float | None = None
         self.born = time.monotonic()
         self.stop_deadline: float | None = None
+        self.judgement: Judgement | None = None   # the case under way, judged here
+        self.settled: CaseResult | None = None     # or its result, when it cannot be judged
+        self.called: Called | None = None          # its judged call, until the timed calls end
+        # Cases sent after it, which the worker starts as soon as it is done with the one under
+        # way (no wait for this process to wake up): (index, judgement, settled).
+        self.queued: deque = deque()
+        self.assigned = 0.0   # when the case under way started (its wall time counts from there)
 
-    def assign(self, index: int, path: Path, timeout: float | None) -> None:
-        self.case = index
-        self.assigned = time.monotonic()
-        self.deadline = time.monotonic() + timeout if timeout else None
-        self.conn.send((index, str(path)))
+    def send(self, doc: dict, fds=()) -> None:
+        channel.send(self.jobs, doc, fds)
+
+    def frames(self) -> list[dict]:
+        """Whole frames that arrived (ChannelError: the channel carries no frames of ours)."""
+        return self.reader.read()
+
+    def wake_up(self) -> float | None:
+        """When this worker needs looking at, whatever it sends: its case's deadline, the end of
+        its loading time, the deadline of a frame half arrived."""
+        limits = [self.deadline, self.reader.deadline()]
+        if not self.ready:
+            limits.append(self.born + _STARTUP_ALLOWANCE_S)
+        return min((t for t in limits if t is not None), default=None)
 
     def output_tail(self) -> str:
         try:
@@ -288,37 +482,85 @@ class _Worker:
         if self.process.is_alive():
             self.process.kill()   # before it made its own group
         self.process.join(5)
-        self.conn.close()
-        self.lifeline.close()
+        self.reader.close()
+        for end in (self.jobs, self.results, self.lifeline):
+            end.close()
 
     def stop(self) -> None:
-        try:
-            self.conn.send(None)
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            self.jobs.shutdown(socket.SHUT_WR)   # end of jobs: the worker returns
         self.process.join(5)
         self.kill()
 
 
+def _map_outputs(worker: _Worker, frame: dict, wanted: dict) -> dict | str:
+    """The outputs a frame hands over, mapped read-only: ``wanted`` is name -> (dtype, shape) of
+    what the case asks for.  A str says why they are unusable (the case is then an error)."""
+    described = frame.get("outputs")
+    fds = worker.reader.take_fds(frame.get("fds", 0) if isinstance(frame.get("fds"), int) else -1)
+    if not isinstance(described, dict) or list(described) != list(wanted)[:len(described)] \
+            or len(fds) != len(described):
+        for fd in fds:
+            os.close(fd)
+        if isinstance(described, dict) and set(described) - set(wanted):
+            return f"backend returned outputs it was not asked for: {sorted(set(described) - set(wanted))}"
+        return "the worker handed over other outputs than the case asks for"
+    outputs, problem = {}, ""
+    for (name, (dtype, shape)), fd in zip(wanted.items(), fds):
+        if problem:
+            os.close(fd)
+            continue
+        mapped = channel.map_sealed(fd, dtype, shape)
+        if isinstance(mapped, str):
+            problem = f"output '{name}' as handed over {mapped}"
+        else:
+            outputs[name] = mapped
+    return problem or outputs
+
+
+def _called(worker: _Worker, frame: dict, wanted: dict) -> Called:
+    """A frame of a judged call as harness.calling.Called, its outputs mapped here."""
+    outcome, message, seconds = frame.get("outcome"), frame.get("message", ""), frame.get("seconds", 0.0)
+    if outcome not in OUTCOMES or not isinstance(message, str) or not isinstance(seconds, (int, float)):
+        raise ChannelError("a frame of the call is malformed")
+    called = Called(outcome, message, float(seconds))
+    if outcome == OUTPUTS and wanted:
+        mapped = _map_outputs(worker, frame, wanted)
+        if isinstance(mapped, str):
+            return Called("invalid", mapped, float(seconds))
+        called.outputs = mapped
+    else:
+        for fd in worker.reader.take_fds(frame.get("fds", 0) if isinstance(frame.get("fds"), int) else -1):
+            os.close(fd)
+    return called
+
+
 class _Pool:
-    def __init__(self, files, backend_spec, options, jobs, timeout, on_result):
-        self.files, self.backend_spec, self.options = list(files), backend_spec, options
+    def __init__(self, files, backend_spec, options: RunOptions, jobs, timeout, on_result):
+        # Absolute: a backend that changes its worker's directory must not change which file it reads.
+        self.files = [Path(f).absolute() for f in files]
+        self.shown = list(files)   # as the user named them, for the results
+        self.backend_spec, self.options = backend_spec, options
         self.jobs, self.timeout, self.on_result = jobs, timeout, on_result
         self.results: list[CaseResult | None] = [None] * len(self.files)
         self.pending = deque(range(len(self.files)))
         self.workers: list[_Worker] = []
+        self.judging: deque = deque()   # (index, judgement, called, timed) whose calls are over
         self.spawned = 0
         self.load_error = ""
         self.origin = ""
 
     def run(self) -> list[CaseResult]:
-        log_dir = tempfile.mkdtemp(prefix="opcase-workers-")
+        log_dir = make_run_dir()
         try:
             self._staff(log_dir)
             self._load_first()
-            while self.pending or self._busy():
+            while self.pending or self._busy() or self.judging:
                 self._staff(log_dir)
                 self._dispatch()
+                if self.judging:
+                    self._judge_one()   # while the workers call the next cases
+                    continue
                 self._wait()
             for worker in self.workers:
                 worker.stop()
@@ -336,22 +578,28 @@ class _Pool:
         its worker while loading, raises BackendLoadError before any case is given out."""
         first = self.workers[0]
         give_up = first.born + _STARTUP_ALLOWANCE_S + (self.timeout or 0.0)
-        while True:
+        while not first.ready:
+            wait([first.results, first.process.sentinel], max(0.0, min(give_up, first.wake_up() or give_up)
+                                                               - time.monotonic()))
             try:
-                if first.conn.poll(max(0.0, give_up - time.monotonic())):
-                    kind, detail = first.conn.recv()
-                    if kind == "ready":
-                        first.ready, self.origin = True, detail
-                        return
-                    raise BackendLoadError(detail)
-            except (EOFError, OSError):
-                first.process.join(5)   # it died; the exit code says how
-            if first.process.exitcode is not None or time.monotonic() >= give_up:
+                for frame in first.frames():
+                    if frame.get("kind") == "ready":
+                        first.ready, self.origin = True, str(frame.get("origin", ""))
+                    elif frame.get("kind") == "load-error":
+                        raise BackendLoadError(str(frame.get("message", "")))
+            except ChannelError as exc:
+                raise BackendLoadError(f"backend {self.backend_spec!r} cannot be loaded: its worker's channel "
+                                       f"broke while loading it ({exc})") from None
+            if first.ready:
+                return
+            if first.process.exitcode is not None and first.reader.closed or time.monotonic() >= give_up:
+                first.process.join(5)
                 why = (f"its worker process {first.exit_description()}" if first.process.exitcode is not None
                        else f"its worker process did not load it in {give_up - first.born:g} s")
-                # One line, as every load error; what the backend printed shows in process.
+                # One line, as every load error; what it printed is in the worker's log.
+                tail = first.output_tail()
                 raise BackendLoadError(f"backend {self.backend_spec!r} cannot be loaded: {why} while loading it"
-                                       + ("; --in-process shows its output" if first.output_tail() else ""))
+                                       + (f"; its last output: {tail.splitlines()[-1][:200]}" if tail else ""))
 
     def _busy(self) -> int:
         return sum(w.case is not None for w in self.workers)
@@ -364,41 +612,78 @@ class _Pool:
         # At least one, to load the backend even when there is no case to run.
         while len(self.workers) < max(min(self.jobs, len(self.pending) + self._busy()), not self.spawned):
             self.spawned += 1
-            self.workers.append(_Worker(self.backend_spec, self.options, log_dir, self.spawned))
+            self.workers.append(_Worker(self.backend_spec, log_dir, self.spawned))
 
     def _dispatch(self) -> None:
+        # One case under way and, unless --bitwise (whose worker waits for answers on its channel)
+        # or --timeout (whose clock starts when a case does), the next one queued in its channel.
+        # A second case is queued only once every worker has one (a worker still starting gets its own).
+        deepest = 1 if self.options.bitwise or self.timeout else 2
+        for depth in range(1, deepest + 1):
+            if depth > 1 and not all(w.ready and w.case is not None for w in self.workers):
+                return
+            self._give_out(depth)
+
+    def _give_out(self, depth: int) -> None:
         for worker in self.workers:
-            if worker.ready and worker.case is None and self.pending:
+            while worker.ready and self.pending and (worker.case is not None) + len(worker.queued) < depth:
                 index = self.pending.popleft()
-                worker.assign(index, self.files[index], self.timeout)
+                worker.send({"kind": "case", "path": str(self.files[index]), "bitwise": self.options.bitwise,
+                             "timing": [self.options.timing.repeat, self.options.timing.warmup]})
+                # The worker starts on the case at once (or after the one under way); this process
+                # reads it meanwhile.
+                worker.queued.append((index, *self._judgement(index)))
+                if worker.case is None:
+                    self._start_next(worker)
+
+    def _start_next(self, worker: _Worker) -> None:
+        """The worker's next queued case is now the one under way."""
+        worker.case, worker.judgement, worker.settled = worker.queued.popleft()
+        worker.called = None
+        worker.assigned = time.monotonic()
+        worker.deadline = worker.assigned + self.timeout if self.timeout else None
+
+    def _judgement(self, index: int) -> tuple[Judgement | None, CaseResult | None]:
+        """The case's Judgement, or its result already when it cannot be judged (the worker's
+        frames for it are then read and dropped)."""
+        result = new_result(self.shown[index], self.backend_spec, self.options)
+        try:
+            case = load(self.files[index])
+        except CaseFileError as exc:
+            result.status, result.message, result.name = ERROR, str(exc), Path(self.files[index]).name
+            return None, result
+        except Exception:  # noqa: BLE001 - the harness's own failure costs only this case
+            return None, _internal_error(self.shown[index], self.backend_spec, self.options)
+        judgement = Judgement(case, result, self.options)
+        return (None, result) if judgement.refusal else (judgement, None)
 
     def _wait(self) -> None:
         if not self.workers:
             return
-        now = time.monotonic()
-        limits = [w.deadline if w.ready else w.born + _STARTUP_ALLOWANCE_S + (self.timeout or 0.0)
-                  for w in self.workers if w.deadline is not None or not w.ready]
-        wait([w.conn for w in self.workers] + [w.process.sentinel for w in self.workers],
-             max(0.0, min(limits) - now) if limits else None)
+        limits = [t for t in (w.wake_up() for w in self.workers) if t is not None]
+        wait([w.results for w in self.workers] + [w.process.sentinel for w in self.workers],
+             max(0.0, min(limits) - time.monotonic()) if limits else None)
         for worker in list(self.workers):
             self._service(worker)
 
     def _service(self, worker: _Worker) -> None:
         try:
-            while worker.conn.poll():
-                message = worker.conn.recv()
-                if message[0] == "ready":
-                    worker.ready, self.origin = True, message[1]
-                elif message[0] == "load-error":
-                    self.load_error = message[1]
-                else:
-                    _, index, doc = message
-                    worker.case = worker.deadline = None
-                    self._finish(index, CaseResult.from_json(doc))
-        except (EOFError, OSError):
-            pass   # it died; the exit code says how
+            for frame in worker.frames():
+                self._take(worker, frame)
+        except ChannelError as exc:
+            self._retire(worker, f"the worker's channel broke ({exc}): the backend wrote to it, or the worker "
+                                 f"failed; worker replaced")
+            return
+        except Exception:  # noqa: BLE001 - the harness's own failure costs only this case
+            index = worker.case
+            worker.case = None
+            self._retire(worker, "")
+            if index is not None:
+                self._finish(index, _internal_error(self.shown[index], self.backend_spec, self.options))
+            return
         now = time.monotonic()
-        if worker.process.exitcode is not None or self.load_error and not worker.ready:
+        if worker.process.exitcode is not None or worker.reader.closed or self.load_error and not worker.ready:
+            worker.process.join(1)
             self._retire(worker, f"worker {worker.exit_description()}")
         elif worker.deadline is not None and now >= worker.deadline:
             worker.dump_stacks()
@@ -406,11 +691,78 @@ class _Pool:
         elif not worker.ready and now >= worker.born + _STARTUP_ALLOWANCE_S + (self.timeout or 0.0):
             self._retire(worker, "worker did not finish loading the backend in time; killed")
 
+    def _take(self, worker: _Worker, frame: dict) -> None:
+        """One frame from a worker: what its case's calls did."""
+        kind = frame.get("kind")
+        if kind == "ready" and not worker.ready:
+            worker.ready, self.origin = True, str(frame.get("origin", ""))
+            return
+        if kind == "load-error" and not worker.ready:
+            self.load_error = str(frame.get("message", ""))
+            return
+        judgement = worker.judgement
+        if worker.case is None or kind not in ("first", "repeat", "end") \
+                or (kind == "first") != (worker.called is None):
+            raise ChannelError(f"a frame of kind {str(kind)[:40]!r} came out of turn")
+        if judgement is None:   # a case that cannot be judged: its frames are dropped
+            fds = frame.get("fds", 0)
+            for fd in worker.reader.take_fds(fds if isinstance(fds, int) else -1):
+                os.close(fd)
+            if kind == "first":
+                worker.called = Called(RAISED)
+            elif kind == "repeat":
+                worker.send({"kind": "go", "problem": "not judged"})
+            else:
+                self._finish(worker.case, worker.settled)
+                worker.case = worker.deadline = worker.settled = worker.called = None
+                if worker.queued:
+                    self._start_next(worker)
+            return
+        wanted = {name: (t.dtype, t.shape) for name, t in judgement.case.outputs.items()}
+        if kind == "first":
+            worker.called = _called(worker, frame, wanted if judgement.case.expect == "ok" else {})
+            if self.options.bitwise:   # repeats are compared with the judged call: judge it now
+                judgement.first(worker.called, copy_outputs=False)
+        elif kind == "repeat":
+            if judgement.check is None and self.options.bitwise and judgement.goes_on():
+                raise ChannelError("repeated calls came before the judged call was judged")
+            mapped = _map_outputs(worker, frame, wanted)
+            number = frame.get("call")
+            problem = mapped if isinstance(mapped, str) else judgement.repeat(
+                number if isinstance(number, int) else 0, mapped)
+            del mapped
+            worker.send({"kind": "go", "problem": problem})
+        else:
+            timing, problem = frame.get("timing"), frame.get("problem", "")
+            timed = None
+            if "timing" in frame or "problem" in frame:
+                if not (timing is None or _is_timing(timing)) or not isinstance(problem, str) \
+                        or (timing is None and not problem):
+                    raise ChannelError("the timed calls' frame is malformed")
+                timed = Timed(timing, problem)
+            self.judging.append((worker.case, judgement, worker.called, timed, worker.assigned))
+            worker.case = worker.deadline = worker.judgement = worker.called = None
+            if worker.queued:
+                self._start_next(worker)
+
+    def _judge_one(self) -> None:
+        index, judgement, called, timed, started = self.judging.popleft()
+        try:
+            if not self.options.bitwise:
+                judgement.first(called, copy_outputs=False)
+            result = judgement.end(timed)
+        except Exception:  # noqa: BLE001 - the harness's own failure costs only this case
+            result = _internal_error(self.shown[index], self.backend_spec, self.options)
+        result.wall_seconds = time.monotonic() - started
+        self._finish(index, result)
+
     def _retire(self, worker: _Worker, why: str) -> None:
         """Kill a worker and charge its case (or, if it never got going, the next one) with ``why``."""
         worker.kill()
         self.workers.remove(worker)
-        if self.load_error:
+        while worker.queued:   # sent, never started: another worker takes them
+            self.pending.appendleft(worker.queued.pop()[0])
+        if self.load_error or not why:
             return
         index = worker.case
         if index is None and not worker.ready and self.pending:
@@ -420,6 +772,9 @@ class _Pool:
             why = f"{why} while loading the backend"
         if index is None:
             return
+        if worker.settled is not None:   # it could not be judged anyway: say why
+            self._finish(index, worker.settled)
+            return
         tail = worker.output_tail()
         # The case's wall time: from when the worker got it (or was started, for one it died loading).
         since = worker.assigned if worker.case is not None else worker.born
@@ -427,7 +782,7 @@ class _Pool:
                     time.monotonic() - since)
 
     def _error(self, index: int, message: str, wall_seconds: float = 0.0) -> None:
-        result = new_result(self.files[index], self.backend_spec, self.options)
+        result = new_result(self.shown[index], self.backend_spec, self.options)
         identify_result(result)
         result.status, result.message, result.wall_seconds = ERROR, message, wall_seconds
         self._finish(index, result)
@@ -435,6 +790,13 @@ class _Pool:
     def _finish(self, index: int, result: CaseResult) -> None:
         self.results[index] = result
         self.on_result(result)
+
+
+def _is_timing(doc) -> bool:
+    """Whether a frame's timing has the form of gen.core.timing.summarize()."""
+    numbers = ("median_us", "min_us", "max_us", "spread_pct")
+    return isinstance(doc, dict) and all(isinstance(doc.get(k), (int, float)) and np.isfinite(doc[k])
+                                         and doc[k] >= 0 for k in numbers)
 
 
 def identify_result(result: CaseResult) -> None:
@@ -445,3 +807,159 @@ def identify_result(result: CaseResult) -> None:
         result.descriptor = describe(msg.op, msg.suite, msg.name, msg.seed, msg.note)
     except CaseFileError:
         result.name = Path(result.path).name
+
+
+# --------------------------------------------------------------------------- single calls
+
+class BackendFailed(Exception):
+    """A foreign backend's worker died, hung past its timeout, or broke the channel during a call."""
+
+
+class IsolatedBackend:
+    """A foreign backend, called one request at a time in a worker process (as `opcase run` runs
+    it): for the commands that make calls of their own (power's mutants, gen's and import's
+    dynamic thresholds).  ``run`` returns the outputs as read-only arrays mapped from the sealed
+    memory the worker hands over, after checking them against the shapes and dtypes the request
+    asks for; the backend's InvalidArgument comes back as InvalidArgument, anything else it
+    raises, and a worker that dies or exceeds ``timeout``, as BackendFailed.  A fresh worker
+    takes the next call.  ``close`` ends the worker and removes its directory."""
+
+    def __init__(self, backend_spec: str, timeout: float | None = None):
+        self.spec, self.timeout = backend_spec, timeout
+        self.name, self.origin, self.measures_time = backend_spec, "", False
+        self.worker: _Worker | None = None
+        self.spawned = 0
+        self.log_dir = make_run_dir()
+        self._finalizer = multiprocessing.util.Finalize(self, _close_isolated, (self,), exitpriority=10)
+        self._start()   # BackendLoadError now, as load_backend would
+
+    def backend(self) -> Backend:
+        return Backend(name=self.spec, origin=self.origin, run=self.run, supports=self.supports)
+
+    def supports(self, op: str, dtype: str) -> bool:
+        """The backend's own supports(), asked in its worker (its exception comes back as BackendFailed)."""
+        frame = self._ask({"kind": "supports", "op": op, "dtype": dtype}, ())
+        if frame.get("kind") != "supports" or not isinstance(frame.get("answer"), bool):
+            self._fail("its worker sent frames out of turn; worker replaced")
+        if frame.get("message"):
+            raise BackendFailed(str(frame["message"]))
+        return frame["answer"]
+
+    def _start(self) -> _Worker:
+        if self.worker is None:
+            self.spawned += 1
+            worker = _Worker(self.spec, self.log_dir, self.spawned)
+            give_up = worker.born + _STARTUP_ALLOWANCE_S
+            while not worker.ready:
+                wait([worker.results, worker.process.sentinel], max(0.0, give_up - time.monotonic()))
+                try:
+                    for frame in worker.frames():
+                        if frame.get("kind") == "ready":
+                            worker.ready, self.origin = True, str(frame.get("origin", ""))
+                        elif frame.get("kind") == "load-error":
+                            worker.kill()
+                            raise BackendLoadError(str(frame.get("message", "")))
+                except ChannelError as exc:
+                    worker.kill()
+                    raise BackendLoadError(f"backend {self.spec!r} cannot be loaded: its worker's channel broke "
+                                           f"({exc})") from None
+                if not worker.ready and (worker.reader.closed or time.monotonic() >= give_up):
+                    worker.kill()
+                    raise BackendLoadError(f"backend {self.spec!r} cannot be loaded: its worker process "
+                                           f"{worker.exit_description()} while loading it")
+            self.worker = worker
+        return self.worker
+
+    def run(self, request: Request) -> dict:
+        fds = []
+        try:
+            inputs = []
+            for name, array in request.inputs.items():
+                fds.append(channel.sealed(name, array))
+                inputs.append([name, np.asarray(array).dtype.str, [int(n) for n in np.shape(array)]])
+            frame = self._ask({"kind": "call", "op": request.op, "params": _params_to_json(request.params),
+                               "inputs": inputs, "layouts": dict(request.layouts),
+                               "outputs": {n: [np.dtype(o.dtype).str, [int(d) for d in o.shape], o.layout]
+                                           for n, o in request.outputs.items()}}, fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        if frame.get("kind") != "called":
+            self._fail("its worker sent frames out of turn; worker replaced")
+        wanted = {n: (o.dtype, o.shape) for n, o in request.outputs.items()}
+        try:
+            called = _called(self.worker, frame, wanted)
+        except ChannelError as exc:
+            self._fail(f"its worker's channel broke ({exc}); worker replaced")
+        if called.outcome == REJECTED:
+            raise InvalidArgument(called.message)
+        if called.outcome != OUTPUTS:
+            raise BackendFailed(called.message)
+        return called.outputs
+
+    def _ask(self, job: dict, fds) -> dict:
+        """Send one job, wait (at most the timeout) for its one frame."""
+        worker = self._start()
+        try:
+            worker.send(job, fds)
+        except OSError as exc:
+            # It may have died on this very job already (it can read the job before the whole of it is sent).
+            worker.process.join(1)
+            self._fail(f"worker {worker.exit_description()}" if worker.process.exitcode is not None
+                       else f"cannot reach its worker ({exc})")
+        deadline = time.monotonic() + self.timeout if self.timeout else None
+        while True:
+            limits = [t for t in (deadline, worker.reader.deadline()) if t is not None]
+            wait([worker.results, worker.process.sentinel], max(0.0, min(limits) - time.monotonic()) if limits else None)
+            try:
+                frames = worker.frames()
+            except ChannelError as exc:
+                self._fail(f"its worker's channel broke ({exc}); worker replaced")
+            if frames:
+                break
+            if worker.reader.closed or worker.process.exitcode is not None:
+                worker.process.join(1)
+                self._fail(f"worker {worker.exit_description()}")
+            if deadline is not None and time.monotonic() >= deadline:
+                worker.dump_stacks()
+                self._fail(f"timed out after {self.timeout:g} s (--timeout); worker killed")
+        if len(frames) > 1:
+            self._fail("its worker sent frames out of turn; worker replaced")
+        return frames[0]
+
+    def _fail(self, why: str):
+        tail = self.worker.output_tail() if self.worker is not None else ""
+        self._drop()
+        raise BackendFailed(f"backend {self.spec}: {why}" + (f"\noutput of the worker before it ended:\n{tail}"
+                                                              if tail else ""))
+
+    def _drop(self) -> None:
+        if self.worker is not None:
+            self.worker.kill()
+            self.worker = None
+
+    def close(self) -> None:
+        self._finalizer()
+
+
+def _close_isolated(isolated: IsolatedBackend) -> None:
+    if isolated.worker is not None:
+        isolated.worker.stop()
+        isolated.worker = None
+    shutil.rmtree(isolated.log_dir, ignore_errors=True)
+
+
+def load_apart(backend_spec: str, timeout: float | None = None) -> Backend:
+    """load_backend for the commands that call a backend themselves: opcase's own backends load
+    here, any other runs in a worker process (IsolatedBackend)."""
+    if not runs_isolated(backend_spec):
+        return load_backend(backend_spec)
+    return IsolatedBackend(backend_spec, timeout).backend()
+
+
+def check_loads(backend_spec: str, timeout: float | None = None) -> None:
+    """BackendLoadError now if ``backend_spec`` cannot be loaded (where load_apart would load it)."""
+    if runs_isolated(backend_spec):
+        IsolatedBackend(backend_spec, timeout).close()
+    else:
+        load_backend(backend_spec)

@@ -144,14 +144,30 @@ def test_a_backend_that_exits_while_loading_cannot_be_loaded(tmp_path, marker):
                   marker, tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.splitlines() == ["Error: backend 'exits_while_loading:run' cannot be loaded: its worker "
-                                        "process exited with status 0 while loading it; --in-process shows its output"]
+                                        "process exited with status 0 while loading it; its last output: "
+                                        "initialising the device"]
     assert_marked_incomplete(report, junit)
 
 
-def test_in_process_a_backend_can_end_the_run_but_its_results_say_so_and_are_refused(tmp_path, marker):
+def test_a_foreign_backend_cannot_run_in_the_judges_process():
+    """--in-process is gone: the code being judged never shares a process with the judge."""
+    result = run_cli(ONE_CASE, "--backend", "ending_backends:c_exit_0", "--in-process")
+    assert result.exit_code == 2 and "No such option '--in-process'" in result.output
+
+
+def test_a_killed_run_leaves_results_that_are_refused_and_a_directory_the_next_run_removes(tmp_path, marker):
+    """SIGKILL runs no cleanup: the results files say the run did not finish, and its workers'
+    directory goes at the next run, whatever backend that one runs."""
     report, junit = stale_results(tmp_path)
-    opcase(["run", ONE_CASE, "--backend", "ending_backends:c_exit_0", "--in-process", "--json", report,
-            "--junit", junit], marker, tmp_path)
+    with start(["run", ONE_CASE, "--backend", "ending_backends:starts_helper_and_hangs", "--json", report,
+                "--junit", junit], marker, tmp_path) as proc:
+        give_up = time.monotonic() + 60
+        while not list(tmp_path.glob("opcase-workers-*/worker-1.log")) and time.monotonic() < give_up:
+            time.sleep(0.1)
+        time.sleep(1.0)
+        proc.kill()
+        proc.wait(30)
+    assert list(tmp_path.glob("opcase-workers-*"))
     assert_marked_incomplete(report, junit)
     for args in (["baseline", "update", report, "-o", tmp_path / "baseline.json"],
                  ["run", "--rerun-failed", report, "--backend", "reference"]):
@@ -160,6 +176,13 @@ def test_in_process_a_backend_can_end_the_run_but_its_results_say_so_and_are_ref
         assert done.stderr.splitlines() == [f"Error: {'--rerun-failed: ' if args[0] == 'run' else ''}{report}: "
                                             f"the run that wrote these results did not finish; run it again"]
     assert not (tmp_path / "baseline.json").exists()
+    done = opcase(["run", ONE_CASE, "--backend", "reference"], marker, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert list(tmp_path.glob("opcase-workers-*")) == []
+    give_up = time.monotonic() + 10
+    while leftovers(marker) and time.monotonic() < give_up:   # the workers follow their parent
+        time.sleep(0.1)
+    assert leftovers(marker) == []
 
 
 def test_a_finished_run_replaces_stale_results_with_complete_ones(tmp_path, marker):
@@ -259,14 +282,6 @@ def test_sigterm_to_gen_jobs_stops_it_without_leftovers(tmp_path, marker):
     assert stderr.splitlines()[-1:] == ["opcase gen: stopped by SIGTERM before it finished"]
     written = [p.name for p in out.rglob("*") if p.is_file()]
     assert written and not [name for name in written if name.endswith(".tmp")]   # no partial file
-
-
-def test_in_process_with_workers_is_a_usage_error():
-    for workers in (["--jobs", "2"], ["--timeout", "5"]):
-        result = run_cli(ONE_CASE, "--backend", "ending_backends:c_exit_0", "--in-process", *workers)
-        assert result.exit_code == 2
-        assert result.output.splitlines() == ["Error: --in-process cannot be combined with --jobs or --timeout, "
-                                              "which run the backend in workers"]
 
 
 def test_killing_a_command_does_not_wait_on_a_lock_a_signal_left_taken():

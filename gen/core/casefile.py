@@ -411,7 +411,7 @@ def _read_sidecar(case_path: Path, t: pb.Tensor, dtype: np.dtype, shape: tuple[i
     return array
 
 
-def _tensor_from_pb(case_path: Path, t: pb.Tensor, verify: bool) -> Tensor:
+def _tensor_from_pb(case_path: Path, t: pb.Tensor, verify: bool, with_data: bool = True) -> Tensor:
     where = f"{case_path}: tensor {t.name!r}"
     dtype = _dtype_of(t.dtype, where)
     shape = tuple(int(s) for s in t.shape)
@@ -420,7 +420,7 @@ def _tensor_from_pb(case_path: Path, t: pb.Tensor, verify: bool) -> Tensor:
     if math.prod(s for s in shape if s) * dtype.itemsize >= 2**63:
         # numpy refuses such a shape even with no elements (a zero dimension among huge ones)
         raise CaseFileError(f"{where}: shape {list(shape)} is too large for any array")
-    storage = t.WhichOneof("storage")
+    storage = t.WhichOneof("storage") if with_data else None
     data = None
     if storage == "data":
         expected = element_count(shape) * dtype.itemsize
@@ -457,7 +457,7 @@ def read_envelope(path: Path) -> pb.Case:
     return msg
 
 
-def from_proto(msg: pb.Case, path: Path, verify: bool = True) -> Case:
+def from_proto(msg: pb.Case, path: Path, verify: bool = True, goldens: bool = True) -> Case:
     if msg.expect not in (pb.OK, pb.REJECTED):
         raise CaseFileError(f"{path}: case states no expected outcome")
     # These names become parts of paths (export, reports, REPRO lines): plain ones only.
@@ -477,7 +477,7 @@ def from_proto(msg: pb.Case, path: Path, verify: bool = True) -> Case:
         op=msg.op, suite=msg.suite, name=msg.name,
         params={k: _value_from_pb(v) for k, v in sorted(msg.params.items())},
         inputs={t.name: _tensor_from_pb(path, t, verify) for t in msg.inputs},
-        outputs={t.name: _tensor_from_pb(path, t, verify) for t in msg.outputs},
+        outputs={t.name: _tensor_from_pb(path, t, verify, goldens) for t in msg.outputs},
         criteria=criteria, informative=informative,
         not_compared=tuple(crit.output for crit in msg.criteria if crit.not_compared),
         expect="ok" if msg.expect == pb.OK else "rejected",
@@ -506,13 +506,15 @@ def _check_complete(case: Case, path: Path) -> None:
         raise CaseFileError(f"{path}: not_compared names no output of the case: {strangers}")
 
 
-def load(path: str | os.PathLike, verify: bool = True) -> Case:
+def load(path: str | os.PathLike, verify: bool = True, goldens: bool = True) -> Case:
     """Read a case; raise CaseFileError for anything that does not check out.
 
-    ``verify`` re-hashes sidecars: set it False only for data you have just written.
+    ``verify`` re-hashes sidecars: set it False only for data you have just written, or read
+    again.  ``goldens`` False leaves every output's data None (its shape and dtype stay): what
+    a process that only calls a backend reads (harness.workers), never the answers.
     """
     path = Path(path)
-    return from_proto(read_envelope(path), path, verify)
+    return from_proto(read_envelope(path), path, verify, goldens)
 
 
 def drop_pages(array, upto_element: int | None = None, from_element: int = 0) -> None:

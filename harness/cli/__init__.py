@@ -192,6 +192,9 @@ def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="Generate cases in N worker processes (default 1).")
 @click.option("--device", default=None, help="Device for a torch --baseline: cpu, cuda, ...")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Seconds each call of a --baseline backend other than opcase's own may take (it runs in a "
+                   "worker process, as `opcase run` runs it); over it, generation stops with an error.")
 @click.option("--case", "descriptor", default=None,
               help="Write just the case of this one-line descriptor (as REPRO's CASE line and `opcase shrink` "
                    "print it), byte for byte; SPECS optional (default: the installed spec of its op).")
@@ -200,8 +203,8 @@ def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
               help="List each case skipped over --max-size (else one line per kernel).")
 @_executor_options
 @_exits_on_signals
-def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, out_dir, descriptor, executor,
-        address, resources_text, verbose=False):
+def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, timeout, out_dir, descriptor,
+        executor, address, resources_text, verbose=False):
     """Generate suites of cases from operator SPECS (YAML) into OUT.
 
     A case already in OUT whole (its checksum holds) from the same spec version, suite, seed and
@@ -213,8 +216,8 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     from gen.generate import (GenerationError, builds_in_memory, case_path, foreign_case,  # lazily: fast --help
                               plan_suite, total_bytes, written_whole)
     from gen.jobs import Task, write_all  # lazily: fast --help
-    from harness.backends import load_backend  # lazily: fast --help
     from harness.report import Heartbeat  # lazily: fast --help
+    from harness.workers import check_loads, load_apart  # lazily: fast --help
     if descriptor is not None:
         source = click.get_current_context().get_parameter_source
         given = [option for option, name in (("--suite", "suite_text"), ("--count", "count"), ("--seed", "seed"),
@@ -222,7 +225,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
                  if source(name) != click.core.ParameterSource.DEFAULT]
         if given:
             raise InputError(f"--case makes the one case its descriptor names: it takes no {', '.join(given)}")
-        _gen_described(descriptor, specs, baseline, device, out_dir)
+        _gen_described(descriptor, specs, baseline, device, out_dir, timeout)
         return
     if not specs:
         raise InputError("give operator SPECS (YAML), or --case DESCRIPTOR")
@@ -237,12 +240,14 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     except re.error as exc:
         raise InputError(f"--select: bad regular expression: {exc}") from None
     tasks, skipped, counts, needed, kept = [], [], {}, 0, 0
+    # A baseline other than opcase's own runs in a worker process: gen never runs its code.
+    loader = functools.partial(load_apart, timeout=timeout)
     try:
         baseline = _baseline_on_device(baseline, device)
         for spec in [load_spec(p) for p in specs]:
             _refuse_foreign_cases(foreign_case(Path(out_dir), spec), out_dir, spec)
             if spec.criteria.mode == "dynamic":
-                load_backend(baseline or spec.criteria.baseline)       # fail early on a bad --baseline
+                check_loads(baseline or spec.criteria.baseline, timeout)   # fail early on a bad --baseline
             for suite in suites:
                 counts.setdefault(spec.op, {})[suite] = 0
                 for index, plan in enumerate(plan_suite(spec, suite, count, seed)):
@@ -261,7 +266,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
                     if builds_in_memory(spec, plan):
                         _refuse_over_memory(size, f"{spec.op}/{suite}/{plan.name}")
                     tasks.append(Task(str(spec.path), spec.op, suite, plan.name, index, count, seed, baseline,
-                                      str(path), load_backend))
+                                      str(path), loader))
     except (SpecError, GenerationError, BackendLoadError) as exc:
         raise InputError(str(exc)) from None
     _refuse_over_free_space(needed, out_dir)
@@ -343,19 +348,20 @@ def _baseline_on_device(baseline: str | None, device: str | None) -> str | None:
     return with_device(baseline, device)
 
 
-def _gen_described(descriptor: str, specs, baseline, device, out_dir) -> None:
+def _gen_described(descriptor: str, specs, baseline, device, out_dir, timeout=None) -> None:
     """`opcase gen --case`: write the one case of ``descriptor``."""
     from gen.core.backend import BackendLoadError  # lazily: fast --help
     from gen.core.descriptor import DescriptorError  # lazily: fast --help
     from gen.core.spec import SpecError  # lazily: fast --help
     from gen.descriptor import write_described  # lazily: fast --help
     from gen.generate import GenerationError  # lazily: fast --help
-    from harness.backends import load_backend  # lazily: fast --help
+    from harness.workers import load_apart  # lazily: fast --help
 
     _check_writable("-o", out_dir, directory=True)
     try:
         baseline = _baseline_on_device(baseline, device)
-        path = write_described(descriptor, Path(out_dir), load_backend, baseline, specs)
+        path = write_described(descriptor, Path(out_dir), functools.partial(load_apart, timeout=timeout), baseline,
+                               specs)
     except (DescriptorError, SpecError, GenerationError, BackendLoadError) as exc:
         raise InputError(str(exc)) from None
     except OSError as exc:
@@ -517,9 +523,6 @@ def _warn_mixed_versions(files) -> None:
 @click.option("--allow-empty", is_flag=True,
               help="Exit 0, not 5, when no case is judged (none selected, e.g. an empty --shard, or every "
                    "one skipped or mistrusted).")
-@click.option("--in-process", "in_process", is_flag=True,
-              help="Run a Python backend in this process rather than in a worker (faster start; but a backend "
-                   "that ends the process, e.g. by exit(0), then ends the run with its exit status).")
 @click.option("-v", "--verbose", is_flag=True, help="Show details for passing cases too.")
 @click.option("-q", "--quiet", is_flag=True,
               help="Leave out passing cases (skipped ones stay counted; failures, the summary and the list of "
@@ -531,7 +534,7 @@ def _warn_mixed_versions(files) -> None:
 @_exits_on_signals
 def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmup, bitwise, html_path, profile_path, jobs,
         device, timeout, shard_text, filter_text, exclude_text, rerun_failed, exitfirst, maxfail, allow_empty,
-        in_process, verbose, quiet, explain_failures, executor, address, resources_text):
+        verbose, quiet, explain_failures, executor, address, resources_text):
     """Run a backend on every case under PATHS and judge its outputs.
 
     \b
@@ -542,7 +545,8 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     skipped or mistrusted; --allow-empty makes that 0); 130 interrupted (Ctrl-C); 128+N stopped
     by signal N (SIGTERM, SIGHUP).  Interrupted or stopped, it prints the partial summary and
     leaves --json and --junit saying that the run did not finish.
-    Python backends other than reference and lowp run in a worker process unless --in-process.
+    Python backends other than opcase's own run only in worker processes, which call them;
+    this process judges what they return, and never runs their code.
     """
     from gen.core.backend import BackendLoadError  # lazily: fast --help
     from gen.core.casefile import atomic_write  # lazily: fast --help
@@ -594,8 +598,6 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
         click.get_current_context().call_on_close(
             lambda: os.environ.pop(TIMEOUT_ENV, None) if previous is None else os.environ.update({TIMEOUT_ENV: previous}))
         pool_timeout = None
-    if in_process and (jobs is not None or pool_timeout is not None):
-        raise InputError("--in-process cannot be combined with --jobs or --timeout, which run the backend in workers")
     try:
         profile = load_profile(profile_path) if profile_path else None
     except ProfileError as exc:
@@ -609,8 +611,8 @@ def run(paths, backend_spec, json_path, junit_path, baseline_path, repeat, warmu
     _start_results_files(json_path, junit_path, backend_spec)
     try:
         backend_spec = with_device(backend_spec, device)
-        # Any other backend's code runs only in workers: this process never imports it.
-        backend = load_backend(backend_spec) if in_process or not runs_isolated(backend_spec) else None
+        # Any other backend's code runs only in workers: this process, the judge, never imports it.
+        backend = None if runs_isolated(backend_spec) else load_backend(backend_spec)
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
     runs_here = backend is not None and jobs is None and pool_timeout is None   # else in workers (run_cases)
@@ -731,7 +733,7 @@ def _run_on_ray(files, backend_spec, options, on_result, address, resources, tim
     from harness.cli import ray_executor  # lazily: fast --help
     from harness.cli.ray_executor import ExecutorError  # lazily: fast --help
     try:
-        return ray_executor.run_cases(files, backend_spec, options, on_result, address, resources, timeout,
+        return ray_executor.run_on_cluster(files, backend_spec, options, on_result, address, resources, timeout,
                          notify=lambda line: click.echo(line, err=True))
     except ExecutorError as exc:
         raise InputError(str(exc)) from None
@@ -857,7 +859,10 @@ def _supported_lines(backend) -> list[str]:
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Run each backend's cases in N worker processes.")
 @click.option("--filter", "filter_text", default=None, help="Only cases whose OP/SUITE/NAME matches this regular expression.")
-def calibrate(paths, backend_specs, json_path, jobs, filter_text):
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Seconds a case (all its calls) may take, as `opcase run --timeout`; over it, the case is an "
+                   "error (a finding).")
+def calibrate(paths, backend_specs, json_path, jobs, filter_text, timeout):
     """Judge backends you trust on every case under PATHS: how close each comes to the thresholds.
 
     \b
@@ -883,13 +888,15 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text):
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
     # As `opcase run` does: a case that crashed its worker reruns alone.
-    options = RunOptions(repro_options=("--jobs", "1") if jobs is not None else ())
+    options = RunOptions(repro_options=("--timeout", f"{timeout:g}") if timeout is not None else
+                         ("--jobs", "1") if jobs is not None else ())
     runs = []
     for spec, backend in zip(specs, backends):
         started = time.monotonic()
         with _progress(len(files), f"calibrating {spec}") as advance:
             try:
-                results, origin = run_cases(files, backend, spec, options, lambda r: advance(r.key), jobs=jobs)
+                results, origin = run_cases(files, backend, spec, options, lambda r: advance(r.key), jobs=jobs,
+                                            timeout=timeout)
             except BackendLoadError as exc:
                 raise InputError(str(exc)) from None
         runs.append(BackendRun(spec, origin, results))
@@ -919,7 +926,10 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text):
 @click.option("--max-size", "max_size", default="64MB", show_default=True, callback=_size_option,
               help="With SPECs: the network cases generated are those up to this many bytes of tensors.")
 @click.option("--filter", "filter_text", default=None, help="Only cases whose OP/SUITE/NAME matches this regular expression.")
-def power(paths, backend_spec, json_path, max_size, filter_text):
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Seconds each call of a base other than opcase's own may take (it runs in a worker process, "
+                   "as `opcase run` runs it); over it, that call is an error of the base.")
+def power(paths, backend_spec, json_path, max_size, filter_text, timeout):
     """Measure a suite's power: the planted bugs it catches, and the right variants it passes.
 
     \b
@@ -936,8 +946,8 @@ def power(paths, backend_spec, json_path, max_size, filter_text):
     """
     from gen.core.backend import BackendLoadError  # lazily: fast --help
     from gen.core.casefile import atomic_write  # lazily: fast --help
-    from harness.backends import load_backend  # lazily: fast --help
     from harness.power import table_lines as power_table  # lazily: fast --help
+    from harness.workers import load_apart  # lazily: fast --help
     import signal
 
 
@@ -945,7 +955,9 @@ def power(paths, backend_spec, json_path, max_size, filter_text):
         _check_writable("--json", json_path)
     specs = [p for p in paths if Path(p).suffix in (".yaml", ".yml")]
     try:
-        base = load_backend(backend_spec)
+        # A base other than opcase's own runs in a worker: whatever it does (os._exit(0) included)
+        # is a failure of its call, judged here, never the end of this process.
+        base = load_apart(backend_spec, timeout)
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
     # A SIGTERM unwinds like an exception, so the generated suites (up to GBs) are removed.
@@ -981,7 +993,7 @@ def _measure_power(paths, specs, base, backend_spec, max_size, filter_text):
                 raise InputError(f"no such spec: {', '.join(missing)}")
             click.get_current_context().invoke(gen, specs=tuple(specs), suite_text="all", count=None, seed=0,
                                                select=None, max_size=max_size, baseline=None, jobs=1, device=None,
-                                               out_dir=generated, descriptor=None)
+                                               timeout=None, out_dir=generated, descriptor=None)
             case_paths.append(generated)
         files = _run_files(case_paths, None, filter_text)
         started = time.monotonic()
@@ -1074,8 +1086,10 @@ def show(case_path, n_values):
               help="Candidate cases to generate and run at most.")
 @click.option("--time", "seconds", type=click.FloatRange(min=0, min_open=True), default=600, show_default=True,
               help="Seconds to spend at most (the case being run when they run out finishes).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds each run of the backend may take (as `opcase run --timeout`).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Seconds each run of the backend may take (as `opcase run --timeout`); default for a "
+                   "backend other than opcase's own: 10 times the original case's run, at least 10 s.  --time "
+                   "bounds the whole search all the same.")
 def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout):
     """Find the smallest case that fails like CASE_FILE on --backend: same status, same failing
     metrics or NaN/Inf mismatches.  Prints its one-line descriptor and the sizes before and after."""
@@ -1085,10 +1099,12 @@ def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout):
     from gen.core.spec import SpecError  # lazily: fast --help
     from harness.backends import load_backend  # lazily: fast --help
     from harness.cli.shrink import ShrinkError, shrink_case  # lazily: fast --help
+    from harness.workers import runs_isolated  # lazily: fast --help
 
     _check_writable("-o", out_dir, directory=True)
     try:
-        backend = load_backend(backend_spec)
+        # As `opcase run`: a foreign backend runs only in workers, loaded there.
+        backend = None if runs_isolated(backend_spec) else load_backend(backend_spec)
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
     Path(out_dir).mkdir(parents=True, exist_ok=True)
@@ -1195,10 +1211,13 @@ def _status_line():
 @click.option("--baseline", default=None, help="Backend for dynamic thresholds (default: the spec's).")
 @click.option("--max-size", "max_size", default=None, callback=_size_option,
               help="Skip cases whose tensors exceed this many bytes (e.g. 64MB); they are listed.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Seconds each call of a --baseline other than opcase's own may take (it runs in a worker "
+                   "process); over it, that file's import is an error.")
 @click.option("--thresholds", "rule", type=click.Choice(["file", "docs"]), default="file", show_default=True,
               help="Judge by each file's own thresholds and threshold_use (as mluop_gtest does), or by the "
                    "docs' rule; the other is kept in the case and reported beside them.")
-def import_(paths, out_dir, baseline, max_size, rule):
+def import_(paths, out_dir, baseline, max_size, timeout, rule):
     """Import mlu-ops case files (.pb/.prototxt), adding goldens and thresholds.
 
     A case is named after its file; files of one kernel that share a name (case_0.prototxt in
@@ -1211,7 +1230,7 @@ def import_(paths, out_dir, baseline, max_size, rule):
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        outcomes = import_all(paths, out, baseline, max_size, rule)
+        outcomes = import_all(paths, out, baseline, max_size, timeout, rule)
     except SpecError as exc:
         raise InputError(str(exc)) from None
     _report_outcomes(outcomes)

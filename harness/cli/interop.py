@@ -14,7 +14,7 @@ from gen.core.checks import first_failure
 from gen.core.registry import UnknownOp, spec_for
 from gen.core.spec import SpecError
 from gen.generate import GENERATOR_VERSION, GenerationError, Generator
-from harness.backends import load_backend
+from harness.workers import load_apart
 from harness.mluops import MluopsError, UnsupportedKernel, case_from_mluops, load_mluops, save_mluops
 from harness.mluops.writer import SUITE
 
@@ -46,7 +46,7 @@ def find_mluops(paths) -> list[tuple[Path, Path]]:
     return found
 
 
-def complete_imported(case: Case, baseline_name: str | None) -> Case:
+def complete_imported(case: Case, baseline_name: str | None, load_baseline=load_apart) -> Case:
     """Goldens and thresholds for an imported case, as for a generated one.
 
     A call that breaks one of the spec's checks becomes an expected rejection: that is
@@ -61,7 +61,7 @@ def complete_imported(case: Case, baseline_name: str | None) -> Case:
     if failed is not None:
         case.expect, case.expect_check, case.expect_message = "rejected", failed.id, failed.message
         return case
-    baseline = load_backend(baseline_name or spec.criteria.baseline) if spec.criteria.mode == "dynamic" else None
+    baseline = load_baseline(baseline_name or spec.criteria.baseline) if spec.criteria.mode == "dynamic" else None
     return Generator(spec, baseline).complete(case)
 
 
@@ -87,9 +87,17 @@ def judge_by(case: Case, mlu, rule: str) -> str:
 
 
 def import_all(paths, out_dir: Path, baseline: str | None, max_size: int | None = None,
-               rule: str = FILE_RULE) -> list[Outcome]:
+               timeout: float | None = None, rule: str = FILE_RULE) -> list[Outcome]:
     """Import every mlu-ops case file under ``paths`` into ``out_dir``, judged by ``rule``
-    (THRESHOLD_RULES); one Outcome per file, so that a bad file costs only itself."""
+    (THRESHOLD_RULES); one Outcome per file, so that a bad file costs only itself.  A baseline other
+    than opcase's own runs in a worker process (harness.workers.load_apart), loaded once per name and
+    replaced when one dies."""
+    loaded: dict = {}
+
+    def load_baseline(name: str):
+        if name not in loaded:
+            loaded[name] = load_apart(name, timeout)
+        return loaded[name]
     found = find_mluops(paths)
     # source -> its MluCase read without data, or its Outcome
     headers = {source: _one_file(source, lambda: _header(source)) for source, _ in found}
@@ -102,7 +110,7 @@ def import_all(paths, out_dir: Path, baseline: str | None, max_size: int | None 
             outcomes.append(header)
             continue
         outcomes.append(_one_file(source, lambda: import_file(source, names[source], header, out_dir, baseline,
-                                                              max_size, written, rule)))
+                                                              max_size, written, load_baseline, rule)))
     return outcomes
 
 
@@ -153,7 +161,7 @@ def mluops_case_bytes(mlu) -> int:
 
 
 def import_file(source: Path, name: str, header, out_dir: Path, baseline: str | None, max_size: int | None,
-                written: dict[Path, Path], rule: str = FILE_RULE) -> Outcome:
+                written: dict[Path, Path], load_baseline=load_apart, rule: str = FILE_RULE) -> Outcome:
     """Import one case (``header``: it read without data) as ``name``, judged by ``rule``; ``written``
     maps the targets of this import so far to their sources, and gains this one's."""
 
@@ -179,7 +187,7 @@ def import_file(source: Path, name: str, header, out_dir: Path, baseline: str | 
         try:
             mlu = load_mluops(source, out_dir=scratch)
             case = case_from_mluops(mlu, name)
-            complete_imported(case, baseline)
+            complete_imported(case, baseline, load_baseline)
             judged = judge_by(case, mlu, rule)
             save(case, target)
         except (MluopsError, UnknownOp, GenerationError, BackendLoadError) as exc:

@@ -1,9 +1,12 @@
 """`opcase gen` and `opcase run` on a Ray cluster (`--executor ray`): one case is one Ray task.
 
-A task does for its case exactly what a local worker does (gen.jobs.write_task for gen;
-loading the backend by its --backend string and harness.workers's guarded run_case for run)
-and returns only the small result record: the case's arrays move as files on storage every node
-sees, never through the driver.  Tasks run in the driver's working directory, so that relative
+A task does for its case exactly what a local run does (gen.jobs.write_task for gen;
+harness.workers.run_cases for run) and returns only the small result record: the case's arrays
+move as files on storage every node sees, never through the driver.  For run, the task's process
+is the judge on its node: a foreign backend runs in a worker process beneath it (as locally:
+harness.workers), which computes the outputs and hands them over as sealed memory on that node;
+the task judges them there and sends the driver the record of a process the backend never ran
+in (outputs cannot cross nodes as sealed memory, and network-scale ones should not).  Tasks run in the driver's working directory, so that relative
 paths (of case files, specs, an exec: command) mean on every node what they mean here, and
 results carry the same paths as a local run's.
 
@@ -34,7 +37,7 @@ from gen.core.verdict import ERROR, CaseResult
 from gen.jobs import write_task
 from harness.backends import load_backend
 from harness.runner import new_result
-from harness.workers import identify_result, run_guarded
+from harness.workers import identify_result, run_cases, run_guarded, runs_isolated
 
 EXTRA = "opcase[ray]"
 # The keys of --resources, as Ray's task options name them.
@@ -191,20 +194,26 @@ def _enter(environment: dict) -> None:
 
 @lru_cache(maxsize=None)
 def _backend(backend_spec: str):
-    return load_backend(backend_spec)
+    """opcase's own backends load in the task; any other is loaded only by the local worker."""
+    return None if runs_isolated(backend_spec) else load_backend(backend_spec)
 
 
-def _run_task(environment: dict, path: str, backend_spec: str, options, start_log, key) -> dict:
+def _run_task(environment: dict, path: str, backend_spec: str, options, start_log, key,
+              timeout: float | None = None) -> dict:
     """Run and judge one case on whichever node Ray chose; the result record is all that returns."""
     _enter(environment)
     if start_log is not None:
         start_log.started.remote(key)
     try:
         backend = _backend(backend_spec)
+        if backend is not None and timeout is None:
+            return run_guarded(Path(path), backend, backend_spec, options).to_json()
+        results, _ = run_cases([Path(path)], backend, backend_spec, options, lambda result: None, jobs=1,
+                               timeout=timeout)
     except BackendLoadError as exc:
         return _error(Path(path), backend_spec, options,
                       f"backend cannot be loaded in a Ray worker process: {exc}").to_json()
-    return run_guarded(Path(path), backend, backend_spec, options).to_json()
+    return results[0].to_json()
 
 
 def _write_task(environment: dict, task) -> int:
@@ -281,7 +290,7 @@ def _first_line(exc: BaseException) -> str:
 
 # --------------------------------------------------------------------------- driver: run
 
-def run_cases(files: list[Path], backend_spec: str, options, on_result: Callable, address: str | None,
+def run_on_cluster(files: list[Path], backend_spec: str, options, on_result: Callable, address: str | None,
               resources: dict, timeout: float | None = None, notify: Callable[[str], None] = print) -> list:
     """harness.workers.run_cases on the cluster; results in ``files`` order, ``on_result`` as each finishes."""
     with _connected(address) as ray:
@@ -330,7 +339,7 @@ class _Run:
 
     def _submit(self, index: int, attempt: int) -> None:
         ref = self.remote.remote(self.environment, str(self.files[index]), self.backend_spec, self.options,
-                                 self.start_log, (index, attempt))
+                                 self.start_log, (index, attempt), self.timeout)
         self.out[ref] = (index, attempt)
 
     def _collect(self, ref) -> None:

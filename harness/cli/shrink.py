@@ -35,12 +35,16 @@ from gen.core.verdict import ERROR, FAILED, FAILING, CaseResult, mistrust
 from gen.descriptor import explicit_of, plan_of, values_ref, write_described
 from gen.generate import GenerationError, case_path, interface_params, layout_of, tensor_infos, total_bytes
 from gen.jobs import generator_of
-from harness.backends import load_backend
 from harness.runner import RunOptions
-from harness.workers import run_cases
+from harness.workers import load_apart, run_cases, runs_isolated
 
 DEFAULT_MAX_TRIES = 200
 DEFAULT_SECONDS = 600.0
+# Without --timeout, a candidate may take this many times the original case's run (worker start
+# included), and never less than CANDIDATE_LEAST_S; no run gets less than _LEAST_RUN_S.
+CANDIDATE_FACTOR = 10.0
+CANDIDATE_LEAST_S = 10.0
+_LEAST_RUN_S = 1.0
 
 
 class ShrinkError(Exception):
@@ -200,9 +204,25 @@ class Shrinker:
         self.tried: list[str] = []
 
     def run_file(self, path: Path) -> CaseResult:
+        """Run one case as `opcase run` does.  A foreign backend (it runs in a worker) gets at most
+        its per-candidate timeout and never more than the search's time left, so that a candidate
+        that hangs ends the search at --time, not later."""
+        limit = None
+        if runs_isolated(self.backend_spec):
+            left = max(self.seconds - (time.monotonic() - self.started), _LEAST_RUN_S)
+            limit = min(self.timeout, left) if self.timeout is not None else left
         results, _ = run_cases([path], self.backend, self.backend_spec, RunOptions(), lambda result: None,
-                               timeout=self.timeout)
+                               timeout=limit)
         return results[0]
+
+    def run_original(self, path: Path) -> CaseResult:
+        """Run the original case; without a --timeout, each candidate then gets CANDIDATE_FACTOR
+        times the time it took (at least CANDIDATE_LEAST_S): a candidate is no larger."""
+        began = time.monotonic()
+        result = self.run_file(path)
+        if self.timeout is None:
+            self.timeout = max(CANDIDATE_LEAST_S, CANDIDATE_FACTOR * (time.monotonic() - began))
+        return result
 
     def budget_left(self) -> str:
         """'' while tries and time remain, else which one ran out."""
@@ -284,10 +304,10 @@ def shrink_case(case_file: Path, backend, backend_spec: str, out_dir: Path, base
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".opcase-shrink-", dir=out_dir))
     try:
-        shrinker = Shrinker(spec, generator_of(spec, baseline, load_backend), backend, backend_spec, work, max_tries, seconds,
+        shrinker = Shrinker(spec, generator_of(spec, baseline, load_apart), backend, backend_spec, work, max_tries, seconds,
                             timeout, on_step)
         on_step("running the original case")
-        first = shrinker.run_file(Path(case_file))
+        first = shrinker.run_original(Path(case_file))
         if first.status not in FAILING:
             raise ShrinkError(f"{case_file}: {first.status} on backend {backend_spec}: nothing to shrink")
         wanted = failure_of(first)
@@ -295,7 +315,7 @@ def shrink_case(case_file: Path, backend, backend_spec: str, out_dir: Path, base
     finally:
         shutil.rmtree(work, ignore_errors=True)
     descriptor = explicit_of(spec, best, values_ref(start)).text()
-    path = write_described(descriptor, out_dir, load_backend, baseline, (spec.path,))
+    path = write_described(descriptor, out_dir, load_apart, baseline, (spec.path,))
     return Shrunk(original=original, descriptor=descriptor, path=path, failure=wanted,
                   bytes_before=total_bytes(spec, start), bytes_after=total_bytes(spec, best),
                   tries=len(shrinker.tried), seconds=time.monotonic() - started, tried=shrinker.tried,
