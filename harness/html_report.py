@@ -41,13 +41,30 @@ figure{margin:0}figcaption{font-size:12px;color:#555;max-width:360px}svg text{fo
 
 _SCRIPT = """
 window.addEventListener('load', function () {
-  var plots = document.querySelectorAll('svg.plot'), drawn = 0;
+  var plots = Array.prototype.filter.call(document.querySelectorAll('svg.plot'),
+        function (p) { return !p.closest('details:not([open])'); }), drawn = 0, clipped = 0, overlapping = 0;
   plots.forEach(function (p) { var b = p.getBoundingClientRect();
-    if (b.width > 0 && b.height > 0 && p.querySelector('rect,line,circle')) drawn++; });
+    if (b.width > 0 && b.height > 0 && p.querySelector('rect,line,circle')) drawn++;
+    var boxes = Array.prototype.map.call(p.querySelectorAll('text'), function (t) { return t.getBBox(); });
+    var w = p.width.baseVal.value, h = p.height.baseVal.value;
+    boxes.forEach(function (a, i) {
+      if (a.x < -0.5 || a.y < -0.5 || a.x + a.width > w + 0.5 || a.y + a.height > h + 0.5) clipped++;
+      for (var j = i + 1; j < boxes.length; j++) { var c = boxes[j];
+        if (a.x < c.x + c.width - 0.5 && c.x < a.x + a.width - 0.5 && a.y < c.y + c.height - 0.5 && c.y < a.y + a.height - 0.5)
+          overlapping++; } }); });
   document.body.setAttribute('data-plots-total', plots.length);
   document.body.setAttribute('data-plots-rendered', drawn);
+  document.body.setAttribute('data-labels-clipped', clipped);
+  document.body.setAttribute('data-labels-overlapping', overlapping);
+  document.body.setAttribute('data-page-height', document.documentElement.scrollHeight);
 });
 """
+# Width of a label in the plots' 11px sans-serif, generously (digits and most letters are narrower).
+_CHAR_PX = 7.0
+
+
+def _text_px(text: str) -> float:
+    return _CHAR_PX * len(text)
 
 
 def _e(value) -> str:
@@ -92,13 +109,19 @@ def heat_map_svg(m: dict, output: str) -> str:
     heat = m["heat"]
     n_rows, n_cols = len(heat), len(heat[0])
     cell = max(3, min(28, 384 // max(n_rows, n_cols)))
-    left, top = 44, 14
-    width, height = left + n_cols * cell + 70, top + n_rows * cell + 34
+    rows, cols = m["rows"], m["cols"]
     peak = max(max(row) for row in heat)
+    # Room for the row labels on the left and the colour bar's labels on the right, so none is clipped.
+    left = 8 + max(_text_px(f'{rows["axis"]} 0'), _text_px(str(rows["size"] - 1)))
+    top = 14
+    right = 12 + 12 + 4 + max(_text_px(f"{peak:.3g}"), _text_px("0")) + 4
+    map_w, map_h = n_cols * cell, n_rows * cell
+    # The colour bar is at least tall enough for its two labels, however few rows the map has.
+    bar_h = max(map_h, 30)
+    width, height = left + map_w + right, top + max(map_h, bar_h) + 34
     parts = [f'<svg class="plot heat-map" data-output="{_e(output)}" xmlns="http://www.w3.org/2000/svg" '
-             f'width="{width}" height="{height}">',
-             f'<rect x="{left}" y="{top}" width="{n_cols * cell}" height="{n_rows * cell}" fill="{_color(0)}" '
-             f'stroke="#999"/>']
+             f'width="{width:.0f}" height="{height}">',
+             f'<rect x="{left}" y="{top}" width="{map_w}" height="{map_h}" fill="{_color(0)}" stroke="#999"/>']
     for r, row in enumerate(heat):
         for c, value in enumerate(row):
             if value > 0:
@@ -110,16 +133,18 @@ def heat_map_svg(m: dict, output: str) -> str:
         parts.append(f'<rect class="nan-inf" x="{left + c * cell + 1}" y="{top + r * cell + 1}" width="{cell - 2}" '
                      f'height="{cell - 2}" fill="none" stroke="#1565c0" stroke-width="2"><title>{count} NaN/Inf '
                      f'mismatches</title></rect>')
-    rows, cols = m["rows"], m["cols"]
-    parts.append(f'<text x="{left}" y="{top + n_rows * cell + 14}">{_e(cols["axis"])} 0</text>'
-                 f'<text x="{left + n_cols * cell}" y="{top + n_rows * cell + 14}" text-anchor="end">'
-                 f'{cols["size"] - 1}</text>'
-                 f'<text x="{left + n_cols * cell / 2}" y="{top + n_rows * cell + 28}" text-anchor="middle">'
-                 f'{_e(cols["axis"])} →</text>'
-                 f'<text x="{left - 4}" y="{top + 10}" text-anchor="end">{_e(rows["axis"])} 0</text>'
-                 f'<text x="{left - 4}" y="{top + n_rows * cell}" text-anchor="end">{rows["size"] - 1}</text>')
+    below = top + max(map_h, bar_h)
+    first_col, last_col = f'{cols["axis"]} 0', str(cols["size"] - 1)
+    parts.append(f'<text x="{left}" y="{below + 14}">{_e(first_col)}</text>')
+    # An axis's last index is labelled where it fits beside the first.
+    if cols["size"] > 1 and map_w >= _text_px(first_col) + _text_px(last_col) + 6:
+        parts.append(f'<text x="{left + map_w}" y="{below + 14}" text-anchor="end">{last_col}</text>')
+    parts.append(f'<text x="{left + map_w / 2}" y="{below + 28}" text-anchor="middle">{_e(cols["axis"])} →</text>'
+                 f'<text x="{left - 4}" y="{top + 10}" text-anchor="end">{_e(rows["axis"])} 0</text>')
+    if rows["size"] > 1 and map_h >= 26:
+        parts.append(f'<text x="{left - 4}" y="{top + map_h}" text-anchor="end">{rows["size"] - 1}</text>')
     # The colour bar: 0 at the bottom, the largest cell at the top.
-    bar_x, bar_h = left + n_cols * cell + 12, n_rows * cell
+    bar_x = left + map_w + 12
     for i in range(20):
         parts.append(f'<rect x="{bar_x}" y="{top + bar_h * (19 - i) / 20:.1f}" width="12" height="{bar_h / 20 + 0.5:.1f}" '
                      f'fill="{_color(i / 19)}"/>')
@@ -129,8 +154,10 @@ def heat_map_svg(m: dict, output: str) -> str:
 
 
 def _bars_svg(kind: str, values: list, labels: list[str], title: str, color: str, log: bool = False) -> str:
-    """A bar chart: one bar per value, a label under every few bars and the last."""
-    width, height, left, top, bottom = 360, 150, 44, 12, 30
+    """A bar chart: one bar per value, labels under as many bars as they fit (always the first and last)."""
+    peak_text = _num(max(values) if values else 0)
+    width, height, top, bottom = 360, 150, 12, 30
+    left = max(44, 8 + _text_px(peak_text))
     step = (width - left - 8) / max(len(values), 1)
     scaled = [math.log10(1 + v) if log else v for v in values]
     peak = max(scaled) if scaled and max(scaled) > 0 else 1.0
@@ -141,17 +168,44 @@ def _bars_svg(kind: str, values: list, labels: list[str], title: str, color: str
         h = plot_h * s / peak
         parts.append(f'<rect x="{left + i * step:.1f}" y="{top + plot_h - h:.1f}" width="{max(step - 1, 1):.1f}" '
                      f'height="{h:.1f}" fill="{color}"><title>{_e(labels[i])}: {_num(value)}</title></rect>')
-    every = math.ceil(len(values) / 7) if values else 1
-    shown = list(range(0, len(values), every))
-    if shown and shown[-1] != len(values) - 1:
-        # The last bar is labelled; when that would crowd the label before it, in its place.
-        shown[-1 if len(values) - 1 - shown[-1] <= every / 2 else len(shown):] = [len(values) - 1]
-    for i in shown:
-        parts.append(f'<text x="{left + (i + 0.5) * step:.1f}" y="{height - 16}" text-anchor="middle">'
-                     f'{_e(labels[i])}</text>')
-    parts.append(f'<text x="{left - 4}" y="{top + 10}" text-anchor="end">{_num(max(values) if values else 0)}</text>'
-                 f'<text x="{left + (width - left) / 2}" y="{height - 2}" text-anchor="middle">{_e(title)}</text></svg>')
+    for i, x in _label_positions(labels, left, step, width):
+        parts.append(f'<text x="{x:.1f}" y="{height - 16}" text-anchor="middle">{_e(labels[i])}</text>')
+    parts.append(f'<text x="{left - 4}" y="{top + 10}" text-anchor="end">{peak_text}</text>'
+                 f'<text x="{width / 2}" y="{height - 2}" text-anchor="middle">{_e(title)}</text></svg>')
     return "".join(parts)
+
+
+def _label_positions(labels: list[str], left: float, step: float, width: float) -> list[tuple[int, float]]:
+    """(bar, x) of the labels to draw under the bars: the first, the last, and between them every
+    few bars, as many as fit without touching each other or the plot's edges."""
+    if not labels:
+        return []
+
+    def placed(i):
+        half = _text_px(labels[i]) / 2
+        # Centred under its bar, but moved in from the plot's edges rather than cut off.
+        return min(max(left + (i + 0.5) * step, half + 2), width - half - 2), half
+
+    chosen = [0] + ([len(labels) - 1] if len(labels) > 1 else [])
+    widest = max(_text_px(label) for label in labels)
+    every = max(1, math.ceil((widest + 8) / step))
+    for i in range(every, len(labels) - 1, every):
+        chosen.insert(-1, i)
+    def right_edge(i):
+        x, half = placed(i)
+        return x + half
+
+    shown = []
+    for i in chosen:
+        x, half = placed(i)
+        if i == len(labels) - 1:
+            # The last bar's label wins over those before it that it would touch.
+            while shown and right_edge(shown[-1]) + 6 > x - half:
+                shown.pop()
+        elif shown and right_edge(shown[-1]) + 6 > x - half:
+            continue
+        shown.append(i)
+    return [(i, placed(i)[0]) for i in shown]
 
 
 def profile_svg(m: dict) -> str:
@@ -210,18 +264,39 @@ def _summary_table(results: list[CaseResult]) -> str:
     for r in results:
         h = headroom(r)
         group = f"{r.op or '?'}/{r.suite or '?'}"
-        if h is not None and (group not in worst or h[0] > worst[group][0]):
-            worst[group] = (*h, r.key)
+        if h is not None and (group not in worst or _worse(h, r, worst[group])):
+            worst[group] = (*h, r.key, _wrong_elements(r, h[1]))
     rows = ["<table><tr><th class=l>kernel/suite</th>" + "".join(f"<th>{_e(s)}</th>" for s in shown)
             + "<th>worst headroom (metric / threshold)</th><th class=l>where</th></tr>"]
     for group, counts in groups.items():
         cells = "".join(f'<td class="bad">{counts[s]}</td>' if counts.get(s) and s not in ("passed", "skipped")
                         else f"<td>{counts.get(s, 0)}</td>" for s in shown)
-        ratio, metric, key = worst.get(group, (None, "", ""))
+        ratio, metric, key, wrong = worst.get(group, (None, "", "", None))
         mark = "" if ratio is None else ("bad" if ratio > 1 else "ok")
-        rows.append(f'<tr><td class=l>{_e(group)}</td>{cells}<td class="{mark}">{_num(ratio)}</td>'
+        shown_ratio = _num(ratio) if wrong is None else f"{wrong[0]} of {wrong[1]} elements wrong"
+        rows.append(f'<tr><td class=l>{_e(group)}</td>{cells}<td class="{mark}">{_e(shown_ratio)}</td>'
                     f'<td class=l>{_e(metric)} {_e(key)}</td></tr>')
     return "".join(rows) + "</table>"
+
+
+def _wrong_elements(r: CaseResult, where: str) -> tuple[int, int] | None:
+    """(wrong, all) elements of an output over an exact-match threshold (0: any difference fails),
+    whose headroom, a ratio to zero, says only 'inf'; None for any other threshold."""
+    output, metric = where.rsplit(".", 1)
+    limit = next((v["value"] for v in r.thresholds.get(output, []) if v["metric"] == metric), None)
+    m = r.metrics.get(output, {})
+    if limit != 0 or not m or not m.get("n_unequal", 0) + m.get("nan_inf_mismatch", 0):
+        return None
+    return m.get("n_unequal", 0) + m.get("nan_inf_mismatch", 0), m.get("n", 0) + m.get("nan_inf_mismatch", 0)
+
+
+def _worse(h: tuple, r: CaseResult, current: tuple) -> bool:
+    """Whether headroom h of case r is worse than the group's current worst; among exact-match
+    failures (both infinite), more wrong elements is worse."""
+    if h[0] != current[0]:
+        return h[0] > current[0]
+    wrong, other = _wrong_elements(r, h[1]), current[3]
+    return wrong is not None and (other is None or wrong[0] > other[0])
 
 
 def _timing_section(results: list[CaseResult]) -> str:
@@ -231,12 +306,16 @@ def _timing_section(results: list[CaseResult]) -> str:
             by_op.setdefault(r.op or "?", []).append(r)
     if not by_op:
         return ""
+    # Folded: a row per case makes them the longest part of a page; open one to read it.
     parts = ["<h2>Timing</h2>"]
     for op, timed in sorted(by_op.items()):
         more = f" (the first {TIMED_SHOWN} of {len(timed)})" if len(timed) > TIMED_SHOWN else ""
-        parts.append(f"<figure>{timing_svg(op, timed)}<figcaption>{_e(op)}: {len(timed)} cases{more}, "
+        medians = sorted(r.timing["median_us"] for r in timed)
+        parts.append(f"<details><summary>{_e(op)}: {len(timed)} cases{more}, median call "
+                     f"{medians[len(medians) // 2]:.1f} us</summary>"
+                     f"<figure>{timing_svg(op, timed)}<figcaption>{_e(op)}: {len(timed)} cases{more}, "
                      f"{_e(timed[0].timing['source'])}-measured, {timed[0].timing['repeat']} calls each"
-                     f"</figcaption></figure>")
+                     f"</figcaption></figure></details>")
     return "".join(parts)
 
 
@@ -253,15 +332,22 @@ def _worst_table(r: CaseResult, output: str) -> str:
     return "<h4>worst elements by absolute error</h4>" + "".join(rows) + "</table>"
 
 
+def _threshold_row(v: dict, verdict: str, style: str) -> str:
+    """A metric against its threshold; one judged otherwise (diff4's rule) says how instead of a bound."""
+    bound = _num(v["value"]) if not v.get("note") else _e(v["note"])
+    return (f'<tr><td class=l>{_e(v["metric"])}</td><td>{_num(v["actual"])}</td><td>{bound}</td>'
+            f'<td class="{style}">{verdict}</td><td class=l>{_e(threshold_source(v))}</td></tr>')
+
+
 def _output_section(r: CaseResult, output: str) -> str:
     m = r.metrics.get(output, {})
     parts = [f"<h3>output {_e(output)} ({_e(r.layouts.get(output) or 'no layout')})</h3>",
              "<table><tr><th class=l>metric</th><th>value</th><th>threshold</th><th></th>"
              "<th class=l>where the threshold came from</th></tr>"]
     for v in r.thresholds.get(output, []):
-        parts.append(f'<tr><td class=l>{_e(v["metric"])}</td><td>{_num(v["actual"])}</td><td>{_num(v["value"])}</td>'
-                     f'<td class="{"ok" if v["passed"] else "bad"}">{"ok" if v["passed"] else "FAIL"}</td>'
-                     f'<td class=l>{_e(threshold_source(v))}</td></tr>')
+        parts.append(_threshold_row(v, "ok" if v["passed"] else "FAIL", "ok" if v["passed"] else "bad"))
+    for v in r.informative.get(output, []):
+        parts.append(_threshold_row(v, "reported", "l"))
     parts.append("</table>")
     if m:
         parts.append(f"<p>{m.get('n_unequal', 0)} of {m.get('n', 0)} finite elements differ; "
@@ -322,6 +408,10 @@ def _failures_section(results: list[CaseResult]) -> str:
             + "".join(_case_section(r, i) for i, r in enumerate(failing[:DETAILED_FAILURES])))
 
 
+def _totals(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not line.startswith("  "))
+
+
 def html_report(results: list[CaseResult], backend: str, gate: dict | None = None, run: dict | None = None) -> str:
     """The whole report as one HTML document."""
     ok = summary(results)["ok"]
@@ -333,7 +423,8 @@ def html_report(results: list[CaseResult], backend: str, gate: dict | None = Non
         f"<h1>opcase run: backend <code>{_e(backend)}</code> "
         f'<span class="{"ok" if ok else "bad"}">{"passed" if ok else "FAILED"}</span></h1>',
         f"<p>{_e(when)}; {_e(options)}</p>",
-        f"<pre>{_e(summary_text(results, gate))}</pre>",
+        # The table below gives the counts per kernel and suite: the text summary's totals and gate only.
+        f"<pre>{_e(_totals(summary_text(results, gate)))}</pre>",
         "<h2>Per kernel and suite</h2>", _summary_table(results),
         _timing_section(results),
         _failures_section(results),

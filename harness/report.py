@@ -41,12 +41,15 @@ def case_line(r: CaseResult) -> str:
     if r.status not in FAILING and r.gate in GATE_FAILING:
         label = "FAIL"
     parts = [f"{label:5}", title]
-    shown = []
-    for output, verdicts in r.thresholds.items():
-        for v in verdicts:
-            shown.append(f"{output}.{v['metric']}={format_number(v['actual'])}{'<=' if v['passed'] else '>'}{format_number(v['value'])}")
+    shown = [verdict_text(f"{output}.{v['metric']}", v, short=True)
+             for output, verdicts in r.thresholds.items() for v in verdicts]
     if shown:
         parts.append(" ".join(shown))
+    reported = [verdict_text(f"{output}.{v['metric']}", v, short=True)
+                for output, verdicts in r.informative.items() for v in verdicts]
+    if reported or r.not_compared:
+        parts.append("{reported, not judged: " + " ".join(reported + [f"{o} (threshold_use 0)" for o in r.not_compared])
+                     + "}")
     if r.timing:
         parts.append(f"{r.timing['median_us']:.1f}us±{r.timing['spread_pct']:.0f}%")
     if r.efficiency and r.efficiency.get("io_efficiency") is not None:
@@ -62,6 +65,19 @@ def case_line(r: CaseResult) -> str:
 
 
 # --------------------------------------------------------------------------- mismatch report
+
+def verdict_text(label: str, v: dict, short: bool = False, spaced: bool = False) -> str:
+    """``diff1=0.0625>8.28e-07``: a metric against its threshold; a metric judged otherwise (diff4's
+    rule, metrics.judgement) shows how instead, so that no line says a value is within a bound it is over."""
+    value = format_number(v["actual"])
+    note = v.get("note", "")
+    equals, below, over = (" = ", " <= ", " > ") if spaced else ("=", "<=", ">")
+    if not note:
+        return f"{label}{equals}{value}{below if v['passed'] else over}{format_number(v['value'])}"
+    if short:
+        note = "not judged" if note.startswith("not judged") else "two-sided" if v["passed"] else "one-sided"
+    return f"{label}{equals}{value} ({note})"
+
 
 def coordinates(output: str, index, layout: str) -> str:
     """``y[n=0, h=3, w=2, c=17]`` when the layout names each axis, else ``y[0, 3, 2, 17]``."""
@@ -95,8 +111,9 @@ def mismatch_report(r: CaseResult, output: str) -> list[str]:
     m, layout = r.metrics.get(output, {}), r.layouts.get(output, "")
     lines = [f"  output {output} ({layout or 'no layout'}):"]
     for v in r.thresholds.get(output, []):
-        lines.append(f"    {v['metric']} = {format_number(v['actual'])} {'<=' if v['passed'] else '>'} {format_number(v['value'])}  "
-                     f"{'ok  ' if v['passed'] else 'FAIL'}  threshold: {threshold_source(v)}")
+        lines.append(f"    {verdict_text(v['metric'], v, spaced=True)}  {'ok  ' if v['passed'] else 'FAIL'}  threshold: {threshold_source(v)}")
+    for v in r.informative.get(output, []):
+        lines.append(f"    {verdict_text(v['metric'], v, spaced=True)}  reported, not judged: {threshold_source(v)}")
     if not r.thresholds.get(output):
         lines.append("    no threshold stated for this output")
     if m:

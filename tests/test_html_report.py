@@ -9,16 +9,20 @@ from __future__ import annotations
 import json
 import os
 import re
+import struct
 import subprocess
+import zlib
 from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
 import needs
-from conftest import REPO, run_cli
+from conftest import CONFORMANCE, REPO, run_cli
 from gen.core.casefile import load
+from harness.cli import main
 from harness.error_map import MAX_CELLS, error_map
 from report_backends import tile_of
 
@@ -104,6 +108,19 @@ def test_counts_and_headroom_per_kernel_and_suite(tmp_path, backend, status):
         assert row in html.read_text(), row
 
 
+def test_an_exact_match_failure_counts_its_wrong_elements(tmp_path):
+    """A pure-IO kernel's threshold is 0: its headroom would be a ratio to zero ('inf'); the summary says
+    how many elements are wrong instead."""
+    case = next((REPO / "cases" / "psamask_forward" / "random").glob("*.opcase"))
+    result, html = _report(tmp_path, case, options=("--json", tmp_path / "r.json"),
+                           backend="run_backends:one_wrong_element")
+    assert result.exit_code == 1
+    doc = json.loads((tmp_path / "r.json").read_text())["cases"][0]
+    n = doc["metrics"]["y"]["n"]
+    row = re.search(r"<tr><td class=l>psamask_forward/random</td>.*?</tr>", html.read_text())[0]
+    assert f">1 of {n} elements wrong</td>" in row and ">inf<" not in row, row
+
+
 def test_timing_plots_with_repeat(tmp_path):
     result, html = _report(tmp_path, CASE, PASSING, options=("--repeat", "2"))
     assert result.exit_code == 1
@@ -164,25 +181,80 @@ def _chromium() -> str | None:
     return needs.chromium()
 
 
+def _browser(tmp_path) -> list[str]:
+    return [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+            f"--user-data-dir={tmp_path / 'profile'}"]
+
+
+def _rendered(tmp_path, html: Path) -> tuple[str, dict]:
+    """The DOM after load, and the attributes the page's script set on its body: plots drawn, plot labels
+    clipped by their plot's edges or overlapping another, the page's height."""
+    dom = subprocess.run([*_browser(tmp_path), "--dump-dom", html.as_uri()], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    body = re.search(r"<body([^>]*)>", dom)[1]
+    return dom, {k: int(v) for k, v in re.findall(r'data-([a-z-]+)="(\d+)"', body)}
+
+
+def _screenshot(tmp_path, html: Path, name: str, height: int) -> Path:
+    """A screenshot in $OPCASE_TEST_ARTIFACTS, checked: a PNG of the window's size that is not blank."""
+    artifacts = Path(os.environ.get("OPCASE_TEST_ARTIFACTS", tmp_path))
+    artifacts.mkdir(parents=True, exist_ok=True)
+    shot = artifacts / name
+    subprocess.run([*_browser(tmp_path), f"--screenshot={shot}", f"--window-size=1280,{height}", html.as_uri()],
+                   capture_output=True, timeout=120, check=True)
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", data[16:24]) == (1280, height)
+    pixels = zlib.decompress(b"".join(data[i + 8:i + 8 + n] for i, n in _png_chunks(data, b"IDAT")))
+    # A blank page's scanlines filter to a handful of byte values; a page with text and plots to many.
+    assert len(set(pixels)) > 64 and len(data) > 20_000, (len(set(pixels)), len(data))
+    return shot
+
+
+def _png_chunks(data: bytes, kind: bytes):
+    i = 8
+    while i < len(data):
+        (n,) = struct.unpack(">I", data[i:i + 4])
+        if data[i + 4:i + 8] == kind:
+            yield i, n
+        i += 12 + n
+
+
 @pytest.mark.needs("chromium")
 def test_report_renders_in_a_headless_browser(tmp_path):
     result, html = _report(tmp_path, CASE, PASSING, options=("--repeat", "2"))
     assert result.exit_code == 1
-    n_plots = len(_parse(html).plots)
-    browser = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-               f"--user-data-dir={tmp_path / 'profile'}"]
-    dom = subprocess.run([*browser, "--dump-dom", html.as_uri()], capture_output=True, text=True, timeout=120,
-                         check=True).stdout
+    plots = _parse(html).plots
+    folded = [p for p in plots if "timing" in p["class"]]    # in closed <details>: not laid out until opened
+    dom, body = _rendered(tmp_path, html)
     # The page's script counted, after load, every plot the browser laid out with a size and shapes.
-    assert f'data-plots-total="{n_plots}"' in dom and f'data-plots-rendered="{n_plots}"' in dom, dom[:500]
-    assert n_plots >= 5
+    assert folded and body["plots-total"] == body["plots-rendered"] == len(plots) - len(folded) >= 5, body
+    assert (body["labels-clipped"], body["labels-overlapping"]) == (0, 0), body
     assert 'data-key="carafe_backward/boundary/scale_5-float32"' in dom
-    artifacts = Path(os.environ.get("OPCASE_TEST_ARTIFACTS", tmp_path))
-    artifacts.mkdir(parents=True, exist_ok=True)
-    shot = artifacts / "html-report.png"
-    subprocess.run([*browser, f"--screenshot={shot}", "--window-size=1280,2000", html.as_uri()],
-                   capture_output=True, timeout=120, check=True)
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+    _screenshot(tmp_path, html, "html-report.png", 2000)
+
+
+@pytest.mark.needs("chromium")
+def test_labels_fit_with_wide_channels_and_large_errors(tmp_path):
+    """mlu-ops' carafe_backward case: 2148 channels (profile labels like `c 2142-2147`) and errors in the
+    thousands on the colour bar; no label leaves its plot or touches another."""
+    imported = tmp_path / "imported"
+    assert CliRunner().invoke(main, ["import", str(CONFORMANCE / "mlu-ops" / "carafe_backward"), "-o",
+                                     str(imported)]).exit_code == 0
+    result, html = _report(tmp_path, imported)
+    assert result.exit_code == 1
+    _, body = _rendered(tmp_path, html)
+    assert body["plots-rendered"] >= 6 and (body["labels-clipped"], body["labels-overlapping"]) == (0, 0), body
+
+
+@pytest.mark.needs("chromium")
+def test_a_passing_run_makes_a_short_page(tmp_path):
+    """Counts per kernel and suite, the timing folded: a passing run of the whole committed suite with
+    --repeat fits on two screens."""
+    result, html = _report(tmp_path, REPO / "cases", backend="reference", options=("--repeat", "2"))
+    assert result.exit_code == 0
+    _, body = _rendered(tmp_path, html)
+    assert body["page-height"] <= 2400, body
+    _screenshot(tmp_path, html, "html-report-passing.png", 1400)
 
 
 @pytest.mark.parametrize("block", [7, 64, 1 << 20])

@@ -16,8 +16,8 @@ CI_RUN = REPO / ".ci" / "run"
 # The main command: `opcase gen specs/*.yaml --suite all --max-size 64MB` (opcase's MB is 10^6 bytes).
 MAIN_SUITES = ("network", "random", "boundary", "invalid", "stress")
 MAIN_MAX_BYTES = 64 * 10**6
-TABLE_HEAD = ("| kernel | main command's cases | committed cases (`cases/`) |\n"
-              "| --- | ---: | ---: |\n")
+TABLE_HEAD = ("| kernel | thresholds | main command's cases | committed cases (`cases/`) |\n"
+              "| --- | --- | ---: | ---: |\n")
 
 
 def _readme() -> str:
@@ -42,9 +42,11 @@ def kernel_table() -> str:
     for op in known_ops():
         main, _ = _main_command_cases(op)
         committed = _committed_cases(op)
-        rows.append(f"| `{op}` | {main} | {committed} |\n")
+        criteria = spec_for(op).criteria
+        thresholds = f"dynamic, baseline `{criteria.baseline}`" if criteria.mode == "dynamic" else criteria.mode
+        rows.append(f"| `{op}` | {thresholds} | {main} | {committed} |\n")
         total_main, total_committed = total_main + main, total_committed + committed
-    rows.append(f"| {len(rows)} kernels | {total_main} | {total_committed} |\n")
+    rows.append(f"| {len(rows)} kernels | | {total_main} | {total_committed} |\n")
     return TABLE_HEAD + "".join(rows)
 
 
@@ -96,6 +98,18 @@ def test_links_stay_inside_the_clone_and_resolve():
         elif anchor not in anchors:
             broken.append(link)
     assert not broken, f"README links that lead outside the clone or nowhere: {broken}"
+
+
+def test_contents_lists_every_section():
+    """The table of contents names every `## ` section after it, in order: one added without its
+    entry would be found only by scrolling (its links resolve: test_links_stay_inside_the_clone_and_resolve)."""
+    text = _readme()
+    contents, rest = text.split("## Contents", 1)[1].split("\n## ", 1)
+    listed = re.findall(r"\]\(#([^)]+)\)", contents)
+    sections = [a for a in (re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+                            for h in re.findall(r"^## (.+)$", "## " + rest, flags=re.MULTILINE))]
+    # Every section, in order (a few subsections may be listed between them).
+    assert [a for a in listed if a in sections] == sections, (listed, sections)
 
 
 def _readme_commands() -> tuple[str, str]:

@@ -153,6 +153,10 @@ class Case:
     dtype: str = ""
     nondeterministic_sums: bool = False   # repeated calls need agree only in their verdict (--bitwise)
     undetermined: dict[str, Undetermined] = field(default_factory=dict)   # per exactly judged output
+    # Thresholds reported beside the judged ones and never judged (an imported mlu-ops case keeps the rule
+    # it was not judged by), and outputs not judged at all (mlu-ops' threshold_use 0).
+    informative: dict[str, list[Threshold]] = field(default_factory=dict)
+    not_compared: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- writing
@@ -400,17 +404,24 @@ def to_proto(case: Case, case_path: Path, sidecar_bytes: int = DEFAULT_SIDECAR_B
         msg.inputs.append(_tensor_to_pb(t, case_path, "in", sidecar_bytes))
     for t in case.outputs.values():
         msg.outputs.append(_tensor_to_pb(t, case_path, "out", sidecar_bytes))
-    for output, thresholds in case.criteria.items():
-        crit = msg.criteria.add(output=output)
-        for th in thresholds:
-            crit.thresholds.add(metric=th.metric, value=th.value, provenance=th.provenance, baseline=th.baseline,
-                                baseline_value=th.baseline_value, rate=th.rate, floor=th.floor, cap=th.cap)
+    for output in {**case.criteria, **case.informative, **dict.fromkeys(case.not_compared)}:
+        crit = msg.criteria.add(output=output, not_compared=output in case.not_compared)
+        for kept, thresholds in ((crit.thresholds, case.criteria.get(output, [])),
+                                 (crit.informative, case.informative.get(output, []))):
+            for th in thresholds:
+                kept.add(metric=th.metric, value=th.value, provenance=th.provenance, baseline=th.baseline,
+                         baseline_value=th.baseline_value, rate=th.rate, floor=th.floor, cap=th.cap)
         undetermined = case.undetermined.get(output)
         if undetermined is not None and undetermined.index.size:
             crit.undetermined.index.extend(undetermined.index.tolist())
             crit.undetermined.offsets.extend(undetermined.offsets.tolist())
             crit.undetermined.acceptable.extend(undetermined.acceptable.tolist())
     return msg
+
+
+def _threshold_from_pb(t) -> Threshold:
+    return Threshold(metric=t.metric, value=t.value, provenance=t.provenance, baseline=t.baseline,
+                     baseline_value=t.baseline_value, rate=t.rate, floor=t.floor, cap=t.cap)
 
 
 def save(case: Case, path: str | os.PathLike, sidecar_bytes: int = DEFAULT_SIDECAR_BYTES) -> Path:
@@ -555,10 +566,12 @@ def from_proto(msg: pb.Case, path: Path, verify: bool = True, goldens: bool = Tr
             raise CaseFileError(f"{path}: {what} {name!r} is not a plain name ({PLAIN_NAME_RULE})")
     criteria: dict[str, list[Threshold]] = {}
     undetermined: dict[str, Undetermined] = {}
+    informative: dict[str, list[Threshold]] = {}
     for crit in msg.criteria:
-        criteria[crit.output] = [Threshold(metric=t.metric, value=t.value, provenance=t.provenance,
-                                           baseline=t.baseline, baseline_value=t.baseline_value,
-                                           rate=t.rate, floor=t.floor, cap=t.cap) for t in crit.thresholds]
+        if crit.thresholds or not (crit.informative or crit.not_compared):
+            criteria[crit.output] = [_threshold_from_pb(t) for t in crit.thresholds]
+        if crit.informative:
+            informative[crit.output] = [_threshold_from_pb(t) for t in crit.informative]
         if crit.HasField("undetermined"):
             undetermined[crit.output] = Undetermined(np.array(crit.undetermined.index, dtype=np.int64),
                                                      np.array(crit.undetermined.offsets, dtype=np.int64),
@@ -568,7 +581,8 @@ def from_proto(msg: pb.Case, path: Path, verify: bool = True, goldens: bool = Tr
         params={k: _value_from_pb(v) for k, v in sorted(msg.params.items())},
         inputs={t.name: _tensor_from_pb(path, t, verify) for t in msg.inputs},
         outputs={t.name: _tensor_from_pb(path, t, verify, goldens) for t in msg.outputs},
-        criteria=criteria,
+        criteria=criteria, informative=informative,
+        not_compared=tuple(crit.output for crit in msg.criteria if crit.not_compared),
         expect=_EXPECT_NAMES[msg.expect],
         expect_check=msg.expect_check, expect_message=msg.expect_message, seed=msg.seed,
         generator_version=msg.generator_version, spec_sha256=msg.spec_sha256, spec_path=msg.spec_path,
@@ -587,9 +601,13 @@ def _check_complete(case: Case, path: Path) -> None:
     missing = [t.name for t in case.inputs.values() if not t.absent and t.data is None]
     if missing:
         raise CaseFileError(f"{path}: input(s) {missing} carry no data (neither inline nor a sidecar)")
-    unknown = sorted({th.metric for thresholds in case.criteria.values() for th in thresholds} - set(METRICS))
+    stated = [*case.criteria.values(), *case.informative.values()]
+    unknown = sorted({th.metric for thresholds in stated for th in thresholds} - set(METRICS))
     if unknown:
         raise CaseFileError(f"{path}: threshold(s) on unknown metric(s) {unknown} (known: {', '.join(METRICS)})")
+    strangers = sorted(set(case.not_compared) - set(case.outputs))
+    if strangers:
+        raise CaseFileError(f"{path}: not_compared names no output of the case: {strangers}")
 
 
 def _check_undetermined(case: Case, path: Path) -> None:

@@ -25,7 +25,7 @@ import numpy as np
 
 from gen.core.casefile import drop_pages
 
-__all__ = ["compare", "passes", "small_golden_eps"]
+__all__ = ["compare", "judgement", "passes", "small_golden_eps"]
 
 # Keeps the relative error finite where the golden is zero (ACCURACY.md).
 DENOM_OFFSET = 1e-9
@@ -105,21 +105,34 @@ def _release(actual, golden, upto: int) -> None:
 
 
 def passes(metric: str, value, threshold: float, stats: dict) -> bool:
-    """Whether `value` of `metric` (from `compare`, whose result is `stats`) is acceptable.
+    """Whether `value` of `metric` (from `compare`, whose result is `stats`) is acceptable (see judgement)."""
+    return judgement(metric, value, threshold, stats)[0]
 
-    diff1, diff2, diff3, diff3_2: pass when the value is present, finite and <= threshold.
-    diff4 follows the mlu-ops gtest rule (ACCURACY.md): the threshold's size is ignored, and diff4
-    fails only when it is exactly 0.0 or 1.0 (every unequal element errs in the same direction)
-    with at least 100 distinct unequal (e, b) pairs, so that a one-sided bias over a handful of
-    values is not called a rounding bias. A diff4 of None (no unequal element) passes.
+
+def judgement(metric: str, value, threshold: float, stats: dict) -> tuple[bool, str]:
+    """(whether `value` of `metric` is acceptable, how it was judged where not by `value <= threshold`).
+
+    diff1, diff2, diff3, diff3_2: pass when the value is present, finite and <= threshold; the note is ''.
+    diff4 follows the mlu-ops gtest rule (ACCURACY.md), whose threshold bounds nothing: a negative
+    threshold means diff4 is not judged; with fewer than 100 distinct unequal (e, b) pairs, or no
+    unequal element at all, it is not judged either; otherwise it fails only when it is exactly 0.0 or
+    1.0 (every unequal element errs in the same direction), so that a one-sided bias over a handful of
+    values is not called a rounding bias.  The note says which of these decided.
     """
     if metric == "diff4":
+        if threshold < 0:
+            return True, "not judged: a negative threshold"
         if value is None:
-            return True
-        one_sided = value == 0.0 or value == 1.0
-        return not (one_sided and stats["n_unique_unequal_pairs"] >= _UNIQUE_PAIRS_CAP)
+            return True, "not judged: no element differs"
+        pairs = stats["n_unique_unequal_pairs"]
+        if pairs < _UNIQUE_PAIRS_CAP:
+            return True, f"not judged: {pairs} distinct unequal pairs, under {_UNIQUE_PAIRS_CAP}"
+        if value == 0.0 or value == 1.0:
+            return False, (f"every differing element is {'above' if value == 0.0 else 'below'} the golden "
+                           f"(at least {_UNIQUE_PAIRS_CAP} distinct pairs)")
+        return True, "errors on both sides of the golden (diff4 fails only at 0 or 1)"
     if metric in THRESHOLD_METRICS or metric == "exact":
-        return value is not None and math.isfinite(value) and value <= threshold
+        return value is not None and math.isfinite(value) and value <= threshold, ""
     raise ValueError(f"unknown metric {metric!r}; expected diff1, diff2, diff3, diff3_2, diff4 or exact")
 
 

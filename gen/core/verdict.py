@@ -23,7 +23,7 @@ import numpy as np
 
 from gen.core.backend import Request, TensorInfo
 from gen.core.casefile import Case, drop_pages
-from gen.core.metrics import DENOM_OFFSET, compare, exact_mismatches, passes, small_golden_eps
+from gen.core.metrics import DENOM_OFFSET, compare, exact_mismatches, judgement, passes, small_golden_eps
 
 # Every status a case can end in.  FAILING ones make `opcase run` exit 1.
 PASSED, FAILED, WRONGLY_ACCEPTED, WRONGLY_REJECTED, ERROR, SKIPPED, MISTRUSTED, NONDETERMINISTIC = (
@@ -59,6 +59,8 @@ class CaseResult:
     determinism: dict | None = None                  # with --bitwise: mode, calls compared, first disagreement
     error_maps: dict = field(default_factory=dict)   # failing output -> harness.error_map.error_map() (--html)
     descriptor: str = ""                             # the case's one-line descriptor (gen.descriptor), if any
+    informative: dict = field(default_factory=dict)  # output -> verdicts of thresholds reported, not judged
+    not_compared: list = field(default_factory=list)  # outputs the case does not judge (mlu-ops threshold_use 0)
     explanation: str = ""                            # with `run --explain`: the variant(s) a failing case's outputs match
 
     @property
@@ -165,6 +167,8 @@ def mistrust(case: Case) -> str:
     if case.zero_golden_ok:
         return ""
     for name, t in case.outputs.items():
+        if name in case.not_compared:
+            continue
         if t.data.size == 0:
             return f"golden '{name}' is empty: no value of it can be wrong"
         lo, hi, finite = _scan(t.data)
@@ -191,6 +195,7 @@ def judge(case: Case, produced: dict, result: CaseResult) -> None:
 def measure(case: Case, produced: dict, result: CaseResult) -> list[str]:
     """Fill ``result``'s metrics, thresholds and worst elements; return why the outputs fail ([] if not)."""
     failures = []
+    result.not_compared = [name for name in case.outputs if name in case.not_compared]
     for name, t in case.outputs.items():
         stats = compare(produced[name], t.data, t.dtype)
         if any(th.metric == "exact" for th in case.criteria.get(name, [])):
@@ -198,15 +203,16 @@ def measure(case: Case, produced: dict, result: CaseResult) -> list[str]:
         result.metrics[name] = {k: v for k, v in stats.items() if not k.startswith("worst")}
         result.worst[name] = {k: v for k, v in stats.items() if k.startswith("worst")}
         result.layouts[name] = t.layout
-        verdicts = []
-        for th in case.criteria.get(name, []):
-            value = stats.get(th.metric)
-            ok = passes(th.metric, value, th.value, stats)
-            verdicts.append({**asdict(th), "actual": value, "passed": ok})
-            if not ok:
-                failures.append(f"{name}.{th.metric}={value:.3g} > {th.value:.3g}"
-                                if isinstance(value, (int, float)) else f"{name}.{th.metric} failed")
-        result.thresholds[name] = verdicts
+        result.thresholds[name] = [_verdict(th, stats) for th in case.criteria.get(name, [])]
+        if case.informative.get(name):
+            result.informative[name] = [_verdict(th, stats) for th in case.informative[name]]
+        if name in case.not_compared:
+            continue
+        for v in result.thresholds[name]:
+            if not v["passed"]:
+                failures.append(f"{name}.{v['metric']}: {v['note']}" if v["note"] else
+                                f"{name}.{v['metric']}={v['actual']:.3g} > {v['value']:.3g}"
+                                if isinstance(v["actual"], (int, float)) else f"{name}.{v['metric']} failed")
         if stats["nan_inf_mismatch"]:
             failures.append(f"{name}: {stats['nan_inf_mismatch']} NaN/Inf positions differ")
         if not case.criteria.get(name):
@@ -214,8 +220,18 @@ def measure(case: Case, produced: dict, result: CaseResult) -> list[str]:
     return failures
 
 
+def _verdict(th, stats: dict) -> dict:
+    """A threshold's verdict: the threshold, the metric's value, whether it passed, and how it was
+    judged where not by value <= threshold (diff4: metrics.judgement)."""
+    value = stats.get(th.metric)
+    ok, note = judgement(th.metric, value, th.value, stats)
+    return {**asdict(th), "actual": value, "passed": ok, "note": note}
+
+
 def output_fails(result: CaseResult, output: str) -> bool:
     """Whether one judged output fails: a threshold not met, none stated, or NaN/Inf mismatches."""
+    if output in result.not_compared:
+        return False
     verdicts = result.thresholds.get(output, [])
     return (not verdicts or not all(v["passed"] for v in verdicts)
             or bool(result.metrics.get(output, {}).get("nan_inf_mismatch")))

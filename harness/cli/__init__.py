@@ -1355,11 +1355,15 @@ def _status_line():
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
               help="Seconds each call of a --baseline other than opcase's own may take (it runs in a worker "
                    "process); over it, that file's import is an error.")
-def import_(paths, out_dir, baseline, max_size, timeout):
+@click.option("--thresholds", "rule", type=click.Choice(["file", "docs"]), default="file", show_default=True,
+              help="Judge by each file's own thresholds and threshold_use (as mluop_gtest does), or by the "
+                   "docs' rule; the other is kept in the case and reported beside them.")
+def import_(paths, out_dir, baseline, max_size, timeout, rule):
     """Import mlu-ops case files (.pb/.prototxt), adding goldens and thresholds.
 
     A case is named after its file; files of one kernel that share a name (case_0.prototxt in
-    several directories) are named after their path under PATH instead."""
+    several directories) are named after their path under PATH instead.  A case is judged by its
+    file's own thresholds unless --thresholds docs asks for the docs' rule."""
     from gen.core.spec import SpecError  # lazily: fast --help
     from harness.cli.interop import import_all  # lazily: fast --help
 
@@ -1367,7 +1371,7 @@ def import_(paths, out_dir, baseline, max_size, timeout):
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        outcomes = import_all(paths, out, baseline, max_size, timeout)
+        outcomes = import_all(paths, out, baseline, max_size, timeout, rule)
     except SpecError as exc:
         raise InputError(str(exc)) from None
     _report_outcomes(outcomes)

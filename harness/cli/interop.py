@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gen.core.backend import BackendLoadError, TensorInfo
-from gen.core.casefile import (SUFFIX, Case, CaseFileError, contained_path, element_count, find, load,
+from gen.core.casefile import (SUFFIX, Case, CaseFileError, Threshold, contained_path, element_count, find, load,
                                physical_memory, save)
 from gen.core.checks import first_failure
 from gen.core.registry import UnknownOp, spec_for
@@ -19,6 +19,10 @@ from harness.mluops import MluopsError, UnsupportedKernel, case_from_mluops, loa
 from harness.mluops.writer import SUITE
 
 MLUOPS_SUFFIXES = (".pb", ".prototxt", ".pbtxt")
+# What an imported case is judged by: the mlu-ops file's own thresholds (and threshold_use), as
+# mluop_gtest judges it, or the docs' rule that `opcase gen` applies.  The other is kept and reported.
+FILE_RULE, DOCS_RULE = "file", "docs"
+THRESHOLD_RULES = (FILE_RULE, DOCS_RULE)
 
 
 @dataclass
@@ -61,11 +65,33 @@ def complete_imported(case: Case, baseline_name: str | None, load_baseline=load_
     return Generator(spec, baseline).complete(case)
 
 
+def judge_by(case: Case, mlu, rule: str) -> str:
+    """Make ``case`` (completed with the docs' rule) judged by ``rule``: the file's own thresholds
+    (FILE_RULE: its outputs with threshold_use 0 are not judged) or the docs' rule (DOCS_RULE); the
+    other rule's thresholds stay in the case as informative.  Returns how the case is judged, in words."""
+    if case.expect != "ok":
+        return ""
+    if mlu.threshold_source == "none":
+        return "judged by the docs' rule (the file states no thresholds)"
+    provenance = f"the mlu-ops file's own ({mlu.threshold_source}, {mlu.path.name})"
+    own = {name: [Threshold(metric=metric, value=value, provenance=provenance) for metric, value in pairs]
+           for name, pairs in mlu.thresholds.items()}
+    docs = case.criteria
+    if rule == FILE_RULE:
+        case.criteria = {name: own.get(name, []) for name in case.outputs}
+        case.informative = {name: thresholds for name, thresholds in docs.items() if thresholds}
+        case.not_compared = tuple(name for name in case.outputs if not own.get(name))
+        return f"judged by the file's thresholds ({mlu.threshold_source}); the docs' rule reported beside them"
+    case.informative = {name: thresholds for name, thresholds in own.items() if thresholds}
+    return f"judged by the docs' rule; the file's thresholds ({mlu.threshold_source}) reported beside them"
+
+
 def import_all(paths, out_dir: Path, baseline: str | None, max_size: int | None = None,
-               timeout: float | None = None) -> list[Outcome]:
-    """Import every mlu-ops case file under ``paths`` into ``out_dir``; one Outcome per file, so
-    that a bad file costs only itself.  A baseline other than opcase's own runs in a worker
-    process (harness.workers.load_apart), loaded once per name and replaced when one dies."""
+               timeout: float | None = None, rule: str = FILE_RULE) -> list[Outcome]:
+    """Import every mlu-ops case file under ``paths`` into ``out_dir``, judged by ``rule``
+    (THRESHOLD_RULES); one Outcome per file, so that a bad file costs only itself.  A baseline other
+    than opcase's own runs in a worker process (harness.workers.load_apart), loaded once per name and
+    replaced when one dies."""
     loaded: dict = {}
 
     def load_baseline(name: str):
@@ -84,7 +110,7 @@ def import_all(paths, out_dir: Path, baseline: str | None, max_size: int | None 
             outcomes.append(header)
             continue
         outcomes.append(_one_file(source, lambda: import_file(source, names[source], header, out_dir, baseline,
-                                                              max_size, written, load_baseline)))
+                                                              max_size, written, load_baseline, rule)))
     return outcomes
 
 
@@ -135,9 +161,9 @@ def mluops_case_bytes(mlu) -> int:
 
 
 def import_file(source: Path, name: str, header, out_dir: Path, baseline: str | None, max_size: int | None,
-                written: dict[Path, Path], load_baseline=load_apart) -> Outcome:
-    """Import one case (``header``: it read without data) as ``name``; ``written`` maps the
-    targets of this import so far to their sources, and gains this one's."""
+                written: dict[Path, Path], load_baseline=load_apart, rule: str = FILE_RULE) -> Outcome:
+    """Import one case (``header``: it read without data) as ``name``, judged by ``rule``; ``written``
+    maps the targets of this import so far to their sources, and gains this one's."""
 
     try:
         target = contained_path(out_dir, header.op, SUITE, f"{name}{SUFFIX}")
@@ -164,13 +190,14 @@ def import_file(source: Path, name: str, header, out_dir: Path, baseline: str | 
             mlu = load_mluops(source, out_dir=scratch)
             case = case_from_mluops(mlu, name)
             complete_imported(case, baseline, load_baseline)
+            judged = judge_by(case, mlu, rule)
             save(case, target)
         except (MluopsError, UnknownOp, GenerationError, BackendLoadError) as exc:
             return Outcome(source, "error", str(exc))
         except OSError as exc:
             return Outcome(source, "error", f"cannot write {target}: {exc.strerror or exc}")
     written[target] = source
-    return Outcome(source, "written", f"{case.op}, expect {case.expect}", target)
+    return Outcome(source, "written", f"{case.op}, expect {case.expect}" + (f"; {judged}" if judged else ""), target)
 
 
 def export_file(source: Path, out_dir: Path, text: bool, written: dict[Path, Path]) -> Outcome:
