@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shlex
+import select
 import signal
 import subprocess
 import sys
@@ -175,8 +176,9 @@ SLOW_AFTER_FIRST = textwrap.dedent('''
 
 
     def run(request):
+        # The first case takes two calls (the decoy call, then the judged call); every later one hangs.
         _calls[0] += 1
-        if _calls[0] > 1:
+        if _calls[0] > 2:
             time.sleep(600)
         return _reference.run(request)
 ''')
@@ -186,10 +188,15 @@ def test_ctrl_c_exits_130_after_the_partial_summary_leaving_results_incomplete(t
     (tmp_path / "slow.py").write_text(SLOW_AFTER_FIRST)
     report = tmp_path / "r.json"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # Ctrl-C as a terminal sends it: SIGINT handled by default even where pytest itself runs with it
+    # ignored (a background job of a non-interactive shell), or Python would never raise KeyboardInterrupt.
     proc = subprocess.Popen(OPCASE + ["run", str(BOUNDARY), "--backend", "slow:run", "--json", str(report)],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
-        assert proc.stdout.readline().startswith("PASS ")   # the first case is done; the second sleeps
+        # The first case is done; the second sleeps (bounded: a backend that hangs earlier fails here).
+        assert select.select([proc.stdout], [], [], 60)[0], "no line from opcase in 60 s"
+        assert proc.stdout.readline().startswith("PASS ")
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
