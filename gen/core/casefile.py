@@ -611,11 +611,14 @@ def _check_complete(case: Case, path: Path) -> None:
 
 
 def _check_undetermined(case: Case, path: Path) -> None:
-    """Undetermined elements: only beside an exact threshold, inside their output, ascending, each
-    with its slice of acceptable answers (the judge indexes by them: nothing may point outside)."""
+    """Undetermined elements: only beside an exact threshold (judged, or reported beside the judged
+    ones: an imported mlu-ops case judged by its file's rule keeps the docs' exact one informative),
+    inside their output, ascending, each with its slice of acceptable answers (the judge indexes by
+    them: nothing may point outside)."""
     for name, u in case.undetermined.items():
         where = f"{path}: criterion of '{name}': undetermined elements"
-        if name not in case.outputs or not any(th.metric == "exact" for th in case.criteria.get(name, [])):
+        stated = [*case.criteria.get(name, []), *case.informative.get(name, [])]
+        if name not in case.outputs or not any(th.metric == "exact" for th in stated):
             raise CaseFileError(f"{where} without an exact threshold on an output of that name")
         size = element_count(case.outputs[name].shape)
         if u.index.size and (u.index[0] < 0 or u.index[-1] >= size or np.any(np.diff(u.index) <= 0)):
