@@ -35,9 +35,11 @@ from gen.core.verdict import request_for, validate_outputs
 from harness.decoy import decoy_first
 
 # What the judged call did (Called.outcome).
-OUTPUTS, REJECTED, RAISED, INVALID, SKIPPED, UNSUPPORTED_RAISED = (
-    "outputs", "rejected", "raised", "invalid", "skipped", "supports-raised")
-OUTCOMES = (OUTPUTS, REJECTED, RAISED, INVALID, SKIPPED, UNSUPPORTED_RAISED)
+# SKIPPED: supports() said no to the kernel or dtype (the case is not the backend's to judge);
+# DECLINED: the call itself raised NotSupported (a case whose check expects NOT_SUPPORTED passes).
+OUTPUTS, REJECTED, RAISED, INVALID, SKIPPED, DECLINED, UNSUPPORTED_RAISED = (
+    "outputs", "rejected", "raised", "invalid", "skipped", "declined", "supports-raised")
+OUTCOMES = (OUTPUTS, REJECTED, RAISED, INVALID, SKIPPED, DECLINED, UNSUPPORTED_RAISED)
 
 
 @dataclass
@@ -109,8 +111,8 @@ def judged_call(backend: Backend, request: Request, what: str = "") -> Called:
     (``what``: the kernel and dtype, for a declined call's message)."""
     try:
         produced, seconds, _ = call(backend, request)
-    except NotSupported as exc:   # it declines the call: skipped, as for supports() False
-        return Called(SKIPPED, f"backend {backend.name} declined {what or request.op}" + (f": {exc}" if str(exc) else ""))
+    except NotSupported as exc:   # it declines the call: skipped, as for supports() False, unless expected
+        return Called(DECLINED, f"backend {backend.name} declined {what or request.op}" + (f": {exc}" if str(exc) else ""))
     except InvalidArgument as exc:
         return Called(REJECTED, str(exc))
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever the backend raises is reported

@@ -22,7 +22,7 @@ from gen.core.timing import TimingPlan
 from gen.core.verdict import (ERROR, FAILED, MISTRUSTED, NONDETERMINISTIC, PASSED, SKIPPED, WRONGLY_ACCEPTED,
                               WRONGLY_REJECTED, CaseResult, judge, measure, output_fails, validate_outputs)
 from harness.backends import import_path_for
-from harness.calling import OUTPUTS, REJECTED, SKIPPED as NOT_SUPPORTED, Called, Timed, call_case
+from harness.calling import DECLINED, OUTPUTS, REJECTED, SKIPPED as NOT_THE_BACKENDS, Called, Timed, call_case
 from harness.determinism import RepeatCheck
 from harness.efficiency import efficiency
 from harness.error_map import error_map
@@ -77,9 +77,11 @@ class Judgement:
             result.status, result.message = ((PASSED, f"rejected as expected: {called.message}")
                                              if case.expect == "rejected" else
                                              (WRONGLY_REJECTED, f"valid call rejected: {called.message}"))
-        elif called.outcome == NOT_SUPPORTED and case.expect == "not_supported":
+        elif called.outcome == DECLINED and case.expect == "not_supported":
             result.status, result.message = PASSED, f"declined as not supported, as expected: {called.message}"
-        elif called.outcome == NOT_SUPPORTED:
+        elif called.outcome in (DECLINED, NOT_THE_BACKENDS):
+            # A kernel or dtype the backend does not implement at all (supports() False) is skipped,
+            # whatever its cases expect: declining what it never claimed proves nothing.
             result.status, result.message = SKIPPED, called.message
         elif called.outcome != OUTPUTS:
             result.status, result.message = ERROR, called.message

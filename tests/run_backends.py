@@ -166,3 +166,19 @@ def says_time_but_returns_dict(request):
 
 
 says_time_but_returns_dict.measures_time = True
+
+
+class OnlyPsamask:
+    """The reference for psamask alone: every other kernel is declared unsupported (supports())."""
+    name = "only-psamask"
+
+    def supports(self, op, dtype):
+        return op.startswith("psamask")
+
+    def run(self, request):
+        if not request.op.startswith("psamask"):
+            raise AssertionError("called on a kernel its supports() declined")
+        return _reference.run(request)
+
+
+only_psamask = OnlyPsamask()

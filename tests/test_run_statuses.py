@@ -137,3 +137,16 @@ def test_usage_errors_exit_2_in_one_line(suite, tmp_path):
         result = _run("--backend", "reference", *args)
         assert result.exit_code == 2, (args, result.output)
         assert text in result.output and "Traceback" not in result.output, (args, result.output)
+
+
+def test_a_kernel_the_backend_does_not_support_is_skipped_even_where_its_cases_expect_not_supported(tmp_path):
+    """A case whose check expects NOT_SUPPORTED passes only when the call itself is declined: a
+    backend that claims no such kernel at all (supports() False) proves nothing there."""
+    from conftest import REPO
+    invalid = REPO / "cases" / "carafe_forward" / "invalid"
+    expecting = [p for p in find([invalid]) if load(p, verify=False).expect == "not_supported"]
+    assert expecting, "the committed suite has no case that expects not supported"
+    report = tmp_path / "r.json"
+    result = _run(*expecting, "--backend", "run_backends:only_psamask", "--json", report, "--allow-empty")
+    assert result.exit_code == 0, result.output
+    assert set(_statuses(report).values()) == {"skipped"}, result.output
