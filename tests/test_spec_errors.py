@@ -45,6 +45,8 @@ def _line_of(text: str, needle: str) -> int:
     ("    values: {dist: uniform, low: 0.5, high: 4.0}", "    values: {dist: gamma, low: 0.5}", "dist: gamma",
      "values.dist must be one of"),
     ("op: psamask_forward", "op: psamask_forward\n  bad indent: [", "bad indent", "YAML error"),
+    # found by the long spec fuzz run (an empty choice list drew from nothing: numpy's ValueError)
+    ("params: {psa_type: [0, 1],", "params: {psa_type: [],", "psa_type: []", "a list of choices must not be empty"),
 ])
 def test_malformed_spec_names_file_and_line(tmp_path, old, new, needle, message):
     assert old in GOOD

@@ -636,6 +636,9 @@ def _suites(v: _Validator, node, spec_inputs, spec_outputs=()):
                     _sampler_range(v, sampler, f"suites.random.{section}.{name}")
                 elif isinstance(sampler, str):
                     v.expr(random[section], name, sampler, f"suites.random.{section}.{name}")
+                elif isinstance(sampler, list) and not sampler:
+                    # A list is a choice among its values: an empty one has nothing to draw.
+                    v.fail(random[section], name, f"suites.random.{section}.{name}: a list of choices must not be empty")
         for i, cond in enumerate(v.optional_list(random, "where", "suites.random")):
             v.expr(random["where"], None, cond, f"suites.random.where[{i}]")
         for tname, dist in v.optional_mapping(random, "values", "suites.random").items():
