@@ -625,11 +625,18 @@ class _Pool:
             self._give_out(depth)
 
     def _give_out(self, depth: int) -> None:
-        for worker in self.workers:
+        for worker in list(self.workers):
             while worker.ready and self.pending and (worker.case is not None) + len(worker.queued) < depth:
                 index = self.pending.popleft()
-                worker.send({"kind": "case", "path": str(self.files[index]), "bitwise": self.options.bitwise,
-                             "timing": [self.options.timing.repeat, self.options.timing.warmup]})
+                try:
+                    worker.send({"kind": "case", "path": str(self.files[index]), "bitwise": self.options.bitwise,
+                                 "timing": [self.options.timing.repeat, self.options.timing.warmup]})
+                except OSError:
+                    # Its end of the channel is gone (the worker died on the case under way, or its
+                    # backend closed it): this case was never sent; the worker's own case is charged.
+                    self.pending.appendleft(index)
+                    self._retire_closed(worker)
+                    break
                 # The worker starts on the case at once (or after the one under way); this process
                 # reads it meanwhile.
                 worker.queued.append((index, *self._judgement(index)))
@@ -755,6 +762,12 @@ class _Pool:
             result = _internal_error(self.shown[index], self.backend_spec, self.options)
         result.wall_seconds = time.monotonic() - started
         self._finish(index, result)
+
+    def _retire_closed(self, worker: _Worker) -> None:
+        """Retire a worker whose channel refused a case: how it ended, once it has (a moment's wait)."""
+        worker.process.join(_STOP_GRACE_S)
+        self._retire(worker, f"worker {worker.exit_description()}" if worker.process.exitcode is not None
+                     else "the worker's channel was closed under it (by its backend); worker killed")
 
     def _retire(self, worker: _Worker, why: str) -> None:
         """Kill a worker and charge its case (or, if it never got going, the next one) with ``why``."""
