@@ -526,7 +526,7 @@ CHECK_STATUSES = {"bad_param": "rejected", "not_supported": "not_supported"}   #
 def _check_status(v: _Validator, node, where) -> str:
     """A check's `status`: what mlu-ops returns when it fails (bad_param, the default, or not_supported)."""
     status = node.get("status", "bad_param")
-    if status not in CHECK_STATUSES:
+    if not isinstance(status, str) or status not in CHECK_STATUSES:
         v.fail(node, "status", f"{where}: status must be one of {', '.join(CHECK_STATUSES)}, got {status!r}")
     return status
 

@@ -216,6 +216,8 @@ REGRESSIONS = [
     (_mutant("psamask_forward.yaml", ("inputs", "x", "shape", 0), "N.shape"), _gen_args("boundary", "^mask_1x1-")),
     # an empty list of choices for a random dim (the long run after issue 19 found it)
     (_mutant("border_align_forward.yaml", ("suites", "random", "dims", "K"), []), _gen_args("random")),
+    # a check's status that is no string (a mapping: unhashable in the set of statuses)
+    (_mutant("carafe_forward.yaml", ("checks", 11, "status"), {"dist": "const"}), _gen_args("invalid")),
 ]
 
 
