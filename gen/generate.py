@@ -358,6 +358,11 @@ def layout_of(spec: Spec, plan: Plan) -> Layout:
         dtypes.update({k: str(x) for k, x in (v.get("dtype") or {}).items()})
         layouts.update({k: str(x) for k, x in (v.get("layout") or {}).items()})
         shapes.update({k: tuple(int(d) for d in x) for k, x in (v.get("shape") or {}).items()})
+    negative = {name: shape for name, shape in shapes.items() if any(d < 0 for d in shape)}
+    if negative:
+        # No tensor has a negative extent, broken case or not: its dims or params are off.
+        raise SpecError(spec.path, plan.line, f"case {plan.name}: tensor shape(s) with a negative extent: "
+                        + ", ".join(f"{name} {list(shape)}" for name, shape in negative.items()))
     return Layout(shapes, dtypes, layouts)
 
 

@@ -218,6 +218,9 @@ REGRESSIONS = [
     (_mutant("border_align_forward.yaml", ("suites", "random", "dims", "K"), []), _gen_args("random")),
     # a check's status that is no string (a mapping: unhashable in the set of statuses)
     (_mutant("carafe_forward.yaml", ("checks", 11, "status"), {"dist": "const"}), _gen_args("invalid")),
+    # a negative dim in the invalid suite's base: a tensor with a negative extent
+    (_mutant("deform_roi_pool_forward.yaml", ("suites", "invalid", "base", "dims", "R"), -1),
+     _gen_args("invalid", "^rois_dtype-")),
 ]
 
 
