@@ -24,7 +24,7 @@ def one_run(checkout: Path, cases: Path) -> float:
     with tempfile.TemporaryDirectory() as scratch:
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(cases), "--backend",
-                               "bad_backends:object_backend", "-q", "--json", str(Path(scratch) / "r.json")],
+                               "bad_backends:object_backend", "--json", str(Path(scratch) / "r.json")],
                               env=env, cwd=scratch, capture_output=True, text=True)
         seconds = time.perf_counter() - start
     if done.returncode != 0:
