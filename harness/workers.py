@@ -421,6 +421,12 @@ class _Worker:
     def send(self, doc: dict, fds=()) -> None:
         channel.send(self.jobs, doc, fds)
 
+    def unreachable(self, otherwise: str) -> str:
+        """Why a send to this worker failed: how it ended, once it has (it may have died of the job
+        under way, or read a job before the whole of it was sent), or ``otherwise`` if it lives on."""
+        self.process.join(_STOP_GRACE_S)
+        return f"worker {self.exit_description()}" if self.process.exitcode is not None else otherwise
+
     def frames(self) -> list[dict]:
         """Whole frames that arrived (ChannelError: the channel carries no frames of ours)."""
         return self.reader.read()
@@ -635,7 +641,8 @@ class _Pool:
                     # Its end of the channel is gone (the worker died on the case under way, or its
                     # backend closed it): this case was never sent; the worker's own case is charged.
                     self.pending.appendleft(index)
-                    self._retire_closed(worker)
+                    self._retire(worker, worker.unreachable(
+                        "the worker's channel was closed under it (by its backend); worker killed"))
                     break
                 # The worker starts on the case at once (or after the one under way); this process
                 # reads it meanwhile.
@@ -762,12 +769,6 @@ class _Pool:
             result = _internal_error(self.shown[index], self.backend_spec, self.options)
         result.wall_seconds = time.monotonic() - started
         self._finish(index, result)
-
-    def _retire_closed(self, worker: _Worker) -> None:
-        """Retire a worker whose channel refused a case: how it ended, once it has (a moment's wait)."""
-        worker.process.join(_STOP_GRACE_S)
-        self._retire(worker, f"worker {worker.exit_description()}" if worker.process.exitcode is not None
-                     else "the worker's channel was closed under it (by its backend); worker killed")
 
     def _retire(self, worker: _Worker, why: str) -> None:
         """Kill a worker and charge its case (or, if it never got going, the next one) with ``why``."""
@@ -916,10 +917,7 @@ class IsolatedBackend:
         try:
             worker.send(job, fds)
         except OSError as exc:
-            # It may have died on this very job already (it can read the job before the whole of it is sent).
-            worker.process.join(1)
-            self._fail(f"worker {worker.exit_description()}" if worker.process.exitcode is not None
-                       else f"cannot reach its worker ({exc})")
+            self._fail(worker.unreachable(f"cannot reach its worker ({exc})"))
         deadline = time.monotonic() + self.timeout if self.timeout else None
         while True:
             limits = [t for t in (deadline, worker.reader.deadline()) if t is not None]
