@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Callable
 
@@ -106,14 +107,29 @@ def _replay(name: str, result) -> Backend:
     return Backend(name=name, origin="opcase power", run=run)
 
 
+# How many failing cases are enough to call a mutant killed: past them it is judged on no
+# further case (README: Measuring a suite's power).  None: every case.
+ENOUGH_KILLS = 2
+
+
+def case_bytes(path: Path) -> int:
+    """What a case file holds on disk: its envelope and its sidecars (OP/SUITE/NAME.opcase.*)."""
+    return path.stat().st_size + sum(s.stat().st_size for s in path.parent.glob(f"{glob_escape(path.name)}.*"))
+
+
 def measure(files: list[Path], base: Backend, base_spec: str,
-            on_case: Callable[[str], None] = lambda key: None) -> dict:
-    """Run the base, every mutant and every control of each case's kernel on ``files``; the report."""
+            on_case: Callable[[str], None] = lambda key: None, enough_kills: int | None = ENOUGH_KILLS) -> dict:
+    """Run the base, every mutant and every control of each case's kernel on ``files``; the report.
+
+    Cases go smallest first, and a mutant already failed by ``enough_kills`` cases is judged on
+    no further case: what a mutant costs is a reference call per case, and on the default suites'
+    2^24-element and network cases that is seconds each, for dozens of mutants.  Controls,
+    survivors and mutants not yet killed are judged on every case."""
 
     tallies: dict[str, list[Tally]] = {}
     cases: Counter = Counter()
     base_problems = []
-    for path in files:
+    for path in sorted(files, key=case_bytes):
         try:
             case = load(path)
         except CaseFileError as exc:
@@ -136,8 +152,10 @@ def measure(files: list[Path], base: Backend, base_spec: str,
         # pooled size, say): numpy's warnings about that arithmetic are the mutant's, not the user's.
         with np.errstate(all="ignore"):
             for tally in tallies[case.op]:
+                if tally.mutant.kind != CONTROL and enough_kills and len(tally.failing) >= enough_kills:
+                    continue
                 _judge(tally, case, path, base, captured["outcome"], base_spec, captured["calls"])
-    return report(tallies, cases, base_spec, base_problems)
+    return report(tallies, cases, base_spec, base_problems, enough_kills)
 
 
 def _with_state(tally: Tally, base: Backend, base_calls: list, last: dict) -> Backend:
@@ -197,9 +215,11 @@ def _record(tally: Tally, judged) -> None:
         tally.note_margin(judged)
 
 
-def report(tallies: dict[str, list[Tally]], cases: Counter, base_spec: str, base_problems: list) -> dict:
+def report(tallies: dict[str, list[Tally]], cases: Counter, base_spec: str, base_problems: list,
+           enough_kills: int | None = None) -> dict:
     """The power report (README: Measuring a suite's power)."""
-    doc = {"base": base_spec, "kernels": [], "mutants": [], "controls": [], "base_problems": base_problems}
+    doc = {"base": base_spec, "enough_kills": enough_kills, "kernels": [], "mutants": [], "controls": [],
+           "base_problems": base_problems}
     for kernel in sorted(tallies):
         rows = tallies[kernel]
         generic = [t for t in rows if t.mutant.kind in (GENERIC, CHECKS)]

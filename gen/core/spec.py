@@ -708,18 +708,8 @@ def _stress(v: _Validator, suites, node, spec_inputs, spec_outputs):
                                         f"(known: {', '.join(spec_inputs)})")
     tail = node.get("channel_tail")
     if tail is not None:
-        if not isinstance(tail, dict):
-            v.fail(node, "channel_tail", "suites.stress.channel_tail must be a mapping")
-        v.allow_keys(tail, ["dim", "widths"], "suites.stress.channel_tail")
-        v.require_keys(tail, ["dim", "widths"], "suites.stress.channel_tail")
-        base_dims = node["base"].get("dims") or {}
-        if not isinstance(tail["dim"], str) or tail["dim"] not in base_dims:
-            v.fail(tail, "dim", f"suites.stress.channel_tail.dim must name one of suites.stress.base's dims "
-                                f"({', '.join(map(str, base_dims))})")
-        widths = tail["widths"]
-        if not isinstance(widths, list) or not widths or any(
-                isinstance(w, bool) or not isinstance(w, int) or not 2 <= w <= 4096 for w in widths):
-            v.fail(tail, "widths", "suites.stress.channel_tail.widths must be a list of whole numbers in [2, 4096]")
+        for entry in tail if isinstance(tail, list) and tail else [tail]:
+            _channel_tail(v, node, entry)
     contention = node.get("contention")
     if contention is not None:
         if not isinstance(contention, list) or not contention:
@@ -748,6 +738,26 @@ def _stress(v: _Validator, suites, node, spec_inputs, spec_outputs):
             if limit in index_width:
                 _entry(v, index_width[limit], f"suites.stress.index_width.{limit}", spec_inputs, need_name=False)
 
+
+
+def _channel_tail(v: _Validator, stress, tail) -> None:
+    """One suites.stress.channel_tail entry: the base's `dim` or int `param` that sizes a channel
+    axis, and the vector widths whose partial blocks it must leave."""
+    if not isinstance(tail, dict):
+        v.fail(stress, "channel_tail", "suites.stress.channel_tail must be a mapping or a non-empty list of them")
+    v.allow_keys(tail, ["dim", "param", "widths"], "suites.stress.channel_tail")
+    if ("dim" in tail) == ("param" in tail):
+        v.fail(tail, None, "suites.stress.channel_tail: give exactly one of 'dim' and 'param'")
+    v.require_keys(tail, ["widths"], "suites.stress.channel_tail")
+    key = "dim" if "dim" in tail else "param"
+    known = stress["base"].get(f"{key}s") or {}
+    if not isinstance(tail[key], str) or tail[key] not in known:
+        v.fail(tail, key, f"suites.stress.channel_tail.{key} must name one of suites.stress.base's {key}s "
+                          f"({', '.join(map(str, known))})")
+    widths = tail["widths"]
+    if not isinstance(widths, list) or not widths or any(
+            isinstance(w, bool) or not isinstance(w, int) or not 2 <= w <= 4096 for w in widths):
+        v.fail(tail, "widths", "suites.stress.channel_tail.widths must be a list of whole numbers in [2, 4096]")
 
 def _batch_sets_a_batch(v: _Validator, stress, batch: dict, spec_inputs, spec_outputs) -> None:
     """suites.stress.batch makes a batch of several: it sets a dim of an axis whose role is batch to 2 or more."""

@@ -1071,7 +1071,10 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text, timeout):
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
               help="Seconds each call of a base other than opcase's own may take (it runs in a worker process, "
                    "as `opcase run` runs it); over it, that call is an error of the base.")
-def power(paths, backend_spec, json_path, max_size, filter_text, timeout):
+@click.option("--kills", "enough_kills", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Judge a mutant on no further case once this many cases (smallest first) have failed it; "
+                   "0: on every case.")
+def power(paths, backend_spec, json_path, max_size, filter_text, timeout, enough_kills):
     """Measure a suite's power: the planted bugs it catches, and the right variants it passes.
 
     \b
@@ -1105,7 +1108,8 @@ def power(paths, backend_spec, json_path, max_size, filter_text, timeout):
     # A SIGTERM unwinds like an exception, so the generated suites (up to GBs) are removed.
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
-        doc, n_files, seconds = _measure_power(paths, specs, base, backend_spec, max_size, filter_text)
+        doc, n_files, seconds = _measure_power(paths, specs, base, backend_spec, max_size, filter_text,
+                                               enough_kills or None)
     finally:
         signal.signal(signal.SIGTERM, previous)
     for line in power_table(doc):
@@ -1120,7 +1124,7 @@ def power(paths, backend_spec, json_path, max_size, filter_text, timeout):
     sys.exit(0 if doc["summary"]["ok"] else EXIT_FAILED)
 
 
-def _measure_power(paths, specs, base, backend_spec, max_size, filter_text):
+def _measure_power(paths, specs, base, backend_spec, max_size, filter_text, enough_kills):
     """(report, case files, seconds) of `opcase power`: SPECs' default suites generated into a
     temporary directory (removed after), then every case measured."""
     from harness.power import measure as measure_power  # lazily: fast --help
@@ -1139,7 +1143,7 @@ def _measure_power(paths, specs, base, backend_spec, max_size, filter_text):
         files = _run_files(case_paths, None, filter_text)
         started = time.monotonic()
         with _progress(len(files), "measuring") as advance:
-            doc = measure_power(files, base, backend_spec, advance)
+            doc = measure_power(files, base, backend_spec, advance, enough_kills)
     return doc, len(files), time.monotonic() - started
 
 
