@@ -33,6 +33,9 @@ STRESS_DIMENSIONS = ("values", "channel_tail", "contention", "batch", "index_wid
 VALUE_REGIMES = ("subnormal", "positive", "near_overflow")
 # suites.stress.index_width: a case past 2^24 elements in its tensor, and one past 2^31 bytes.
 INDEX_LIMITS = ("past_2e24", "past_2e31")
+# suites.stress.not_applicable: a dimension the kernel's tensors would take but its arithmetic does
+# not allow, with why (tests/test_stress_reach.py accepts the reason in place of the cases).
+REACHABLE_DIMENSIONS = ("channel_tail", "batch", "index_width", "subnormal")
 # Axis roles (specs/README.md, Axis roles): what each axis of a tensor is, for what knows no kernel (the
 # generic mutants, the stress suite).  A layout of these letters gives them; any other layout ('ARRAY'),
 # or one whose letters say less than the truth, states them in the tensor's `axes`.
@@ -689,7 +692,7 @@ def _stress(v: _Validator, suites, node, spec_inputs, spec_outputs):
     """suites.stress: a small valid base case and the stress dimensions derived from it."""
     if not isinstance(node, dict):
         v.fail(suites, "stress", "suites.stress must be a mapping")
-    v.allow_keys(node, ["base", *STRESS_DIMENSIONS], "suites.stress")
+    v.allow_keys(node, ["base", *STRESS_DIMENSIONS, "not_applicable"], "suites.stress")
     v.require_keys(node, ["base"], "suites.stress")
     _entry(v, node["base"], "suites.stress.base", spec_inputs, need_name=False)
     if "each" in node["base"]:
@@ -725,6 +728,16 @@ def _stress(v: _Validator, suites, node, spec_inputs, spec_outputs):
             if not isinstance(name, str) or name not in (node["base"].get("dims") or {}):
                 v.fail(batch, name, f"suites.stress.batch: '{name}' is not one of suites.stress.base's dims")
         _batch_sets_a_batch(v, node, batch, spec_inputs, spec_outputs)
+    waived = node.get("not_applicable")
+    if waived is not None:
+        if not isinstance(waived, dict) or not waived:
+            v.fail(node, "not_applicable", "suites.stress.not_applicable maps dimensions to why they do not apply")
+        for name, why in waived.items():
+            if name not in REACHABLE_DIMENSIONS:
+                v.fail(waived, name, f"suites.stress.not_applicable: unknown dimension '{name}' "
+                                     f"(known: {', '.join(REACHABLE_DIMENSIONS)})")
+            if not isinstance(why, str) or not why.strip():
+                v.fail(waived, name, f"suites.stress.not_applicable.{name}: say why, in words")
     index_width = node.get("index_width")
     if index_width is not None:
         if not isinstance(index_width, dict):
