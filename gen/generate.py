@@ -235,8 +235,8 @@ STRESS_REGIMES = {
     "positive": {None: {"dist": "uniform", "low": 0.0, "high": 1.0}},
     "near_overflow": {"float16": {"dist": "uniform", "low": -16384.0, "high": 16384.0}},
 }
-# Regimes drawn in the spec's narrowest dtype only: where a kernel has float16, float32's
-# subnormals are under float16's smallest value and flush in any half path anyway.
+# Regimes drawn in the spec's narrowest float dtype only: float16's subnormal case is the one a
+# flushing half path fails; a kernel without float16 gets float32's (a flushing float path).
 NARROWEST_ONLY = ("subnormal",)
 
 
@@ -247,6 +247,8 @@ def regime_dtypes(regime: str, dtypes) -> list[str]:
         return list(dtypes)
     meaningful = [d for d in by_dtype if d in dtypes]       # by_dtype lists the narrowest first
     return meaningful[:1] if regime in NARROWEST_ONLY else meaningful
+
+
 # suites.stress.index_width: what each case must cross in its tensor, and how it is measured.
 INDEX_WIDTH_LIMITS = {"past_2e24": ("elements", 2**24), "past_2e31": ("bytes", 2**31)}
 
