@@ -1071,7 +1071,11 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text, timeout):
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
               help="Seconds each call of a base other than opcase's own may take (it runs in a worker process, "
                    "as `opcase run` runs it); over it, that call is an error of the base.")
-def power(paths, backend_spec, json_path, max_size, filter_text, timeout):
+@click.option("--min-kills", "min_kills", type=click.IntRange(min=1), default=2, show_default=True,
+              help="A killed bug whose failing cases have fewer distinct shapes than this is named FRAGILE.")
+@click.option("--kills", "show_kills", is_flag=True,
+              help="List every killed bug with how many cases kill it and of how many distinct shapes.")
+def power(paths, backend_spec, json_path, max_size, filter_text, timeout, min_kills, show_kills):
     """Measure a suite's power: the planted bugs it catches, and the right variants it passes.
 
     \b
@@ -1082,7 +1086,8 @@ def power(paths, backend_spec, json_path, max_size, filter_text, timeout):
     dropped or copied last partial block, a repeated last row or column, batch n computed as
     batch 0, accumulation in the tensor dtype, H and W swapped, an optional input ignored, an
     int param off by one, each parameter check left out; and the kernel's own planted bugs)
-    and controls (legitimate variants that must pass).
+    and controls (legitimate variants that must pass).  A kill by cases of fewer than
+    --min-kills distinct shapes is named FRAGILE (a warning: the exit status is unchanged).
     Exit status: 0 every applicable generic mutant killed and every control passes; 1 a
     survivor, a failing control or a case the base fails; 2 usage or input error; 5 no case judged.
     """
@@ -1105,10 +1110,10 @@ def power(paths, backend_spec, json_path, max_size, filter_text, timeout):
     # A SIGTERM unwinds like an exception, so the generated suites (up to GBs) are removed.
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
-        doc, n_files, seconds = _measure_power(paths, specs, base, backend_spec, max_size, filter_text)
+        doc, n_files, seconds = _measure_power(paths, specs, base, backend_spec, max_size, filter_text, min_kills)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    for line in power_table(doc):
+    for line in power_table(doc, show_kills):
         click.echo(line)
     click.echo(f"{n_files} case file(s) in {seconds:.1f} s")
     if json_path:
@@ -1120,7 +1125,7 @@ def power(paths, backend_spec, json_path, max_size, filter_text, timeout):
     sys.exit(0 if doc["summary"]["ok"] else EXIT_FAILED)
 
 
-def _measure_power(paths, specs, base, backend_spec, max_size, filter_text):
+def _measure_power(paths, specs, base, backend_spec, max_size, filter_text, min_kills):
     """(report, case files, seconds) of `opcase power`: SPECs' default suites generated into a
     temporary directory (removed after), then every case measured."""
     from harness.power import measure as measure_power  # lazily: fast --help
@@ -1139,7 +1144,7 @@ def _measure_power(paths, specs, base, backend_spec, max_size, filter_text):
         files = _run_files(case_paths, None, filter_text)
         started = time.monotonic()
         with _progress(len(files), "measuring") as advance:
-            doc = measure_power(files, base, backend_spec, advance)
+            doc = measure_power(files, base, backend_spec, advance, min_kills)
     return doc, len(files), time.monotonic() - started
 
 
