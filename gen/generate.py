@@ -262,13 +262,17 @@ def plan_stress(spec: Spec, base_seed: int) -> list[Plan]:
             entry["each"] = {"dtype": list(dtypes)}
         derived.append((entry, key, limit))
 
+    tail = conf.get("channel_tail")
+    # A regime is drawn at the base and again at the narrowest channel tail: a bug only the regime
+    # shows is then killed by two case shapes, not one (opcase power names kills by one FRAGILE).
+    second_shape = {tail["dim"]: channel_tails(tail["widths"])[0]} if tail else None
     for regime, inputs in (conf.get("values") or {}).items():
         dist, meaningful = STRESS_REGIMES[regime]
         dtypes = [d for d in spec.dtypes if meaningful is None or d in meaningful]
-        if dtypes:
-            derive("values", f"value_{regime}", f"stress: {regime} values in {', '.join(inputs)}",
-                   values={name: dict(dist) for name in inputs}, dtypes=dtypes)
-    tail = conf.get("channel_tail")
+        for dims in ([None, second_shape] if second_shape else [None]) if dtypes else []:
+            suffix = "".join(f"_{k}{n}" for k, n in (dims or {}).items())
+            derive("values", f"value_{regime}{suffix}", f"stress: {regime} values in {', '.join(inputs)}",
+                   dims=dims, values={name: dict(dist) for name in inputs}, dtypes=dtypes)
     if tail:
         for channels in channel_tails(tail["widths"]):
             derive("channel_tail", f"channel_tail_{tail['dim']}{channels}",

@@ -43,7 +43,10 @@ def test_stress_is_a_suite_that_all_includes():
 def test_carafe_forward_stress_cases_are_named_for_select():
     names = [p.name for p in plan_suite(load_spec(REPO / "specs" / "carafe_forward.yaml"), "stress")]
     assert names == [
-        "value_subnormal-float16", "value_positive-float16", "value_positive-float32", "value_near_overflow-float16",
+        # Each regime at the base and at the narrowest channel tail: two shapes.
+        "value_subnormal-float16", "value_subnormal_C15-float16", "value_positive-float16", "value_positive-float32",
+        "value_positive_C15-float16", "value_positive_C15-float32",
+        "value_near_overflow-float16", "value_near_overflow_C15-float16",
         *(f"channel_tail_C{c}-{d}" for c in (15, 17, 63, 65, 129) for d in ("float16", "float32")),
         "contention_taps_one_input-float16", "contention_taps_one_input-float32",
         "batch_N3_H5_W9-float16", "batch_N3_H5_W9-float32", "index_2e24-float16", "index_2e31-float16"]
