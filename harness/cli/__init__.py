@@ -189,7 +189,7 @@ def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
 @main.command()
 @click.argument("specs", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--suite", "suite_text", default="all", show_default=True,
-              help="Comma list of network, random, boundary, invalid, stress; or all.")
+              help="Comma list of network, random, boundary, invalid, stress, fast_path; or all.")
 @click.option("--count", type=click.IntRange(min=0), default=None,
               help="Random cases per spec (default: the spec's; at most 100000, as in a spec).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed; every case is fixed by (spec, suite, seed).")
@@ -1080,7 +1080,7 @@ def power(paths, backend_spec, json_path, max_size, filter_text, timeout, min_ki
 
     \b
     PATHS are case files or directories, or operator SPECs (YAML): their default suites
-    (network up to --max-size, random, boundary, invalid) are generated into a temporary
+    (network up to --max-size, random, boundary, invalid, stress, fast_path) are generated into a temporary
     directory first.  Each kernel's cases are judged, as `opcase run` judges them, against
     mutants of the base (generic planted bugs: rounding toward zero, flushed subnormals, a
     dropped or copied last partial block, a repeated last row or column, batch n computed as
