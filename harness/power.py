@@ -265,6 +265,10 @@ def _closest_text(closest: dict | None) -> str:
             f"thresholds the docs' rule sets accept it there")
 
 
+def _named(m: dict) -> str:
+    return f"{m['name']} (planted)" if m["kind"] == PLANTED else m["name"]
+
+
 def table_lines(doc: dict, kills: bool = False) -> list[str]:
     """The kill-rate table per kernel, then every survivor, fragile kill, failing control and
     inapplicable mutant (and with ``kills`` every killed one with its count of cases and shapes)."""
@@ -283,12 +287,11 @@ def table_lines(doc: dict, kills: bool = False) -> list[str]:
                          f"changed{_closest_text(m.get('closest'))}; to kill it a suite needs {m['needs']}")
     for m in doc["mutants"]:
         if kills and m["verdict"] == KILLED:
-            lines.append(f"killed  {m['kernel']}  {m['name']}{' (planted)' if m['kind'] == PLANTED else ''}: "
-                         f"{m['failing']} case(s) of {m['failing_shapes']} shape(s)")
+            lines.append(f"killed  {m['kernel']}  {_named(m)}: {m['failing']} case(s) of {m['failing_shapes']} shape(s)")
     for m in doc["mutants"]:
         if m["fragile"]:
             shown = ", ".join(f["case"] for f in m["failing_cases"])
-            lines.append(f"FRAGILE  {m['kernel']}  {m['name']}{' (planted)' if m['kind'] == PLANTED else ''}: killed by "
+            lines.append(f"FRAGILE  {m['kernel']}  {_named(m)}: killed by "
                          f"{m['failing']} case(s) of {m['failing_shapes']} shape(s), fewer shapes than "
                          f"{doc['min_kills']}: {shown}")
     for c in doc["controls"]:
