@@ -983,7 +983,7 @@ def kernels_(cases_dir, markdown):
     thresholds, how many cases the main command makes of each (`gen --suite all --max-size 64MB`) and
     their size, how many a committed suite holds, and which optional parts each has (mmcv emulation,
     torch kernel, planted bugs, mlu-ops mapping; README: Adding a kernel)."""
-    from harness import kernel_table  # lazily: fast --help
+    from harness.cli import kernel_table  # lazily: fast --help
 
     if cases_dir is None:
         cases_dir = "cases" if Path("cases").is_dir() else None
