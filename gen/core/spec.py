@@ -614,7 +614,7 @@ def _sampler_range(v: _Validator, sampler, where):
         v.fail(sampler, None, f"{where}: a log sampler needs min > 0")
 
 
-def _suites(v: _Validator, node, spec_inputs, spec_outputs=()):
+def _suites(v: _Validator, node, spec_inputs, spec_outputs=(), op: str = ""):
     if not isinstance(node, dict):
         v.fail(node, None, "suites must be a mapping")
     v.allow_keys(node, list(SUITES), "suites")
@@ -669,11 +669,11 @@ def _suites(v: _Validator, node, spec_inputs, spec_outputs=()):
     if stress is not None:
         _stress(v, node, stress, spec_inputs, spec_outputs)
     if node.get("hunt") is not None:
-        _hunt(v, node, node["hunt"])
+        _hunt(v, node, node["hunt"], op)
     return node
 
 
-def _hunt(v: _Validator, suites, node) -> None:
+def _hunt(v: _Validator, suites, node, op: str) -> None:
     """suites.hunt: the cases `opcase power --hunt` found, each an explicit descriptor of this kernel
     and the bugs it kills (README: Measuring a suite's power)."""
     from gen.core.descriptor import DescriptorError, Explicit, parse  # lazily: it imports this module
@@ -694,6 +694,8 @@ def _hunt(v: _Validator, suites, node) -> None:
         if not isinstance(parsed, Explicit):
             v.fail(entry, "case", "suites.hunt: case must be an explicit descriptor "
                                   "(OP:DTYPE:DIMS:PARAMS:seed=S[:...], README: Descriptors and shrinking)")
+        if parsed.op != op:
+            v.fail(entry, "case", f"suites.hunt: case {text!r} is for {parsed.op}, not {op}")
         if text in seen:
             v.fail(entry, "case", f"suites.hunt: case {text!r} is listed twice")
         seen.add(text)
@@ -959,7 +961,7 @@ def _parsed_spec(path: Path, text: bytes) -> Spec:
             if tensor.dtype != "T" and tensor.dtype not in FLOAT_DTYPES:
                 v.fail(raw["outputs"], name, f"output '{name}' is {tensor.dtype}: dynamic criteria judge floating "
                                              f"outputs only; judge this kernel with static criteria")
-    suites = _suites(v, raw["suites"], inputs, outputs)
+    suites = _suites(v, raw["suites"], inputs, outputs, str(raw["op"]))
     resolve_callable(raw["reference"], path, "reference", line_of(raw, "reference"))
     nondeterministic_sums = raw.get("nondeterministic_sums", False)
     if not isinstance(nondeterministic_sums, bool):

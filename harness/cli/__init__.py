@@ -189,7 +189,7 @@ def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
 @main.command()
 @click.argument("specs", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--suite", "suite_text", default="all", show_default=True,
-              help="Comma list of network, random, boundary, invalid, stress; or all.")
+              help="Comma list of network, random, boundary, invalid, stress, hunt; or all.")
 @click.option("--count", type=click.IntRange(min=0), default=None,
               help="Random cases per spec (default: the spec's; at most 100000, as in a spec).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed; every case is fixed by (spec, suite, seed).")
@@ -1093,6 +1093,10 @@ def power(paths, backend_spec, json_path, max_size, filter_text, timeout, hunt, 
     batch 0, accumulation in the tensor dtype, H and W swapped, an optional input ignored, an
     int param off by one, each parameter check left out; and the kernel's own planted bugs)
     and controls (legitimate variants that must pass).
+    With --hunt, each kernel's spec is then searched for cases that kill the bugs left alive
+    (within every limit and check; value regimes, dtypes, stress dims); each case found is shrunk
+    and added to the spec's hunt suite (suites.hunt, which `opcase gen --suite hunt` makes), and
+    why the rest stay alive is said: the nearest approach to a threshold, or no difference at all.
     Exit status: 0 every applicable generic mutant killed and every control passes; 1 a
     survivor, a failing control or a case the base fails; 2 usage or input error; 5 no case judged.
     With --hunt a survivor that a case found kills counts as killed (the hunt suite holds it).
@@ -1148,7 +1152,7 @@ def _hunt(doc: dict, specs, base, backend_spec: str, seed: int, budget, write: b
     from gen.core.registry import spec_for  # lazily: fast --help
     from gen.core.spec import SpecError, load_spec  # lazily: fast --help
     from gen.hunt_entries import write_hunt  # lazily: fast --help
-    from harness.hunt import KILLED, alive, hunt_kernel, lines, report  # lazily: fast --help
+    from harness.hunt import KILLED, alive, alive_bugs, hunt_kernel, lines, report  # lazily: fast --help
 
     given = {}
     for path in specs:
@@ -1157,7 +1161,8 @@ def _hunt(doc: dict, specs, base, backend_spec: str, seed: int, budget, write: b
     with _status_line() as show:
         for kernel, names in sorted(alive(doc).items()):
             spec = load_spec(given[kernel]) if kernel in given else spec_for(kernel)
-            hunts.append(hunt_kernel(spec, base, backend_spec, names, seed, budget, on_step=show))
+            hunts.append(hunt_kernel(spec, base, backend_spec, alive_bugs(spec, base.name, names), names, seed,
+                                     budget, on_step=show))
     hunted = report(hunts, seed, budget)
     for line in lines(hunted):
         click.echo(line)
