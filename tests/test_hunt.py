@@ -19,7 +19,7 @@ from gen.core.registry import known_ops, spec_for
 from gen.core.spec import SpecError, load_spec
 from gen.hunt_entries import with_hunt, write_hunt
 from harness.backends.builtin import reference
-from harness.hunt import KILLED, NO_DIFFERENCE, SURVIVED, Budget, BudgetError, hunt_kernel
+from harness.cli.hunt import KILLED, NO_DIFFERENCE, SURVIVED, Budget, BudgetError, hunt_kernel
 from harness.mutants import PLANTED, Mutant, controls
 
 

@@ -1139,7 +1139,7 @@ def power(paths, backend_spec, json_path, max_size, filter_text, timeout, hunt, 
 
 
 def _hunt_budget(text: str):
-    from harness.hunt import Budget, BudgetError  # lazily: fast --help
+    from harness.cli.hunt import Budget, BudgetError  # lazily: fast --help
     try:
         return Budget.parse(text)
     except BudgetError as exc:
@@ -1152,7 +1152,7 @@ def _hunt(doc: dict, specs, base, backend_spec: str, seed: int, budget, write: b
     from gen.core.registry import spec_for  # lazily: fast --help
     from gen.core.spec import SpecError, load_spec  # lazily: fast --help
     from gen.hunt_entries import write_hunt  # lazily: fast --help
-    from harness.hunt import KILLED, alive, alive_bugs, hunt_kernel, lines, report  # lazily: fast --help
+    from harness.cli.hunt import KILLED, alive, alive_bugs, hunt_kernel, lines, report  # lazily: fast --help
 
     given = {}
     for path in specs:
