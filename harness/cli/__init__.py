@@ -1176,7 +1176,8 @@ def _hunt(doc: dict, specs, base, backend_spec: str, seed: int, budget, write: b
             raise click.ClickException(f"cannot add the hunt's cases to {path}: {exc}") from None
         click.echo(f"wrote {added} new hunt case(s) into {path} (suites.hunt; `opcase gen {path} --suite hunt` "
                    f"makes them)")
-    killed = {(b["kernel"], b["name"]) for b in hunted["bugs"] if b["verdict"] == KILLED}
+    # A bug counts as killed when the suite now holds a case that kills it: one written into its spec.
+    killed = {(b["kernel"], b["name"]) for b in hunted["bugs"] if b["verdict"] == KILLED and write}
     left = [m for m in doc["mutants"] if m["verdict"] == "survived" and m["kind"] != "planted"
             and (m["kernel"], m["name"]) not in killed]
     summary = doc["summary"]
