@@ -94,7 +94,6 @@ class Hunted:
     unchanged: int = 0                           # candidates where it was the identity
     reasons: Counter = field(default_factory=Counter)
     closest: dict | None = None
-    aimed: int = 0                               # candidates that break its check (a check left out)
     found: str = ""                              # the first candidate that killed it
     case: str = ""                               # that case shrunk
     bytes_found: int = 0
@@ -128,11 +127,13 @@ class Hunted:
         if self.verdict == NO_DIFFERENCE:
             return (f"no case shows any difference: its outputs were bit-identical to the base's on all "
                     f"{self.unchanged} case(s) it could be made on"
-                    + (f" (not made on {self.tried - self.unchanged})" if self.tried > self.unchanged else "")
-                    + (f"; {self.aimed} of them break its check" if self.name.startswith(NO_CHECK) else ""))
+                    + (f" (not made on {self.tried - self.unchanged})" if self.tried > self.unchanged else ""))
         if self.verdict == NOT_APPLICABLE:
-            text, n = self.reasons.most_common(1)[0] if self.reasons else ("no case tried", 0)
-            return f"could be made on none of the {self.tried} case(s) tried ({n}: {text})"
+            if not self.tried:
+                return ("no case tried could show it" + (": none broke its check" if self.name.startswith(NO_CHECK)
+                                                         else ""))
+            text, n = self.reasons.most_common(1)[0]
+            return f"could be made on none of the {self.tried} case(s) tried (most often, {n} of them: {text})"
         return ""
 
     def doc(self) -> dict:
@@ -330,11 +331,14 @@ def hunt_kernel(spec: Spec, base, base_spec: str, bugs: list, before: dict[str, 
             result.tried += 1
             descriptor = plan.note.removeprefix(NOTE_PREFIX)
             on_step(f"{spec.op}: candidate {result.tried}, {len(left)} bug(s) alive")
-            tallies = judge.kills(descriptor, left)
-            for tally in tallies or []:
+            # An invalid case can show only the bug that leaves its check out (every other refuses it
+            # as the base does); a valid one every bug but those.
+            aimed = [m for m in left if m.name.startswith(NO_CHECK) == (plan.violation is not None)
+                     and (plan.violation is None or m.name == NO_CHECK + plan.violation.id)]
+            if not aimed:
+                continue
+            for tally in judge.kills(descriptor, aimed) or []:
                 hunted[tally.mutant.name].add(tally, descriptor)
-                if plan.violation is not None and tally.mutant.name == NO_CHECK + plan.violation.id:
-                    hunted[tally.mutant.name].aimed += 1
                 if tally.failing:
                     killing[tally.mutant.name] = plan
         result.unfit, result.base_failed = judge.unfit, judge.base_failed
