@@ -120,12 +120,17 @@ def test_why_a_legitimate_variant_stays_alive():
     assert found.tried == 8
 
 
-def test_budget_parses_seconds_or_cases():
+def test_budget_parses_seconds_or_cases(tmp_path):
     assert Budget.parse("60") == Budget(seconds=60.0) == Budget.parse("60s")
     assert Budget.parse("200cases") == Budget(cases=200)
     for bad in ("", "0", "-3", "1.5cases", "ten", "5min"):
         with pytest.raises(BudgetError):
             Budget.parse(bad)
+    # On the command line: one line and exit status 2, before anything is measured.
+    from click.testing import CliRunner
+    from harness.cli import main
+    done = CliRunner().invoke(main, ["power", str(tmp_path), "--hunt", "--budget", "5min"])
+    assert done.exit_code == 2 and "--budget '5min': give seconds" in done.output and "Traceback" not in done.output
 
 
 SPEC_TEXT = """op: x
