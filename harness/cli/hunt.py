@@ -244,10 +244,10 @@ class Judge:
         self.spec, self.base, self.base_spec, self.work_dir = spec, base, base_spec, work_dir
         self.generator = generator_of(spec, None, load_apart)
         self.controls = controls(spec)
-        self.unfit = 0                  # candidates some control failed
+        self.unfit: list = []           # (descriptor, controls failing) of the candidates some control failed
         self.base_failed = 0            # candidates the base did not pass
 
-    def tallies(self, path: Path, bugs: list) -> list[Tally] | None:
+    def tallies(self, path: Path, bugs: list, descriptor: str = "") -> list[Tally] | None:
         """Each bug's tally on the case at ``path`` (fresh: a stateful bug starts anew), or None when
         the case cannot tell: the base does not pass it, or a control fails it."""
         case = load(path)
@@ -257,8 +257,9 @@ class Judge:
         if not judged:
             self.base_failed += 1
             return None
-        if any(t.failing for t in checked):
-            self.unfit += 1
+        failing = [t.mutant.name for t in checked if t.failing]
+        if failing:
+            self.unfit.append((descriptor, failing))
             return None
         return tallies
 
@@ -267,7 +268,7 @@ class Judge:
         # A value regime on a shape its suite never pairs it with may overflow a baseline's half
         # arithmetic: the generator refuses that case (no candidate), numpy's warnings say nothing more.
         with np.errstate(all="ignore"), candidate_case(self.spec, self.generator, descriptor, self.work_dir) as path:
-            return None if path is None else self.tallies(path, bugs)
+            return None if path is None else self.tallies(path, bugs, descriptor)
 
 
 class KillShrinker(Shrinker):
@@ -292,7 +293,7 @@ class KernelHunt:
     kernel: str
     hunted: list[Hunted]
     tried: int = 0
-    unfit: int = 0
+    unfit: list = field(default_factory=list)    # (descriptor, controls failing): a defect of the thresholds
     base_failed: int = 0
     seconds: float = 0.0
     found: list = field(default_factory=list)    # (shrunk descriptor, [bugs it kills])
@@ -301,7 +302,8 @@ class KernelHunt:
         return {"kernel": self.kernel, "alive_before": len(self.hunted),
                 "killed": sum(h.verdict == KILLED for h in self.hunted),
                 "alive_after": sum(h.verdict != KILLED for h in self.hunted),
-                "candidates": self.tried, "unfit": self.unfit, "base_failed": self.base_failed,
+                "candidates": self.tried, "unfit": len(self.unfit), "base_failed": self.base_failed,
+                "unfit_cases": [{"case": c, "controls_failing": f} for c, f in self.unfit],
                 "seconds": round(self.seconds, 1),
                 "cases": [{"case": c, "kills": k} for c, k in self.found]}
 
@@ -341,7 +343,7 @@ def hunt_kernel(spec: Spec, base, base_spec: str, bugs: list, before: dict[str, 
                 hunted[tally.mutant.name].add(tally, descriptor)
                 if tally.failing:
                     killing[tally.mutant.name] = plan
-        result.unfit, result.base_failed = judge.unfit, judge.base_failed
+        result.unfit, result.base_failed = list(judge.unfit), judge.base_failed
         for name, plan in killing.items():
             _shrink_found(judge, bugs[name], hunted[name], plan, budget, on_step)
         result.found = _kills_of_found(judge, [bugs[n] for n in killing], hunted)
@@ -389,6 +391,10 @@ def lines(doc: dict) -> list[str]:
                    f"{k['alive_after']} alive after; {k['candidates']} case(s) tried"
                    + (f" ({k['unfit']} unfit: a control fails them)" if k["unfit"] else "")
                    + f" in {k['seconds']:.0f} s")
+        for unfit in k["unfit_cases"]:
+            out.append(f"  UNFIT   {k['kernel']}  {unfit['case']}: {', '.join(unfit['controls_failing'])} fail(s) it, "
+                       f"a right kernel's variant: its thresholds would reject a right kernel (a finding for "
+                       f"`opcase calibrate`)")
     for b in doc["bugs"]:
         if b["verdict"] == KILLED:
             out.append(f"  KILLED  {b['kernel']}  {b['name']} ({b['before']} before): {b['case']}  "
