@@ -246,6 +246,7 @@ class Judge:
         self.controls = controls(spec)
         self.unfit: list = []           # (descriptor, controls failing) of the candidates some control failed
         self.base_failed = 0            # candidates the base did not pass
+        self.refused = 0                # candidates the generator refused, or that opcase run would mistrust
 
     def tallies(self, path: Path, bugs: list, descriptor: str = "") -> list[Tally] | None:
         """Each bug's tally on the case at ``path`` (fresh: a stateful bug starts anew), or None when
@@ -268,7 +269,10 @@ class Judge:
         # A value regime on a shape its suite never pairs it with may overflow a baseline's half
         # arithmetic: the generator refuses that case (no candidate), numpy's warnings say nothing more.
         with np.errstate(all="ignore"), candidate_case(self.spec, self.generator, descriptor, self.work_dir) as path:
-            return None if path is None else self.tallies(path, bugs, descriptor)
+            if path is None:
+                self.refused += 1
+                return None
+            return self.tallies(path, bugs, descriptor)
 
 
 class KillShrinker(Shrinker):
@@ -295,6 +299,7 @@ class KernelHunt:
     tried: int = 0
     unfit: list = field(default_factory=list)    # (descriptor, controls failing): a defect of the thresholds
     base_failed: int = 0
+    refused: int = 0
     seconds: float = 0.0
     found: list = field(default_factory=list)    # (shrunk descriptor, [bugs it kills])
 
@@ -303,6 +308,7 @@ class KernelHunt:
                 "killed": sum(h.verdict == KILLED for h in self.hunted),
                 "alive_after": sum(h.verdict != KILLED for h in self.hunted),
                 "candidates": self.tried, "unfit": len(self.unfit), "base_failed": self.base_failed,
+                "refused": self.refused,
                 "unfit_cases": [{"case": c, "controls_failing": f} for c, f in self.unfit],
                 "seconds": round(self.seconds, 1),
                 "cases": [{"case": c, "kills": k} for c, k in self.found]}
@@ -343,7 +349,7 @@ def hunt_kernel(spec: Spec, base, base_spec: str, bugs: list, before: dict[str, 
                 hunted[tally.mutant.name].add(tally, descriptor)
                 if tally.failing:
                     killing[tally.mutant.name] = plan
-        result.unfit, result.base_failed = list(judge.unfit), judge.base_failed
+        result.unfit, result.base_failed, result.refused = list(judge.unfit), judge.base_failed, judge.refused
         for name, plan in killing.items():
             _shrink_found(judge, bugs[name], hunted[name], plan, budget, on_step)
         result.found = _kills_of_found(judge, [bugs[n] for n in killing], hunted)
@@ -390,6 +396,7 @@ def lines(doc: dict) -> list[str]:
         out.append(f"hunt  {k['kernel']}: {k['alive_before']} alive before, {k['killed']} killed, "
                    f"{k['alive_after']} alive after; {k['candidates']} case(s) tried"
                    + (f" ({k['unfit']} unfit: a control fails them)" if k["unfit"] else "")
+                   + (f" ({k['refused']} refused: a golden opcase run would mistrust)" if k["refused"] else "")
                    + f" in {k['seconds']:.0f} s")
         for unfit in k["unfit_cases"]:
             out.append(f"  UNFIT   {k['kernel']}  {unfit['case']}: {', '.join(unfit['controls_failing'])} fail(s) it, "
