@@ -359,6 +359,9 @@ def plan_suite(spec: Spec, suite: str, count: int | None = None, seed: int = 0) 
         return plan_stress(spec, seed)
     if suite == "fast_path":
         return plan_fast_path(spec, seed)
+    if suite == "hunt":
+        from gen.descriptor import hunt_plans  # lazily: it plans with this module
+        return hunt_plans(spec)
     if suite == "random":
         conf = spec.suites.get("random") or {}
         return plan_random(spec, count if count is not None else int(conf.get("count", 20)), seed)
@@ -884,7 +887,7 @@ def _made_with_seed(msg, base_seed: int) -> bool | None:
         if index is None:
             return None
         label = f"r{int(index.group(1))}"
-    elif msg.suite in SUITES:
+    elif msg.suite in SUITES and msg.suite != "hunt":   # a hunt case's seed is data of the spec
         label = msg.name
     else:
         return None
