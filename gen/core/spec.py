@@ -700,8 +700,8 @@ def _fast_path(v: _Validator, suites, node, spec_inputs, spec_params) -> None:
         names.add(path["name"])
         if not isinstance(path["why"], str) or not path["why"].strip():
             v.fail(path, "why", f"{where} {path['name']}: why must say what an implementation skips there")
-        if not path.get("params") and not path.get("omit"):
-            v.fail(path, None, f"{where} {path['name']}: params (or omit) must set what is special-cased")
+        if not path.get("params") and not path.get("omit") and not path.get("dims"):
+            v.fail(path, None, f"{where} {path['name']}: params, dims or omit must set what is special-cased")
         for name in path.get("params") or {}:
             if name not in spec_params:
                 v.fail(path["params"], name, f"{where} {path['name']}: unknown param '{name}' "
