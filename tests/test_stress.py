@@ -131,10 +131,12 @@ def test_malformed_stress_block_names_file_and_line(tmp_path, old, new, needle, 
 
 
 @pytest.mark.parametrize("old, new, needle, message", [
-    # C = 15 and 17 are no multiples of group_size 4: the derived channel-tail case breaks a check.
+    # C = 15 and 17 are no multiples of group_size 4: the first derived case at the narrowest channel
+    # tail (a value regime's second shape) breaks a check.
     ("    base: {dims: {N: 1, H: 4, W: 5, C: 8}, params: {kernel_size: 5, group_size: 1,",
-     "    base: {dims: {N: 1, H: 4, W: 5, C: 8}, params: {kernel_size: 5, group_size: 4,", "channel_tail:",
-     "case channel_tail_C15-float16 breaks check 'channels_divisible'"),
+     "    base: {dims: {N: 1, H: 4, W: 5, C: 8}, params: {kernel_size: 5, group_size: 4,",
+     "values: {subnormal: [input], positive: [input, mask]",
+     "case value_subnormal_C15-float16 breaks check 'channels_divisible'"),
     ("past_2e24: {dims: {H: 580, W: 580, C: 2}", "past_2e24: {dims: {H: 500, W: 580, C: 2}", "index_width:",
      "'output' has 14500000 elements, not past 16777216"),
 ])
