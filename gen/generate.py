@@ -295,10 +295,10 @@ def plan_stress(spec: Spec, base_seed: int) -> list[Plan]:
         shapes.append({"dims" if "dim" in first else "params":
                        {first.get("dim", first.get("param")): channel_tails(first["widths"])[0]}})
     for regime, inputs in (conf.get("values") or {}).items():
-        for dtype in regime_dtypes(regime, spec.dtypes):
-            dist = STRESS_REGIMES[regime].get(dtype, STRESS_REGIMES[regime].get(None))
-            for shape in shapes:
-                suffix = "".join(f"_{k}{n}" for changed in shape.values() for k, n in changed.items())
+        for shape in shapes:
+            suffix = "".join(f"_{k}{n}" for changed in shape.values() for k, n in changed.items())
+            for dtype in regime_dtypes(regime, spec.dtypes):
+                dist = STRESS_REGIMES[regime].get(dtype, STRESS_REGIMES[regime].get(None))
                 derive("values", f"value_{regime}{suffix}", f"stress: {regime} values in {', '.join(inputs)}",
                        values={name: dict(dist) for name in inputs}, dtypes=[dtype], **shape)
     for tail in tails:
