@@ -5,7 +5,9 @@
 First the machine: one core's float64 multiply-add peak (a single-threaded float64 matrix
 product, in a subprocess with every BLAS thread count set to 1: dgemm keeps the FMA units
 busy, so this is a little under the true peak) and one core's copy bandwidth (np.copyto of
-256 MB arrays, bytes copied per second).  Then, per kernel found in specs/ and per case of its
+256 MB arrays, bytes copied per second).  Every time here is the process's CPU time, not the
+wall clock: on a shared machine time spent waiting for a core would count against whatever
+was measured then (caches and memory shared with other work still slow both sides).  Then, per kernel found in specs/ and per case of its
 network suite (the first dtype of each), the golden's time (the reference in float64: best and
 median of R calls; a reference that yields its outputs in pieces is timed piece by piece, as
 `opcase gen` streams it) and its throughput as a fraction of both limits:
@@ -48,7 +50,7 @@ n = 2048
 a, b = np.random.default_rng(0).random((2, n, n))
 best = float("inf")
 for _ in range(5):
-    start = time.perf_counter(); a @ b; best = min(best, time.perf_counter() - start)
+    start = time.process_time(); a @ b; best = min(best, time.process_time() - start)
 print(n ** 3 / best)
 """
 _ONE_THREAD = {name: "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
@@ -75,9 +77,10 @@ def copy_bandwidth(megabytes: int = 256, repeat: int = 5) -> float:
 
 
 def _seconds(fn) -> float:
-    start = time.perf_counter()
+    """CPU seconds of this process spent in fn (time descheduled on a shared machine does not count)."""
+    start = time.process_time()
     fn()
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def golden_call(spec, plan, case):
@@ -113,7 +116,7 @@ def network_cases(op: str, max_elements: int | None):
 
 
 def bench_goldens(select: str, max_elements: int | None, repeat: int, peak: float, bandwidth: float) -> None:
-    print(f"\n{'kernel / network case':<48} {'best s':>9} {'median s':>9} {'of FMA peak':>12} {'of copy':>8}  load")
+    print(f"\n{'kernel / network case':<48} {'best cpu s':>10} {'median':>9} {'of FMA peak':>12} {'of copy':>8}  load")
     for op in known_ops():
         if select not in op:
             continue
@@ -129,11 +132,11 @@ def bench_goldens(select: str, max_elements: int | None, repeat: int, peak: floa
             total["ops"] += ops or 0.0
             total["bytes"] += io_bytes
             of_peak = f"{ops / (best * 2 * peak):12.2%}" if ops else f"{'-':>12}"
-            print(f"{op + ' ' + plan.name.rsplit('-', 1)[0]:<48} {best:9.3f} {statistics.median(times):9.3f} "
+            print(f"{op + ' ' + plan.name.rsplit('-', 1)[0]:<48} {best:10.3f} {statistics.median(times):9.3f} "
                   f"{of_peak} {io_bytes / (best * bandwidth):8.2%}  {load()}", flush=True)
         if total["seconds"] > 0:
             of_peak = f"{total['ops'] / (total['seconds'] * 2 * peak):12.2%}" if total["ops"] else f"{'-':>12}"
-            print(f"{op + ' (all network cases)':<48} {total['seconds']:9.3f} {'':>9} {of_peak} "
+            print(f"{op + ' (all network cases)':<48} {total['seconds']:10.3f} {'':>9} {of_peak} "
                   f"{total['bytes'] / (total['seconds'] * bandwidth):8.2%}\n", flush=True)
 
 
