@@ -893,14 +893,15 @@ def _parsed_spec(path: Path, text: bytes) -> Spec:
     if not isinstance(raw, dict):
         raise SpecError(path, 1, "a spec is a YAML mapping")
     v.allow_keys(raw, _TOP_KEYS, "spec")
-    v.require_keys(raw, ["op", "doc", "reference", "dtypes", "params", "inputs", "outputs", "checks",
+    # params may be left out: a kernel without any (a point-cloud op) has nothing to say there.
+    v.require_keys(raw, ["op", "doc", "reference", "dtypes", "inputs", "outputs", "checks",
                          "criteria", "suites"], "spec")
     v.plain_name(raw, "op", raw["op"], "op")
     dtypes = raw["dtypes"]
     if not isinstance(dtypes, list) or not dtypes or any(d not in FLOAT_DTYPES for d in dtypes):
         v.fail(raw, "dtypes", f"dtypes must be a non-empty list of {', '.join(FLOAT_DTYPES)}")
     params = {}
-    for name, pnode in v.mapping(raw, "params", "spec").items():
+    for name, pnode in v.optional_mapping(raw, "params", "spec").items():
         ptype = pnode.get("type") if isinstance(pnode, dict) else None
         if ptype not in ("int", "float", "bool"):
             v.fail(raw["params"], name, f"param '{name}': type must be int, float or bool")
