@@ -321,6 +321,9 @@ def _refuse_invalid_stress(spec: Spec, plan: Plan, key: str, tensor: str | None,
 def plan_suite(spec: Spec, suite: str, count: int | None = None, seed: int = 0) -> list[Plan]:
     if suite == "stress":
         return plan_stress(spec, seed)
+    if suite == "hunt":
+        from gen.descriptor import hunt_plans  # lazily: it plans with this module
+        return hunt_plans(spec)
     if suite == "random":
         conf = spec.suites.get("random") or {}
         return plan_random(spec, count if count is not None else int(conf.get("count", 20)), seed)
@@ -853,7 +856,7 @@ def _made_with_seed(msg, base_seed: int) -> bool | None:
         if index is None:
             return None
         label = f"r{int(index.group(1))}"
-    elif msg.suite in SUITES:
+    elif msg.suite in SUITES and msg.suite != "hunt":   # a hunt case's seed is data of the spec
         label = msg.name
     else:
         return None

@@ -122,22 +122,30 @@ def measure(files: list[Path], base: Backend, base_spec: str,
         if case.op not in tallies:
             spec = spec_for(case.op)
             tallies[case.op] = [Tally(case.op, m) for m in mutants(spec, base.name) + controls(spec)]
-        captured: dict = {}
-        base_result = run_loaded(case, _capturing(base, captured), new_result(path, base_spec))
+        base_result, judged = measure_case(case, path, base, base_spec, tallies[case.op])
         on_case(base_result.key)
-        if base_result.status in FAILING or base_result.status == SKIPPED or "outcome" not in captured:
-            # Nothing can be measured against a base that does not pass the case.
-            if base_result.status != SKIPPED:
-                base_problems.append({"case": base_result.key, "status": base_result.status,
-                                      "message": base_result.message.splitlines()[0] if base_result.message else ""})
-            continue
-        cases[case.op] += 1
-        # A mutant that leaves out a parameter check computes on what the check would refuse (a zero
-        # pooled size, say): numpy's warnings about that arithmetic are the mutant's, not the user's.
-        with np.errstate(all="ignore"):
-            for tally in tallies[case.op]:
-                _judge(tally, case, path, base, captured["outcome"], base_spec, captured["calls"])
+        if judged:
+            cases[case.op] += 1
+        elif base_result.status != SKIPPED:
+            base_problems.append({"case": base_result.key, "status": base_result.status,
+                                  "message": base_result.message.splitlines()[0] if base_result.message else ""})
     return report(tallies, cases, base_spec, base_problems)
+
+
+def measure_case(case, path: Path, base: Backend, base_spec: str, tallies: list[Tally]):
+    """Judge one loaded case with the base, then with each mutant and control of ``tallies`` whose
+    outputs differ from the base's; (the base's result, whether anything was measured): nothing
+    can be measured against a base that does not pass the case."""
+    captured: dict = {}
+    base_result = run_loaded(case, _capturing(base, captured), new_result(path, base_spec))
+    if base_result.status in FAILING or base_result.status == SKIPPED or "outcome" not in captured:
+        return base_result, False
+    # A mutant that leaves out a parameter check computes on what the check would refuse (a zero
+    # pooled size, say): numpy's warnings about that arithmetic are the mutant's, not the user's.
+    with np.errstate(all="ignore"):
+        for tally in tallies:
+            _judge(tally, case, path, base, captured["outcome"], base_spec, captured["calls"])
+    return base_result, True
 
 
 def _with_state(tally: Tally, base: Backend, base_calls: list, last: dict) -> Backend:

@@ -26,7 +26,7 @@ from gen.core.casefile import PLAIN_NAME_RULE, is_plain_name
 FLOAT_DTYPES = ("float16", "float32", "float64")
 TENSOR_DTYPES = FLOAT_DTYPES + ("int32", "int64", "uint8", "bool")
 DISTRIBUTIONS = ("uniform", "normal", "randint", "const", "custom")
-SUITES = ("network", "random", "boundary", "invalid", "stress")
+SUITES = ("network", "random", "boundary", "invalid", "stress", "hunt")
 # The stress dimensions a spec's suites.stress may declare (specs/README.md, README: Stress dimensions).
 STRESS_DIMENSIONS = ("values", "channel_tail", "contention", "batch", "index_width")
 # Value regimes: float16 only where the regime is about float16's range.
@@ -614,7 +614,7 @@ def _sampler_range(v: _Validator, sampler, where):
         v.fail(sampler, None, f"{where}: a log sampler needs min > 0")
 
 
-def _suites(v: _Validator, node, spec_inputs, spec_outputs=()):
+def _suites(v: _Validator, node, spec_inputs, spec_outputs=(), op: str = ""):
     if not isinstance(node, dict):
         v.fail(node, None, "suites must be a mapping")
     v.allow_keys(node, list(SUITES), "suites")
@@ -668,7 +668,40 @@ def _suites(v: _Validator, node, spec_inputs, spec_outputs=()):
     stress = node.get("stress")
     if stress is not None:
         _stress(v, node, stress, spec_inputs, spec_outputs)
+    if node.get("hunt") is not None:
+        _hunt(v, node, node["hunt"], op)
     return node
+
+
+def _hunt(v: _Validator, suites, node, op: str) -> None:
+    """suites.hunt: the cases `opcase power --hunt` found, each an explicit descriptor of this kernel
+    and the bugs it kills (README: Measuring a suite's power)."""
+    from gen.core.descriptor import DescriptorError, Explicit, parse  # lazily: it imports this module
+
+    if not isinstance(node, list):
+        v.fail(suites, "hunt", "suites.hunt must be a list of {case: DESCRIPTOR, kills: [NAME, ...]}")
+    seen = set()
+    for entry in node:
+        if not isinstance(entry, dict):
+            v.fail(entry, None, "suites.hunt: each entry is {case: DESCRIPTOR, kills: [NAME, ...]}")
+        v.allow_keys(entry, ["case", "kills"], "suites.hunt entry")
+        v.require_keys(entry, ["case", "kills"], "suites.hunt entry")
+        text = entry["case"]
+        try:
+            parsed = parse(text) if isinstance(text, str) else None
+        except DescriptorError as exc:
+            v.fail(entry, "case", f"suites.hunt: {exc}")
+        if not isinstance(parsed, Explicit):
+            v.fail(entry, "case", "suites.hunt: case must be an explicit descriptor "
+                                  "(OP:DTYPE:DIMS:PARAMS:seed=S[:...], README: Descriptors and shrinking)")
+        if parsed.op != op:
+            v.fail(entry, "case", f"suites.hunt: case {text!r} is for {parsed.op}, not {op}")
+        if text in seen:
+            v.fail(entry, "case", f"suites.hunt: case {text!r} is listed twice")
+        seen.add(text)
+        kills = entry["kills"]
+        if not isinstance(kills, list) or not kills or not all(isinstance(k, str) and k for k in kills):
+            v.fail(entry, "kills", "suites.hunt: kills must be a non-empty list of mutant names")
 
 
 def _invalid_dtypes(v: _Validator, invalid) -> None:
@@ -931,7 +964,7 @@ def _parsed_spec(path: Path, text: bytes) -> Spec:
                 v.fail(raw["outputs"], name, f"output '{name}' is {tensor.dtype}: dynamic criteria judge floating "
                                              f"outputs only; judge it exactly (output_criteria) or the kernel "
                                              f"with static criteria")
-    suites = _suites(v, raw["suites"], inputs, outputs)
+    suites = _suites(v, raw["suites"], inputs, outputs, str(raw["op"]))
     resolve_callable(raw["reference"], path, "reference", line_of(raw, "reference"))
     nondeterministic_sums = raw.get("nondeterministic_sums", False)
     if not isinstance(nondeterministic_sums, bool):

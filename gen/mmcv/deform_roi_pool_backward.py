@@ -138,8 +138,9 @@ def _block_chunk(T: ScalarT, thread, grad_output, features, batch, geo: _Geometr
                 x_low, x_high = as_t(cols[0], dtype), as_t(cols[1], dtype)
                 along_x = _four_terms(T, pixel, [y - y_low, y_high - y, y_low - y, y - y_high], (3, 1, 2, 0))
                 along_y = _four_terms(T, pixel, [x - x_low, x_high - x, x_low - x, x - x_high], (3, 2, 1, 0))
-                offset_value[0, block, step, lane] = offset_x_scale * along_x.astype(dtype)
-                offset_value[1, block, step, lane] = offset_y_scale * along_y.astype(dtype)
+                with np.errstate(over="ignore", invalid="ignore"):   # half overflows to ±inf, as mmcv's does
+                    offset_value[0, block, step, lane] = offset_x_scale * along_x.astype(dtype)
+                    offset_value[1, block, step, lane] = offset_y_scale * along_y.astype(dtype)
                 offset_used[0, block, step, lane] = offset_used[1, block, step, lane] = used
     if thread_by_thread:   # [block, step, corner, lane] -> [block, lane, step, corner]
         input_target, input_value, input_used = (a.transpose(0, 3, 1, 2)
@@ -154,7 +155,8 @@ def _block_chunk(T: ScalarT, thread, grad_output, features, batch, geo: _Geometr
         if thread_by_thread:   # [2, block, step, lane] -> [2, block, lane, step]
             target, offset_value, offset_used = (a.transpose(0, 1, 3, 2) for a in (target, offset_value, offset_used))
         order = offset_used.reshape(-1)
-        np.add.at(grad_offset, target.reshape(-1)[order], offset_value.reshape(-1)[order])
+        with np.errstate(over="ignore", invalid="ignore"):       # inf + -inf is NaN in mmcv's half sums too
+            np.add.at(grad_offset, target.reshape(-1)[order], offset_value.reshape(-1)[order])
 
 
 def _four_terms(T: ScalarT, pixel, factors, corners) -> np.ndarray:
