@@ -189,7 +189,7 @@ def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
 @main.command()
 @click.argument("specs", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--suite", "suite_text", default="all", show_default=True,
-              help="Comma list of network, random, boundary, invalid, stress, hunt; or all.")
+              help="Comma list of network, random, boundary, invalid, stress, fast_path, hunt; or all.")
 @click.option("--count", type=click.IntRange(min=0), default=None,
               help="Random cases per spec (default: the spec's; at most 100000, as in a spec).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed; every case is fixed by (spec, suite, seed).")
@@ -1090,6 +1090,10 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text, timeout):
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
               help="Seconds each call of a base other than opcase's own may take (it runs in a worker process, "
                    "as `opcase run` runs it); over it, that call is an error of the base.")
+@click.option("--min-kills", "min_kills", type=click.IntRange(min=1), default=2, show_default=True,
+              help="A killed bug whose failing cases have fewer distinct shapes than this is named FRAGILE.")
+@click.option("--kills", "show_kills", is_flag=True,
+              help="List every killed bug with how many cases kill it and of how many distinct shapes.")
 @click.option("--hunt", is_flag=True,
               help="Then hunt: search each kernel's spec for cases that kill the bugs left alive, shrink each "
                    "case found, add it to the spec's hunt suite (suites.hunt), and say why the rest stay alive.")
@@ -1100,18 +1104,20 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text, timeout):
               help="With --hunt: the search's seed (the same seed and a budget in cases: the same cases).")
 @click.option("--no-write", "no_write", is_flag=True,
               help="With --hunt: report what it finds, leaving the specs as they are.")
-def power(paths, backend_spec, json_path, max_size, filter_text, timeout, hunt, budget_text, seed, no_write):
+def power(paths, backend_spec, json_path, max_size, filter_text, timeout, hunt, budget_text, seed, no_write, min_kills,
+          show_kills):
     """Measure a suite's power: the planted bugs it catches, and the right variants it passes.
 
     \b
     PATHS are case files or directories, or operator SPECs (YAML): their default suites
-    (network up to --max-size, random, boundary, invalid) are generated into a temporary
+    (network up to --max-size, random, boundary, invalid, stress, fast_path) are generated into a temporary
     directory first.  Each kernel's cases are judged, as `opcase run` judges them, against
     mutants of the base (generic planted bugs: rounding toward zero, flushed subnormals, a
     dropped or copied last partial block, a repeated last row or column, batch n computed as
     batch 0, accumulation in the tensor dtype, H and W swapped, an optional input ignored, an
     int param off by one, each parameter check left out; and the kernel's own planted bugs)
-    and controls (legitimate variants that must pass).
+    and controls (legitimate variants that must pass).  A kill by cases of fewer than
+    --min-kills distinct shapes is named FRAGILE (a warning: the exit status is unchanged).
     With --hunt, each kernel's spec is then searched for cases that kill the bugs left alive
     (within every limit and check; value regimes, dtypes, stress dims); each case found is shrunk
     and added to the spec's hunt suite (suites.hunt, which `opcase gen --suite hunt` makes), and
@@ -1140,10 +1146,10 @@ def power(paths, backend_spec, json_path, max_size, filter_text, timeout, hunt, 
     # A SIGTERM unwinds like an exception, so the generated suites (up to GBs) are removed.
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
-        doc, n_files, seconds = _measure_power(paths, specs, base, backend_spec, max_size, filter_text)
+        doc, n_files, seconds = _measure_power(paths, specs, base, backend_spec, max_size, filter_text, min_kills)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    for line in power_table(doc):
+    for line in power_table(doc, show_kills):
         click.echo(line)
     click.echo(f"{n_files} case file(s) in {seconds:.1f} s")
     if hunt:
@@ -1206,7 +1212,7 @@ def _hunt(doc: dict, specs, base, backend_spec: str, seed: int, budget, write: b
     return hunted
 
 
-def _measure_power(paths, specs, base, backend_spec, max_size, filter_text):
+def _measure_power(paths, specs, base, backend_spec, max_size, filter_text, min_kills):
     """(report, case files, seconds) of `opcase power`: SPECs' default suites generated into a
     temporary directory (removed after), then every case measured."""
     from harness.power import measure as measure_power  # lazily: fast --help
@@ -1225,7 +1231,7 @@ def _measure_power(paths, specs, base, backend_spec, max_size, filter_text):
         files = _run_files(case_paths, None, filter_text)
         started = time.monotonic()
         with _progress(len(files), "measuring") as advance:
-            doc = measure_power(files, base, backend_spec, advance)
+            doc = measure_power(files, base, backend_spec, advance, min_kills)
     return doc, len(files), time.monotonic() - started
 
 
