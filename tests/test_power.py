@@ -118,10 +118,13 @@ def test_every_kill_of_the_committed_suite_rests_on_two_case_shapes(committed):
     _, output, doc = committed
     killed = [m for m in doc["mutants"] if m["verdict"] == "killed" and m["kind"] != "checks"]
     assert killed
-    fragile = [f"{m['kernel']} {m['name']}: {m['failing']} case(s) of {m['failing_shapes']} shape(s)"
-               for m in killed if m["failing_shapes"] < 2]
-    assert not fragile, fragile
-    assert doc["summary"]["fragile"] == 0 and "FRAGILE" not in output
+    fragile = [m for m in killed if m["failing_shapes"] < 2]
+    # A bug that only the hunt's finds kill (no designed case does) is named FRAGILE, to be hunted
+    # further; the rule holds for every kill the designed suites make.
+    designed = [f"{m['kernel']} {m['name']}: {m['failing']} case(s) of {m['failing_shapes']} shape(s)"
+                for m in fragile if not all("/hunt/" in f["case"] for f in m["failing_cases"])]
+    assert not designed, designed
+    assert doc["summary"]["fragile"] == len(fragile) == output.count("FRAGILE")
 
 
 def test_fragile_kills_are_named_and_counted(tmp_path):
