@@ -226,13 +226,29 @@ def plan_invalid(spec: Spec, base_seed: int) -> list[Plan]:
     return plans
 
 
-# suites.stress.values: each regime's distribution, and the dtypes it means something in
-# (float16: |x| < 2^-14 is subnormal; 65504 is the largest finite value, 16384 a quarter of it).
+# suites.stress.values: each regime's distribution per dtype it means something in (None: every
+# dtype).  float16: |x| < 2^-14 is subnormal; 65504 is the largest finite value, 16384 a quarter
+# of it.  float32: |x| < 2^-126 (1.18e-38) is subnormal.
 STRESS_REGIMES = {
-    "subnormal": ({"dist": "uniform", "low": -6.0e-5, "high": 6.0e-5}, ("float16",)),
-    "positive": ({"dist": "uniform", "low": 0.0, "high": 1.0}, None),
-    "near_overflow": ({"dist": "uniform", "low": -16384.0, "high": 16384.0}, ("float16",)),
+    "subnormal": {"float16": {"dist": "uniform", "low": -6.0e-5, "high": 6.0e-5},
+                  "float32": {"dist": "uniform", "low": -1.0e-38, "high": 1.0e-38}},
+    "positive": {None: {"dist": "uniform", "low": 0.0, "high": 1.0}},
+    "near_overflow": {"float16": {"dist": "uniform", "low": -16384.0, "high": 16384.0}},
 }
+# Regimes drawn in the spec's narrowest float dtype only: float16's subnormal case is the one a
+# flushing half path fails; a kernel without float16 gets float32's (a flushing float path).
+NARROWEST_ONLY = ("subnormal",)
+
+
+def regime_dtypes(regime: str, dtypes) -> list[str]:
+    """The dtypes among ``dtypes`` a stress value regime makes cases in."""
+    by_dtype = STRESS_REGIMES[regime]
+    if None in by_dtype:
+        return list(dtypes)
+    meaningful = [d for d in by_dtype if d in dtypes]       # by_dtype lists the narrowest first
+    return meaningful[:1] if regime in NARROWEST_ONLY else meaningful
+
+
 # suites.stress.index_width: what each case must cross in its tensor, and how it is measured.
 INDEX_WIDTH_LIMITS = {"past_2e24": ("elements", 2**24), "past_2e31": ("bytes", 2**31)}
 
@@ -242,6 +258,13 @@ def channel_tails(widths) -> list[int]:
     the widest: C = w - 1, w + 1 for every w, and 2w + 1 for the largest."""
     widest = max(widths)
     return sorted({c for w in widths for c in (w - 1, w + 1)} | {2 * widest + 1})
+
+
+def channel_tail_entries(stress: dict) -> list[dict]:
+    """suites.stress.channel_tail as a list: one mapping, or a list of them (one per dim or param
+    that sizes a channel axis)."""
+    tails = stress.get("channel_tail") or []
+    return tails if isinstance(tails, list) else [tails]
 
 
 def plan_stress(spec: Spec, base_seed: int) -> list[Plan]:
@@ -262,22 +285,29 @@ def plan_stress(spec: Spec, base_seed: int) -> list[Plan]:
             entry["each"] = {"dtype": list(dtypes)}
         derived.append((entry, key, limit))
 
-    tail = conf.get("channel_tail")
-    # A regime is drawn at the base and again at the narrowest channel tail: a bug only the regime
-    # shows is then killed by two case shapes, not one (opcase power names kills by one FRAGILE).
-    second_shape = {tail["dim"]: channel_tails(tail["widths"])[0]} if tail else None
+    tails = channel_tail_entries(conf)
+    # A regime is drawn at the base and again at the narrowest channel tail (of the first entry): a
+    # bug only the regime shows is then killed by two case shapes, not one (opcase power names kills
+    # by one FRAGILE).
+    shapes = [{}]
+    if tails:
+        first = tails[0]
+        shapes.append({"dims" if "dim" in first else "params":
+                       {first.get("dim", first.get("param")): channel_tails(first["widths"])[0]}})
     for regime, inputs in (conf.get("values") or {}).items():
-        dist, meaningful = STRESS_REGIMES[regime]
-        dtypes = [d for d in spec.dtypes if meaningful is None or d in meaningful]
-        for dims in ([None, second_shape] if second_shape else [None]) if dtypes else []:
-            suffix = "".join(f"_{k}{n}" for k, n in (dims or {}).items())
-            derive("values", f"value_{regime}{suffix}", f"stress: {regime} values in {', '.join(inputs)}",
-                   dims=dims, values={name: dict(dist) for name in inputs}, dtypes=dtypes)
-    if tail:
+        for shape in shapes:
+            suffix = "".join(f"_{k}{n}" for changed in shape.values() for k, n in changed.items())
+            for dtype in regime_dtypes(regime, spec.dtypes):
+                dist = STRESS_REGIMES[regime].get(dtype, STRESS_REGIMES[regime].get(None))
+                derive("values", f"value_{regime}{suffix}", f"stress: {regime} values in {', '.join(inputs)}",
+                       values={name: dict(dist) for name in inputs}, dtypes=[dtype], **shape)
+    for tail in tails:
+        key = "dims" if "dim" in tail else "params"
+        sized = tail.get("dim", tail.get("param"))
         for channels in channel_tails(tail["widths"]):
-            derive("channel_tail", f"channel_tail_{tail['dim']}{channels}",
-                   f"stress: {tail['dim']} = {channels}, a partial block of every vector width in {tail['widths']}",
-                   dims={tail["dim"]: channels})
+            derive("channel_tail", f"channel_tail_{sized}{channels}",
+                   f"stress: {sized} = {channels}, a partial block of every vector width in {tail['widths']}",
+                   **{key: {sized: channels}})
     for entry in conf.get("contention") or []:
         derive("contention", f"contention_{entry['name']}", f"stress: {entry.get('note', 'contention')}",
                dims=entry.get("dims"), params=entry.get("params"), values=entry.get("values"),

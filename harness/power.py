@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Callable
 
@@ -114,14 +115,32 @@ def _replay(name: str, result) -> Backend:
     return Backend(name=name, origin="opcase power", run=run)
 
 
+# How many case shapes failing a mutant are enough to call it killed: past them (and past
+# --min-kills, so that a fragile kill is still seen) it is judged on no further case (README:
+# Measuring a suite's power).  None: every case.
+ENOUGH_KILLS = 2
+
+
+def case_bytes(path: Path) -> int:
+    """What a case file holds on disk: its envelope and its sidecars (OP/SUITE/NAME.opcase.*)."""
+    return path.stat().st_size + sum(s.stat().st_size for s in path.parent.glob(f"{glob_escape(path.name)}.*"))
+
+
 def measure(files: list[Path], base: Backend, base_spec: str,
-            on_case: Callable[[str], None] = lambda key: None, min_kills: int = 2) -> dict:
-    """Run the base, every mutant and every control of each case's kernel on ``files``; the report."""
+            on_case: Callable[[str], None] = lambda key: None, min_kills: int = 2,
+            enough_kills: int | None = ENOUGH_KILLS) -> dict:
+    """Run the base, every mutant and every control of each case's kernel on ``files``; the report.
+
+    Cases go smallest first, and a mutant already failed by cases of ``enough_kills`` shapes (and
+    ``min_kills``) is judged on no further case: what a mutant costs is a reference call per case,
+    and on the default suites' 2^24-element and network cases that is seconds each, for dozens of
+    mutants.  Controls, survivors and mutants not yet killed are judged on every case."""
 
     tallies: dict[str, list[Tally]] = {}
     cases: Counter = Counter()
     base_problems = []
-    for path in files:
+    enough = max(enough_kills, min_kills) if enough_kills else None
+    for path in sorted(files, key=case_bytes):
         try:
             case = load(path)
         except CaseFileError as exc:
@@ -130,14 +149,16 @@ def measure(files: list[Path], base: Backend, base_spec: str,
         if case.op not in tallies:
             spec = spec_for(case.op)
             tallies[case.op] = [Tally(case.op, m) for m in mutants(spec, base.name) + controls(spec)]
-        base_result, judged = measure_case(case, path, base, base_spec, tallies[case.op])
+        pending = [t for t in tallies[case.op]
+                   if t.mutant.kind == CONTROL or enough is None or len(t.failing_shapes) < enough]
+        base_result, judged = measure_case(case, path, base, base_spec, pending)
         on_case(base_result.key)
         if judged:
             cases[case.op] += 1
         elif base_result.status != SKIPPED:
             base_problems.append({"case": base_result.key, "status": base_result.status,
                                   "message": base_result.message.splitlines()[0] if base_result.message else ""})
-    return report(tallies, cases, base_spec, base_problems, min_kills)
+    return report(tallies, cases, base_spec, base_problems, min_kills, enough_kills)
 
 
 def measure_case(case, path: Path, base: Backend, base_spec: str, tallies: list[Tally]):
@@ -215,9 +236,10 @@ def _record(tally: Tally, judged, case) -> None:
 
 
 def report(tallies: dict[str, list[Tally]], cases: Counter, base_spec: str, base_problems: list,
-           min_kills: int = 2) -> dict:
+           min_kills: int = 2, enough_kills: int | None = None) -> dict:
     """The power report (README: Measuring a suite's power)."""
-    doc = {"base": base_spec, "min_kills": min_kills, "kernels": [], "mutants": [], "controls": [],
+    doc = {"base": base_spec, "min_kills": min_kills, "enough_kills": enough_kills, "kernels": [], "mutants": [],
+           "controls": [],
            "base_problems": base_problems}
     for kernel in sorted(tallies):
         rows = tallies[kernel]

@@ -103,3 +103,12 @@ def test_cases_do_not_depend_on_the_cpus_simd_features(tmp_path):
     assert fresh == sorted(p.relative_to(CASES) for p in CASES.rglob("*.opcase"))
     differing = [str(k) for k in fresh if (tmp_path / k).read_bytes() != (CASES / k).read_bytes()]
     assert not differing, f"without {features}, these cases come out differently: {differing[:5]}"
+
+
+# The committed suite's budget (cases/README.md): git-friendly, whatever its command selects.
+BUDGET_BYTES = 30_000_000
+
+
+def test_committed_suite_stays_within_its_budget():
+    total = sum(p.stat().st_size for p in CASES.rglob("*") if p.is_file())
+    assert 0 < total <= BUDGET_BYTES, f"cases/ holds {total} bytes, over its budget of {BUDGET_BYTES}"

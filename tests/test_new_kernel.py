@@ -56,7 +56,9 @@ suites:
     base: {{dims: {{N: 5}}}}
   stress:
     base: {{dims: {{N: 8}}}}
+    values: {{subnormal: [x]}}
     channel_tail: {{dim: N, widths: [16]}}
+    index_width: {{tensor: y, past_2e24: {{dims: {{N: 16777217}}}}}}
 """
 
 REFERENCE = '''\
@@ -105,6 +107,7 @@ KIT_TESTS = {
     "tests/test_kernels.py::test_conformance_files_import": 1,
     "tests/test_kernels.py::test_backend_passes_conformance_files": 2,
     "tests/test_stress.py::test_every_stress_case_is_valid_and_crosses_what_it_claims": 1,
+    "tests/test_stress_reach.py::test_every_stress_dimension_reaches_the_kernel": 1,
 }
 WHOLE_TESTS = [
     "tests/test_kernels.py::test_every_record_is_a_kernel",

@@ -347,3 +347,35 @@ def test_sigterm_removes_the_generated_suites(tmp_path):
     assert process.returncode == 128 + signal.SIGTERM, stderr
     assert "Traceback" not in stderr
     assert not list(scratch.glob("opcase-power-*"))
+
+
+def test_a_killed_mutant_is_judged_on_no_case_past_enough_kills(tmp_path):
+    """Cases go smallest first; a mutant failed by enough cases is judged on no further one (what
+    makes the default suites' 2^24-element and network cases affordable), controls on every case,
+    and the verdicts are those of judging every case."""
+    from harness.power import case_bytes, measure
+    sources = sorted((COMMITTED / "carafe_forward" / "stress").glob("channel_tail_C*.opcase"))
+    files = sorted(_suite(tmp_path, *sources).rglob("*.opcase"))
+    order = []
+    every = measure(files, reference(), "reference", enough_kills=None)
+    bounded = measure(files, reference(), "reference", order.append, enough_kills=2)
+    assert [order.index(f"carafe_forward/stress/{p.stem}") for p in sorted(files, key=case_bytes)] == \
+        list(range(len(files)))
+    verdicts = {(m["name"], m["verdict"]) for m in every["mutants"] + every["controls"]}
+    assert verdicts == {(m["name"], m["verdict"]) for m in bounded["mutants"] + bounded["controls"]}
+    judged = {m["name"]: m for m in every["mutants"]}
+    dropped = next(m for m in bounded["mutants"] if m["name"] == "drop_last_block_16")
+    assert judged["drop_last_block_16"]["failing_shapes"] > 2 and dropped["failing_shapes"] == 2
+    assert dropped["failing"] < judged["drop_last_block_16"]["failing"]
+    # Never below --min-kills: a kill by too few shapes is still seen as fragile.
+    strict = measure(files, reference(), "reference", min_kills=3, enough_kills=2)
+    assert next(m for m in strict["mutants"] if m["name"] == "drop_last_block_16")["failing_shapes"] == 3
+    assert all(c["judged"] == judged_c["judged"] for c, judged_c in zip(bounded["controls"], every["controls"]))
+
+
+def test_enough_kills_option_reaches_the_measure(tmp_path):
+    suite = _suite(tmp_path, IM2COL_F32)
+    for given, recorded in (([], 2), (["--enough-kills", "0"], None), (["--enough-kills", "5"], 5)):
+        result = _power(suite, *given, "--json", tmp_path / "p.json")
+        assert json.loads((tmp_path / "p.json").read_text())["enough_kills"] == recorded, result.output
+    assert _power(suite, "--enough-kills", "-1").exit_code == 2

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 import stress_backends
 from conftest import REPO
 from gen.core.checks import first_failure
-from gen.generate import tensor_infos, channel_tails, interface_params, layout_of, plan_suite, total_bytes
+from gen.generate import tensor_infos, channel_tail_entries, channel_tails, interface_params, layout_of, plan_suite, total_bytes
 from gen.core.spec import SUITES, SpecError, dims_with_role, load_spec
 from gen.core.backend import Backend
 from gen.core.casefile import element_count, find, load
@@ -62,12 +62,18 @@ def test_every_stress_case_is_valid_and_crosses_what_it_claims(path):
         lay = layout_of(spec, plan)
         infos = tensor_infos(spec, lay.shapes, lay.dtypes, lay.layouts, plan.omit)
         assert first_failure(spec, infos, interface_params(spec, plan.params)) is None, plan.name
-        if plan.name.startswith("value_subnormal") or plan.name.startswith("value_near_overflow"):
+        if plan.name.startswith("value_subnormal"):
+            # The narrowest float dtype only: float16 where the kernel has it, else float32's.
+            assert plan.dtype == ("float16" if "float16" in spec.dtypes else "float32")
+        if plan.name.startswith("value_near_overflow"):
             assert plan.dtype == "float16"
         if plan.name.startswith("channel_tail_"):
-            dim = conf["channel_tail"]["dim"]
-            assert plan.dims[dim] in channel_tails(conf["channel_tail"]["widths"])
-            assert plan.name.startswith(f"channel_tail_{dim}{plan.dims[dim]}-")
+            # The entry whose dim or param this case sets to one of its tails, named for it.
+            assert any(plan.name.startswith(f"channel_tail_{sized}{size}-")
+                       and size in channel_tails(tail["widths"])
+                       for tail in channel_tail_entries(conf)
+                       for sized, size in [(tail["dim"], plan.dims.get(tail["dim"])) if "dim" in tail else
+                                           (tail["param"], plan.params.get(tail["param"]))]), plan.name
         if plan.name.startswith("batch_"):
             # The dims the spec's batch block names, whatever the kernel calls them.
             assert {d: plan.dims[d] for d in conf["batch"]} == conf["batch"]
@@ -79,9 +85,10 @@ def test_every_stress_case_is_valid_and_crosses_what_it_claims(path):
                 assert count > 2**24
             else:
                 assert count * np.dtype(lay.dtypes[tensor]).itemsize > 2**31
-    if "channel_tail" in conf:
-        tails = [p.dims[conf["channel_tail"]["dim"]] for p in plans if p.name.startswith("channel_tail_")]
-        assert sorted(set(tails)) == channel_tails(conf["channel_tail"]["widths"])
+    for tail in channel_tail_entries(conf):
+        sized, where = (tail["dim"], "dims") if "dim" in tail else (tail["param"], "params")
+        tails = [getattr(p, where)[sized] for p in plans if p.name.startswith(f"channel_tail_{sized}")]
+        assert sorted(set(tails)) == channel_tails(tail["widths"])
 
 
 def test_index_2e24_cases_fit_the_default_size_where_the_dtype_allows():
@@ -113,7 +120,17 @@ CARAFE = (REPO / "specs" / "carafe_forward.yaml").read_text()
      "unknown key 'width'"),
     ("channel_tail: {dim: C, widths: [16, 64]}", "channel_tail: {dim: K, widths: [16, 64]}", "dim: K",
      "must name one of suites.stress.base's dims (N, H, W, C)"),
+    ("channel_tail: {dim: C, widths: [16, 64]}", "channel_tail: {param: kernel_sz, widths: [16, 64]}",
+     "param: kernel_sz", "must name one of suites.stress.base's params (kernel_size, group_size, scale_factor)"),
+    ("channel_tail: {dim: C, widths: [16, 64]}", "channel_tail: {dim: C, param: group_size, widths: [16, 64]}",
+     "param: group_size", "give exactly one of 'dim' and 'param'"),
+    ("channel_tail: {dim: C, widths: [16, 64]}", "channel_tail: [{dim: C, widths: [16, 64]}, 3]",
+     "channel_tail: [", "must be a mapping or a non-empty list of them"),
     ("    batch: {N: 3, H: 5, W: 9}", "    batch: {N: 3, H: 5, Q: 9}", "Q: 9", "'Q' is not one of"),
+    ("    batch: {N: 3, H: 5, W: 9}", "    batch: {N: 3, H: 5, W: 9}\n    not_applicable: {contention: no}",
+     "contention: no", "unknown dimension 'contention'"),
+    ("    batch: {N: 3, H: 5, W: 9}", "    batch: {N: 3, H: 5, W: 9}\n    not_applicable: {subnormal: ''}",
+     "subnormal: ''", "say why, in words"),
     ("      tensor: output\n", "      tensor: outptu\n", "tensor: outptu", "unknown tensor 'outptu'"),
     ("    batch: {N: 3, H: 5, W: 9}", "    batch: {N: -3, H: 5, W: 9}", "batch: {N: -3", "whole numbers >= 0"),
     ("    batch: {N: 3, H: 5, W: 9}", "    batch: {N: 1, H: 5, W: 9}", "batch: {N: 1", "must set a dim of a batch axis (N)"),

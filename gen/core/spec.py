@@ -33,6 +33,9 @@ STRESS_DIMENSIONS = ("values", "channel_tail", "contention", "batch", "index_wid
 VALUE_REGIMES = ("subnormal", "positive", "near_overflow")
 # suites.stress.index_width: a case past 2^24 elements in its tensor, and one past 2^31 bytes.
 INDEX_LIMITS = ("past_2e24", "past_2e31")
+# suites.stress.not_applicable: a dimension the kernel's tensors would take but its arithmetic does
+# not allow, with why (tests/test_stress_reach.py accepts the reason in place of the cases).
+REACHABLE_DIMENSIONS = ("channel_tail", "batch", "index_width", "subnormal")
 # Axis roles (specs/README.md, Axis roles): what each axis of a tensor is, for what knows no kernel (the
 # generic mutants, the stress suite).  A layout of these letters gives them; any other layout ('ARRAY'),
 # or one whose letters say less than the truth, states them in the tensor's `axes`.
@@ -770,7 +773,7 @@ def _stress(v: _Validator, suites, node, spec_inputs, spec_outputs):
     """suites.stress: a small valid base case and the stress dimensions derived from it."""
     if not isinstance(node, dict):
         v.fail(suites, "stress", "suites.stress must be a mapping")
-    v.allow_keys(node, ["base", *STRESS_DIMENSIONS], "suites.stress")
+    v.allow_keys(node, ["base", *STRESS_DIMENSIONS, "not_applicable"], "suites.stress")
     v.require_keys(node, ["base"], "suites.stress")
     _entry(v, node["base"], "suites.stress.base", spec_inputs, need_name=False)
     if "each" in node["base"]:
@@ -789,18 +792,8 @@ def _stress(v: _Validator, suites, node, spec_inputs, spec_outputs):
                                         f"(known: {', '.join(spec_inputs)})")
     tail = node.get("channel_tail")
     if tail is not None:
-        if not isinstance(tail, dict):
-            v.fail(node, "channel_tail", "suites.stress.channel_tail must be a mapping")
-        v.allow_keys(tail, ["dim", "widths"], "suites.stress.channel_tail")
-        v.require_keys(tail, ["dim", "widths"], "suites.stress.channel_tail")
-        base_dims = node["base"].get("dims") or {}
-        if not isinstance(tail["dim"], str) or tail["dim"] not in base_dims:
-            v.fail(tail, "dim", f"suites.stress.channel_tail.dim must name one of suites.stress.base's dims "
-                                f"({', '.join(map(str, base_dims))})")
-        widths = tail["widths"]
-        if not isinstance(widths, list) or not widths or any(
-                isinstance(w, bool) or not isinstance(w, int) or not 2 <= w <= 4096 for w in widths):
-            v.fail(tail, "widths", "suites.stress.channel_tail.widths must be a list of whole numbers in [2, 4096]")
+        for entry in tail if isinstance(tail, list) and tail else [tail]:
+            _channel_tail(v, node, entry)
     contention = node.get("contention")
     if contention is not None:
         if not isinstance(contention, list) or not contention:
@@ -816,6 +809,16 @@ def _stress(v: _Validator, suites, node, spec_inputs, spec_outputs):
             if not isinstance(name, str) or name not in (node["base"].get("dims") or {}):
                 v.fail(batch, name, f"suites.stress.batch: '{name}' is not one of suites.stress.base's dims")
         _batch_sets_a_batch(v, node, batch, spec_inputs, spec_outputs)
+    waived = node.get("not_applicable")
+    if waived is not None:
+        if not isinstance(waived, dict) or not waived:
+            v.fail(node, "not_applicable", "suites.stress.not_applicable maps dimensions to why they do not apply")
+        for name, why in waived.items():
+            if name not in REACHABLE_DIMENSIONS:
+                v.fail(waived, name, f"suites.stress.not_applicable: unknown dimension '{name}' "
+                                     f"(known: {', '.join(REACHABLE_DIMENSIONS)})")
+            if not isinstance(why, str) or not why.strip():
+                v.fail(waived, name, f"suites.stress.not_applicable.{name}: say why, in words")
     index_width = node.get("index_width")
     if index_width is not None:
         if not isinstance(index_width, dict):
@@ -829,6 +832,26 @@ def _stress(v: _Validator, suites, node, spec_inputs, spec_outputs):
             if limit in index_width:
                 _entry(v, index_width[limit], f"suites.stress.index_width.{limit}", spec_inputs, need_name=False)
 
+
+
+def _channel_tail(v: _Validator, stress, tail) -> None:
+    """One suites.stress.channel_tail entry: the base's `dim` or int `param` that sizes a channel
+    axis, and the vector widths whose partial blocks it must leave."""
+    if not isinstance(tail, dict):
+        v.fail(stress, "channel_tail", "suites.stress.channel_tail must be a mapping or a non-empty list of them")
+    v.allow_keys(tail, ["dim", "param", "widths"], "suites.stress.channel_tail")
+    if ("dim" in tail) == ("param" in tail):
+        v.fail(tail, None, "suites.stress.channel_tail: give exactly one of 'dim' and 'param'")
+    v.require_keys(tail, ["widths"], "suites.stress.channel_tail")
+    key = "dim" if "dim" in tail else "param"
+    known = stress["base"].get(f"{key}s") or {}
+    if not isinstance(tail[key], str) or tail[key] not in known:
+        v.fail(tail, key, f"suites.stress.channel_tail.{key} must name one of suites.stress.base's {key}s "
+                          f"({', '.join(map(str, known))})")
+    widths = tail["widths"]
+    if not isinstance(widths, list) or not widths or any(
+            isinstance(w, bool) or not isinstance(w, int) or not 2 <= w <= 4096 for w in widths):
+        v.fail(tail, "widths", "suites.stress.channel_tail.widths must be a list of whole numbers in [2, 4096]")
 
 def _batch_sets_a_batch(v: _Validator, stress, batch: dict, spec_inputs, spec_outputs) -> None:
     """suites.stress.batch makes a batch of several: it sets a dim of an axis whose role is batch to 2 or more."""

@@ -1104,8 +1104,11 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text, timeout):
               help="With --hunt: the search's seed (the same seed and a budget in cases: the same cases).")
 @click.option("--no-write", "no_write", is_flag=True,
               help="With --hunt: report what it finds, leaving the specs as they are.")
+@click.option("--enough-kills", "enough_kills", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Judge a mutant on no further case once cases of this many shapes (and --min-kills), smallest "
+                   "first, have failed it; 0: on every case.")
 def power(paths, backend_spec, json_path, max_size, filter_text, timeout, hunt, budget_text, seed, no_write, min_kills,
-          show_kills):
+          show_kills, enough_kills):
     """Measure a suite's power: the planted bugs it catches, and the right variants it passes.
 
     \b
@@ -1146,7 +1149,8 @@ def power(paths, backend_spec, json_path, max_size, filter_text, timeout, hunt, 
     # A SIGTERM unwinds like an exception, so the generated suites (up to GBs) are removed.
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
-        doc, n_files, seconds = _measure_power(paths, specs, base, backend_spec, max_size, filter_text, min_kills)
+        doc, n_files, seconds = _measure_power(paths, specs, base, backend_spec, max_size, filter_text, min_kills,
+                                               enough_kills or None)
     finally:
         signal.signal(signal.SIGTERM, previous)
     for line in power_table(doc, show_kills):
@@ -1212,7 +1216,7 @@ def _hunt(doc: dict, specs, base, backend_spec: str, seed: int, budget, write: b
     return hunted
 
 
-def _measure_power(paths, specs, base, backend_spec, max_size, filter_text, min_kills):
+def _measure_power(paths, specs, base, backend_spec, max_size, filter_text, min_kills, enough_kills):
     """(report, case files, seconds) of `opcase power`: SPECs' default suites generated into a
     temporary directory (removed after), then every case measured."""
     from harness.power import measure as measure_power  # lazily: fast --help
@@ -1231,7 +1235,7 @@ def _measure_power(paths, specs, base, backend_spec, max_size, filter_text, min_
         files = _run_files(case_paths, None, filter_text)
         started = time.monotonic()
         with _progress(len(files), "measuring") as advance:
-            doc = measure_power(files, base, backend_spec, advance, min_kills)
+            doc = measure_power(files, base, backend_spec, advance, min_kills, enough_kills)
     return doc, len(files), time.monotonic() - started
 
 

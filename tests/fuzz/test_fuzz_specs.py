@@ -195,7 +195,7 @@ def _gen_args(suite: str, select: str | None = None) -> list[str]:
 # Inputs the fuzzer found that once ended in a traceback (each its own fix).
 REGRESSIONS = [
     # names in suites.stress that are no strings (the long run with the hostile inputs found them)
-    (_mutant("psamask_forward.yaml", ("suites", "stress", "channel_tail", "dim"), []), _gen_args("invalid")),
+    (_mutant("psamask_forward.yaml", ("suites", "stress", "channel_tail", 0, "dim"), []), _gen_args("invalid")),
     (_mutant("psamask_forward.yaml", ("suites", "stress", "index_width", "tensor"), [1]), _gen_args("invalid")),
     # each.dtype a number, not a list (the long run with the hostile inputs found it)
     (_mutant("carafe_forward.yaml", ("suites", "boundary", 2, "each"), {"dtype": 1}), _gen_args("boundary", "^kernel_45-")),
