@@ -22,6 +22,7 @@ NEEDS = {
     "protoc": "apt-get install protobuf-compiler libprotobuf-dev",
     "libprotobuf-dev": "libprotobuf's C++ headers: apt-get install libprotobuf-dev",
     "g++": "a C++ compiler: apt-get install g++",
+    "cc": "a C compiler on PATH (cc or gcc): apt-get install gcc",
     "cuda": "a CUDA device, and a torch built for it",
 }
 PREFIX = "needs "

@@ -1,0 +1,96 @@
+"""Optional compiled loops: a C source shipped in the package, built on first use with the system compiler.
+
+A reference may hand its hot loop to C when numpy has no fixed-order loop fast enough (carafe's
+taps).  The C code must do the same float64 operations in the same order as the numpy path, so the
+goldens are the same bits either way; which path ran is never visible in a case file.
+
+- Built with ``cc`` (or ``gcc``) found on PATH and one fixed argument list, ``-O2 -ffp-contract=off
+  -fno-fast-math -shared -fPIC``: no multiply-add is fused into one rounding and nothing is
+  reassociated, whatever the compiler's defaults.
+- Cached per user under ``$XDG_CACHE_HOME/opcase/native`` (default ``~/.cache/opcase/native``),
+  named by the sha256 of the source and the arguments, so an edited source is rebuilt and a stale
+  library is never loaded; the library is written under a temporary name and renamed into place,
+  so processes building at once never load a half-written file.
+- No compiler, a failed build or ``OPCASE_NO_CC=1``: ``load`` returns None and the caller runs numpy.
+  Why is logged once per source at debug level (logger ``gen.native``), or printed to stderr with
+  ``OPCASE_NATIVE_DEBUG=1``.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+FLAGS = ("-O2", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC")
+_log = logging.getLogger(__name__)
+_loaded: dict[Path, ctypes.CDLL | None] = {}
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "opcase" / "native"
+
+
+def compiler() -> str | None:
+    return shutil.which("cc") or shutil.which("gcc")
+
+
+def disabled() -> bool:
+    return os.environ.get("OPCASE_NO_CC", "") not in ("", "0")
+
+
+def _note(source: Path, why: str) -> None:
+    message = f"opcase: {source.name} not compiled ({why}); using the numpy path"
+    _log.debug(message)
+    if os.environ.get("OPCASE_NATIVE_DEBUG", "") not in ("", "0"):
+        print(message, file=sys.stderr)
+
+
+def library_path(source: Path) -> Path:
+    digest = hashlib.sha256(source.read_bytes() + "\0".join(FLAGS).encode()).hexdigest()
+    return cache_dir() / f"{source.stem}-{digest[:32]}.so"
+
+
+def _build(source: Path, cc: str) -> Path:
+    """The cached library of `source`, built now if absent (raises OSError or CalledProcessError)."""
+    target = library_path(source)
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, partial = tempfile.mkstemp(prefix=target.stem + ".", suffix=".so.tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        subprocess.run([cc, *FLAGS, "-o", partial, str(source)], check=True, capture_output=True,
+                       timeout=120, stdin=subprocess.DEVNULL)
+        os.replace(partial, target)
+    finally:
+        if os.path.exists(partial):
+            os.unlink(partial)
+    return target
+
+
+def load(source: Path) -> ctypes.CDLL | None:
+    """The compiled library of the C file `source`, or None where the numpy path must run (see above)."""
+    if disabled():
+        return None
+    if source in _loaded:
+        return _loaded[source]
+    library = None
+    cc = compiler()
+    if cc is None:
+        _note(source, "no C compiler (cc, gcc) on PATH")
+    else:
+        try:
+            library = ctypes.CDLL(str(_build(source, cc)))
+        except subprocess.CalledProcessError as error:
+            _note(source, f"{cc} failed: {error.stderr.decode(errors='replace').strip()[:500]}")
+        except (OSError, subprocess.SubprocessError) as error:
+            _note(source, f"{type(error).__name__}: {error}")
+    _loaded[source] = library
+    return library

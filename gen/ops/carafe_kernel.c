@@ -1,0 +1,156 @@
+/* carafe's forward golden as a compiled loop, bit for bit what gen/ops/carafe.py's np.einsum computes.
+ *
+ * For a group of at least 2 channels, np.einsum("pwgabhv,pwgvhc->pwgabc") runs its inner loop over
+ * the channels (out[c] = w * x[c] + out[c], a multiply then an add: numpy's baseline has no FMA) and
+ * walks the taps kh outer, kw inner, starting from out = +0.  This loop does the same operations in
+ * the same order for every output element; only which channels share a vector register differs, which
+ * changes nothing since each channel is its own sum.  A tap outside the map is skipped: numpy adds
+ * 0 * 0 = +0 there, and out + (+0) == out because out is never -0 (it starts at +0, and a sum of
+ * round-to-nearest additions is -0 only when both terms are -0).
+ *
+ * Equal operations give equal bits except for which NaN comes out when two meet (x86 returns the
+ * first operand's, and the compiler may swap a product's operands).  So the loop reports whether it
+ * made a NaN, and the caller then recomputes those rows with numpy.
+ *
+ * Built with -ffp-contract=off (no multiply-add fused into one rounding) and without fast-math, so
+ * the compiler may widen the channel loop but not change what is rounded where.  target_clones picks
+ * AVX-512, AVX2 or plain SSE2 at load time: the same bits, at different speeds.
+ */
+#include <stddef.h>
+
+typedef double vec8 __attribute__((vector_size(64), aligned(8)));   /* 8 channels, unaligned access */
+typedef long long mask8 __attribute__((vector_size(64)));
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CLONES
+#endif
+
+/* The taps of one input pixel's window, for the channel loops below: output channel c of phase p is
+ * sum over h in [h_lo, h_hi), v in [v_lo, v_hi) (h outer) of m[p][h * k + v] * x[h * row + v * C + c],
+ * added one by one from +0. */
+struct window {
+    const double *x;          /* the window's tap (h_lo, v_lo)... shifted back to tap (0, 0), at channel 0 */
+    long row, C, k, h_lo, h_hi, v_lo, v_hi;
+};
+
+#define TAPS(w, ...)                                                               \
+    for (long h = (w)->h_lo; h < (w)->h_hi; ++h)                                   \
+        for (long v = (w)->v_lo; v < (w)->v_hi; ++v) {                             \
+            const long tap = h * (w)->k + v;                                       \
+            const double *xt = (w)->x + h * (w)->row + v * (w)->C;                 \
+            __VA_ARGS__                                                            \
+        }
+
+/* Four phases at once, 16 channels per step: 8 independent sums in flight, and each load of the
+ * input serves four products.  Returns whether a NaN came out; *done: the channels done. */
+static inline __attribute__((always_inline)) int four_phases(const struct window *w, const double *const m[4],
+                                                               double *const o[4], long c0, long c1, long *done)
+{
+    mask8 nan = {0};
+    long c = c0;
+    for (; c + 16 <= c1; c += 16) {
+        vec8 a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0}, d0 = {0}, d1 = {0}, e0 = {0}, e1 = {0};
+        TAPS(w, {
+            const vec8 x0 = *(const vec8 *)(xt + c), x1 = *(const vec8 *)(xt + c + 8);
+            const double wa = m[0][tap], wb = m[1][tap], wd = m[2][tap], we = m[3][tap];
+            a0 = wa * x0 + a0; a1 = wa * x1 + a1;
+            b0 = wb * x0 + b0; b1 = wb * x1 + b1;
+            d0 = wd * x0 + d0; d1 = wd * x1 + d1;
+            e0 = we * x0 + e0; e1 = we * x1 + e1;
+        })
+        *(vec8 *)(o[0] + c) = a0; *(vec8 *)(o[0] + c + 8) = a1;
+        *(vec8 *)(o[1] + c) = b0; *(vec8 *)(o[1] + c + 8) = b1;
+        *(vec8 *)(o[2] + c) = d0; *(vec8 *)(o[2] + c + 8) = d1;
+        *(vec8 *)(o[3] + c) = e0; *(vec8 *)(o[3] + c + 8) = e1;
+        nan |= (a0 != a0) | (a1 != a1) | (b0 != b0) | (b1 != b1) | (d0 != d0) | (d1 != d1) | (e0 != e0) | (e1 != e1);
+    }
+    *done = c;
+    int made_nan = 0;
+    for (int lane = 0; lane < 8; ++lane)
+        made_nan |= nan[lane] != 0;
+    return made_nan;
+}
+
+/* One phase, 64 channels per step (8 sums in flight), then 8, then one by one.  Returns whether a NaN came out. */
+static inline __attribute__((always_inline)) int one_phase(const struct window *w, const double *m, double *o,
+                                                           long c, long c1)
+{
+    mask8 nan = {0};
+    for (; c + 64 <= c1; c += 64) {
+        vec8 acc[8] = {{0}};
+        TAPS(w, {
+            const double wt = m[tap];
+            for (int q = 0; q < 8; ++q)
+                acc[q] = wt * *(const vec8 *)(xt + c + 8 * q) + acc[q];
+        })
+        for (int q = 0; q < 8; ++q) {
+            *(vec8 *)(o + c + 8 * q) = acc[q];
+            nan |= acc[q] != acc[q];
+        }
+    }
+    for (; c + 8 <= c1; c += 8) {
+        vec8 acc = {0};
+        TAPS(w, { acc = m[tap] * *(const vec8 *)(xt + c) + acc; })
+        *(vec8 *)(o + c) = acc;
+        nan |= acc != acc;
+    }
+    int made_nan = 0;
+    for (; c < c1; ++c) {
+        double acc = 0.0;
+        TAPS(w, { acc = m[tap] * xt[c] + acc; })
+        o[c] = acc;
+        made_nan |= acc != acc;
+    }
+    for (int lane = 0; lane < 8; ++lane)
+        made_nan |= nan[lane] != 0;
+    return made_nan;
+}
+
+/* Output rows i*s .. i*s + s-1 of input rows i0 <= i < i1.
+ *
+ * image:  float64 rows [rows_lo, rows_hi) of the [H, W, C] input, C-ordered, row rows_lo first;
+ *         it must hold every row in [i0 - r, i1 + r) that lies inside [0, H).
+ * mask:   float64 [(i1 - i0) * s, W * s, G * k * k], the mask rows of these output rows.
+ * out:    float64 [(i1 - i0) * s, W * s, C], written (not accumulated into).
+ * Returns 1 if an output is NaN, else 0.
+ */
+CLONES int carafe_forward_rows(const double *image, long rows_lo, const double *mask, double *out,
+                               long H, long W, long C, long G, long k, long s, long i0, long i1)
+{
+    const long r = (k - 1) / 2, Cg = C / G, kk = k * k, Ws = W * s, taps_stride = G * kk;
+    int made_nan = 0;
+    for (long i = i0; i < i1; ++i) {
+        for (long j = 0; j < W; ++j) {
+            for (long g = 0; g < G; ++g) {
+                struct window w = {
+                    .x = image + ((i - r - rows_lo) * W + (j - r)) * C + g * Cg, .row = W * C, .C = C, .k = k,
+                    .h_lo = r - i > 0 ? r - i : 0, .h_hi = H - i + r < k ? H - i + r : k,
+                    .v_lo = r - j > 0 ? r - j : 0, .v_hi = W - j + r < k ? W - j + r : k,
+                };
+                long phase = 0;
+                for (; phase + 4 <= s * s; phase += 4) {
+                    const double *m[4];
+                    double *o[4];
+                    for (int q = 0; q < 4; ++q) {
+                        const long a = (phase + q) / s, b = (phase + q) % s;
+                        const long pixel = ((i - i0) * s + a) * Ws + j * s + b;
+                        m[q] = mask + pixel * taps_stride + g * kk;
+                        o[q] = out + pixel * C + g * Cg;
+                    }
+                    long c;
+                    made_nan |= four_phases(&w, m, o, 0, Cg, &c);
+                    for (int q = 0; q < 4; ++q)
+                        made_nan |= one_phase(&w, m[q], o[q], c, Cg);
+                }
+                for (; phase < s * s; ++phase) {
+                    const long a = phase / s, b = phase % s;
+                    const long pixel = ((i - i0) * s + a) * Ws + j * s + b;
+                    made_nan |= one_phase(&w, mask + pixel * taps_stride + g * kk, out + pixel * C + g * Cg, 0, Cg);
+                }
+            }
+        }
+    }
+    return made_nan;
+}

@@ -1,0 +1,177 @@
+"""Compiled golden loops (gen/native.py) give the numpy path's bits, and their absence changes nothing.
+
+carafe's forward golden runs in C when a C compiler is there (gen/ops/carafe_kernel.c); OPCASE_NO_CC=1
+forces numpy.  Both must give the same bits on every input (special values, float16/32/64, any shape),
+and the committed carafe cases must come out byte for byte with the C loop on.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import needs
+from conftest import REPO
+from gen import native
+from gen.ops import carafe
+
+SPECIALS = [np.nan, np.inf, -np.inf, -0.0, 0.0, 5e-324, -2.2250738585072014e-308, 1e300, -1e-300]
+
+
+@pytest.fixture
+def compiled(tmp_path_factory, monkeypatch):
+    """The carafe forward's C loop, built in a cache of this test session's own (skips where there is no cc)."""
+    if native.compiler() is None:
+        needs.skip_without("cc", "to build gen/ops/carafe_kernel.c")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "native-cache"))
+    monkeypatch.delenv("OPCASE_NO_CC", raising=False)
+    monkeypatch.setattr(native, "_loaded", {})
+    function = carafe._compiled_forward()
+    assert function is not None, "a C compiler is on PATH but carafe_kernel.c did not build or load"
+    return function
+
+
+def _draw(rng, shape, dtype, specials: int):
+    exponents = rng.integers(-40, 40, shape) if dtype == np.float64 else rng.integers(-6, 6, shape)
+    values = (rng.standard_normal(shape) * np.exp2(exponents)).astype(dtype)
+    flat = values.reshape(-1)
+    where = rng.integers(0, flat.size, specials)
+    with np.errstate(over="ignore"):
+        flat[where] = np.array(SPECIALS, dtype=np.float64)[rng.integers(0, len(SPECIALS), specials)].astype(dtype)
+    return values
+
+
+def _both_paths(monkeypatch, inputs, params):
+    monkeypatch.setenv("OPCASE_NO_CC", "1")
+    reference = carafe.forward(inputs, params)["output"]
+    blocks = [b.copy() for _, _, b in carafe.forward_blocks(inputs, params)]
+    monkeypatch.delenv("OPCASE_NO_CC")
+    compiled = carafe.forward(inputs, params)["output"]
+    compiled_blocks = [b for _, _, b in carafe.forward_blocks(inputs, params)]
+    return reference, compiled, blocks, compiled_blocks
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a.view(np.uint64), b.view(np.uint64))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_carafe_forward_compiled_is_numpy_bit_for_bit(compiled, monkeypatch, seed):
+    """Random shapes (channel counts off the vector widths, every kernel size parity allows, scale factors
+    1..4, groups), magnitudes 2^-40..2^40 so that any other order of additions shows, and inputs in the
+    three float types with NaN, inf, -0, subnormals sprinkled in (none, a few, many)."""
+    rng = np.random.default_rng(seed)
+    for trial in range(40):
+        k, s, G = int(rng.choice([1, 3, 5, 7])), int(rng.integers(1, 5)), int(rng.integers(1, 4))
+        Cg = int(rng.choice([2, 3, 7, 8, 9, 15, 16, 17, 33, 64, 65, 100]))
+        N, H, W = int(rng.integers(1, 3)), int(rng.integers(1, 9)), int(rng.integers(1, 9))
+        dtype = [np.float16, np.float32, np.float64][trial % 3]
+        specials = [0, 0, 2, 50][trial % 4]
+        inputs = {"input": _draw(rng, (N, H, W, G * Cg), dtype, specials),
+                  "mask": _draw(rng, (N, H * s, W * s, G * k * k), dtype, specials)}
+        params = {"kernel_size": k, "group_size": G, "scale_factor": s}
+        reference, fast, blocks, fast_blocks = _both_paths(monkeypatch, inputs, params)
+        assert _same_bits(reference, fast), (params, N, H, W, Cg, dtype, specials)
+        assert len(blocks) == len(fast_blocks) and all(map(_same_bits, blocks, fast_blocks)), params
+
+
+def test_carafe_forward_runs_compiled_where_it_fits(compiled, monkeypatch):
+    """With a compiler, a float64 golden with 2+ channels per group and no NaN never touches numpy's einsum;
+    one channel per group (numpy adds the taps in another grouping there) and float32 do."""
+    rng = np.random.default_rng(5)
+    params = {"kernel_size": 5, "group_size": 2, "scale_factor": 2}
+    einsum = np.einsum
+    calls = []
+    monkeypatch.setattr(np, "einsum", lambda *a, **kw: calls.append(1) or einsum(*a, **kw))
+    carafe.forward({"input": rng.standard_normal((1, 6, 7, 2 * 9)), "mask": rng.random((1, 12, 14, 50))}, params)
+    assert not calls
+    carafe.forward({"input": rng.standard_normal((1, 6, 7, 2)), "mask": rng.random((1, 12, 14, 50))}, params)
+    assert calls
+    calls.clear()
+    carafe.forward({"input": rng.standard_normal((1, 6, 7, 18)), "mask": rng.random((1, 12, 14, 50))}, params,
+                   compute_dtype=np.float32)
+    assert calls
+
+
+def test_carafe_forward_nan_rows_come_from_numpy(compiled, monkeypatch):
+    """inf * 0 makes x86's default NaN (sign bit set), an input NaN keeps its own: which one a sum keeps
+    depends on operand order, which the C compiler may swap, so rows with a NaN are numpy's."""
+    rng = np.random.default_rng(6)
+    image = rng.standard_normal((1, 5, 5, 16))
+    mask = rng.random((1, 10, 10, 9))
+    image[0, 2, 2, 3] = np.inf
+    mask[0, 4, 4, 4] = 0.0                      # the centre tap of output (4, 4) meets the inf: inf * 0
+    image[0, 2, 3, 5] = -np.nan
+    params = {"kernel_size": 3, "group_size": 1, "scale_factor": 2}
+    reference, fast, _, _ = _both_paths(monkeypatch, {"input": image, "mask": mask}, params)
+    assert np.isnan(fast).any() and _same_bits(reference, fast)
+
+
+def test_committed_carafe_suites_come_out_byte_for_byte_with_or_without_the_compiled_loop(compiled, tmp_path):
+    """cases/'s command for the carafe kernels, run with the C loop and with OPCASE_NO_CC=1: the same files,
+    byte for byte (tests/test_committed_cases.py compares the whole suite with cases/, whichever path this
+    machine takes)."""
+    line = next(l for l in (REPO / "cases" / "README.md").read_text().splitlines()
+                if l.strip().startswith("opcase gen"))
+    specs = sorted(str(p.relative_to(REPO)) for p in (REPO / "specs").glob("carafe_*.yaml"))
+    trees = {}
+    for name, no_cc in (("compiled", {}), ("numpy", {"OPCASE_NO_CC": "1"})):
+        args = [a for a in shlex.split(line)[2:] if a != "specs/*.yaml"]
+        args[args.index("-o") + 1] = str(tmp_path / name)
+        env = {**{k: v for k, v in os.environ.items() if k != "OPCASE_NO_CC"}, **no_cc}
+        done = subprocess.run([sys.executable, "-m", "harness.cli", "gen", *specs, *args], cwd=REPO, env=env,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+        trees[name] = {p.relative_to(tmp_path / name): p.read_bytes() for p in (tmp_path / name).rglob("*.opcase")}
+    assert len(trees["compiled"]) > 50 and sorted(trees["compiled"]) == sorted(trees["numpy"])
+    differing = [str(k) for k in trees["numpy"] if trees["compiled"][k] != trees["numpy"][k]]
+    assert not differing, differing[:5]
+
+
+# ----------------------------------------------------------------------------- gen/native.py itself
+
+def _source(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "probe.c"
+    path.write_text(text)
+    return path
+
+
+def test_native_builds_once_into_a_cache_named_by_the_source(compiled, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    source = _source(tmp_path, "int probe(int x) { return x + 1; }\n")
+    library = native.load(source)
+    assert library is not None and library.probe(41) == 42
+    built = list((tmp_path / "cache" / "opcase" / "native").iterdir())
+    assert [p.name for p in built] == [native.library_path(source).name]      # no temporary file left behind
+    source.write_text("int probe(int x) { return x + 2; }\n")                 # an edited source: a new library
+    monkeypatch.setattr(native, "_loaded", {})
+    assert native.load(source).probe(41) == 43
+    assert len(list((tmp_path / "cache" / "opcase" / "native").iterdir())) == 2
+
+
+def test_native_falls_back_silently_and_says_why_on_request(compiled, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    broken = _source(tmp_path, "this is not C\n")
+    assert native.load(broken) is None
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(native, "_loaded", {})
+    monkeypatch.setenv("OPCASE_NATIVE_DEBUG", "1")
+    assert native.load(broken) is None
+    assert "probe.c not compiled" in capsys.readouterr().err
+    assert not list((tmp_path / "cache" / "opcase" / "native").glob("*.tmp"))
+
+    fine = _source(tmp_path, "int probe(void) { return 1; }\n")
+    monkeypatch.setattr(native, "_loaded", {})
+    monkeypatch.setattr(native.shutil, "which", lambda name: None)           # no compiler on PATH
+    assert native.load(fine) is None
+    assert "no C compiler" in capsys.readouterr().err
+    monkeypatch.undo()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(native, "_loaded", {})
+    monkeypatch.setenv("OPCASE_NO_CC", "1")
+    assert native.load(fine) is None and carafe._compiled_forward() is None
