@@ -47,7 +47,7 @@ def test_a_missing_cases_directory_is_one_line_and_exit_2(tmp_path):
     assert shown.stderr.strip().splitlines() == [f"Error: --cases {tmp_path / 'nowhere'}: no such directory"]
 
 
-def test_optional_parts_are_found_without_importing_torch():
+def test_optional_parts_are_found_without_importing_the_kernels_modules():
     """The torch kernels import torch; listing them must not (torch may be absent, and is slow)."""
     probe = ("import sys; from harness.cli import kernel_table as t; from gen.core.registry import known_ops; "
              "parts = [t.optional_parts(op) for op in known_ops()]; "
