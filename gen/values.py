@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -10,6 +11,7 @@ from gen.core.backend import TensorInfo
 from gen.core.expr import ExprError, evaluate
 from gen.core.spec import resolve_callable
 from gen.core.casefile import drop_pages
+from gen.core.overlap import Prefetched
 
 
 @dataclass
@@ -32,6 +34,7 @@ class ValueContext:
 # exists in float64.  The rng consumes its stream in order either way, so the values do not
 # depend on this number.
 DRAW_CHUNK = 1 << 20
+DRAW_CHUNKS_AHEAD = 2
 
 
 def _plain(rng: np.random.Generator, dist: dict, values: np.ndarray) -> np.ndarray:
@@ -49,10 +52,14 @@ def _plain(rng: np.random.Generator, dist: dict, values: np.ndarray) -> np.ndarr
     else:
         raise ValueError(f"unknown distribution {kind!r}")
     flat = values.reshape(-1)
-    for start in range(0, flat.size, DRAW_CHUNK):
-        stop = min(start + DRAW_CHUNK, flat.size)
-        flat[start:stop] = draw_chunk(stop - start)
-        drop_pages(values, stop, start)
+    spans = [(start, min(start + DRAW_CHUNK, flat.size)) for start in range(0, flat.size, DRAW_CHUNK)]
+    # The generator draws the next chunk on a thread of its own while this one converts and
+    # stores the last: the same draws in the same order, on two cores.
+    drawn = ((start, stop, draw_chunk(stop - start)) for start, stop in spans)
+    with Prefetched(drawn, DRAW_CHUNKS_AHEAD) if len(spans) > 1 and kind != "const" else nullcontext(drawn) as chunks:
+        for start, stop, chunk in chunks:
+            flat[start:stop] = chunk
+            drop_pages(values, stop, start)
     return values
 
 
