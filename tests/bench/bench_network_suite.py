@@ -37,7 +37,11 @@ def measure(spec: Path, out: Path, baseline: str | None, checkout: Path = REPO) 
                *(["--baseline", baseline] if baseline else [])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout), os.environ.get("PYTHONPATH", "")])}
     start = time.perf_counter()
-    peak_kb = int(subprocess.run(wrapper, check=True, capture_output=True, text=True, env=env).stdout.split()[-1])
+    # run from the checkout: `python -m` puts the working directory first on sys.path
+    done = subprocess.run(wrapper, capture_output=True, text=True, env=env, cwd=checkout)
+    if done.returncode:
+        sys.exit(f"{spec}: {done.stderr.strip() or done.stdout.strip()}")
+    peak_kb = int(done.stdout.split()[-1])
     seconds = time.perf_counter() - start
     files = [p for p in out.rglob("*") if p.is_file()]
     cases = sum(p.suffix == ".opcase" for p in files)
