@@ -133,3 +133,24 @@ def test_background_runs_beside_the_caller_and_raises_in_result():
     failing = Background(lambda: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         failing.result()
+
+
+def test_sampled_units_on_two_threads_are_the_units_values():
+    """gen.sampled computes a chunk of units in two halves on two threads: the same bits, in order."""
+    import gen.sampled as sampled
+    from gen.generate import Generator, baseline_units_fn
+    ops = [op for op in known_ops() if spec_for(op).criteria.mode == "dynamic"
+           and baseline_units_fn("mmcv", spec_for(op)) is not None]
+    assert ops
+    for op in ops:
+        spec = spec_for(op)
+        case = Generator(spec)._with_inputs(plan_suite(spec, "random", 8, 0)[0])
+        present = {n: t.data for n, t in case.inputs.items() if not t.absent}
+        shapes = {n: tuple(t.shape) for n, t in case.outputs.items()}
+        units = baseline_units_fn("mmcv", spec)(present, dict(case.params), out_shapes=shapes)
+        chunk = np.random.default_rng(1).permutation(units.count)[:max(3, units.count // 3)]
+        halves, whole = sampled._values_on_two_threads(units, chunk), units.values(chunk)
+        assert list(halves) == list(whole)
+        for name in whole:
+            assert halves[name].dtype == whole[name].dtype
+            assert halves[name].tobytes() == whole[name].tobytes(), (op, name)
