@@ -154,3 +154,46 @@ def test_sampled_units_on_two_threads_are_the_units_values():
         for name in whole:
             assert halves[name].dtype == whole[name].dtype
             assert halves[name].tobytes() == whole[name].tobytes(), (op, name)
+
+
+def test_ordered_map_keeps_order_and_stops_early():
+    from gen.core.overlap import ordered_map
+    assert list(ordered_map(lambda x: x * x, range(20))) == [x * x for x in range(20)]
+    started = []
+
+    def work(x):
+        started.append(x)
+        if x == 2:
+            raise KeyError(x)
+        return x
+    with pytest.raises(KeyError):
+        list(ordered_map(work, range(100), workers=2, ahead=3))
+    assert len(started) <= 2 + 3, "what had not started when it failed was cancelled"
+
+
+@pytest.mark.parametrize("op", ["deform_roi_pool_forward", "deform_roi_pool_backward"])
+def test_mmcv_chunks_on_threads_give_the_serial_bits(monkeypatch, op):
+    """The mmcv emulations whose chunks run on two threads (gen.core.overlap.ordered_map), with small
+    chunks so that there are many: the same bits as the chunks one after the other."""
+    from harness.backends import mmcv_backend
+    import gen.mmcv.deform_roi_pool as forward_module
+    import gen.mmcv.deform_roi_pool_backward as backward_module
+    monkeypatch.setattr(forward_module, "_CHUNK_ELEMENTS", 64)
+    monkeypatch.setattr(backward_module, "_CHUNK_ELEMENTS", 2048)
+    spec = spec_for(op)
+    generator = generate.Generator(spec)
+    compared = 0
+    for plan in plan_suite(spec, "boundary")[:12] + plan_suite(spec, "random", 4, seed=3):
+        case = generator._with_inputs(plan)
+        if case.expect != "ok" or case.dtype not in ("float16", "float32"):
+            continue
+        present = {n: t.data for n, t in case.inputs.items() if not t.absent}
+        shapes = {n: tuple(t.shape) for n, t in case.outputs.items()}
+        runs = []
+        for enabled in (False, True):
+            monkeypatch.setattr(overlap, "ENABLED", enabled)
+            runs.append(mmcv_backend.kernel(op)(present, dict(case.params), out_shapes=shapes))
+        for name in shapes:
+            assert runs[0][name].tobytes() == runs[1][name].tobytes(), (plan.name, name)
+        compared += 1
+    assert compared >= 8

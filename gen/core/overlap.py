@@ -6,10 +6,12 @@ one stage's work goes on while the other's does, on two cores.  Each item is mad
 it would be in one thread, in the same order, so the results are the same bits."""
 from __future__ import annotations
 
+import collections
 import contextvars
 import queue
 import threading
-from typing import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterable, Iterator
 
 _DONE, _FAILED, _ITEM = range(3)
 # False: everything runs in the caller's thread, one stage after the other (the tests compare
@@ -118,3 +120,29 @@ class Background:
         """Wait for it, whatever it gave (cleaning up after a failure elsewhere)."""
         if self._thread is not None:
             self._thread.join()
+
+
+def ordered_map(fn: Callable, items: Iterable, workers: int = 2, ahead: int = 3) -> Iterator:
+    """fn(item) for each item, in order, computed on ``workers`` threads, at most ``ahead`` items
+    at a time: for independent pieces of work whose results are used one after the other (a
+    kernel emulation's chunks of atomicAdds, computed apart and applied in their order).  Leaving
+    early cancels what has not started and waits for what has."""
+    if not ENABLED:
+        yield from map(fn, items)
+        return
+    items = iter(items)
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ordered-map")
+    pending: collections.deque = collections.deque()
+    try:
+        for item in items:
+            pending.append(pool.submit(contextvars.copy_context().run, fn, item))
+            if len(pending) >= ahead:
+                break
+        while pending:
+            result = pending.popleft().result()
+            for item in items:
+                pending.append(pool.submit(contextvars.copy_context().run, fn, item))
+                break
+            yield result
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
