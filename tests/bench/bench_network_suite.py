@@ -1,7 +1,7 @@
 """Time, disk and peak memory of `opcase gen --suite network`, kernel by kernel.
 
     python tests/bench/bench_network_suite.py [--out DIR] [--keep] [--baseline B] [SPEC ...]
-    python tests/bench/bench_network_suite.py --against CHECKOUT [SPEC ...]
+    python tests/bench/bench_network_suite.py --against CHECKOUT [--select REGEX] [SPEC ...]
 
 Runs `opcase gen SPEC --suite network -o OUT/<op>` (this checkout's, whatever is installed)
 for each spec (default: every committed spec) in a child process, with the spec's baseline
@@ -29,12 +29,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def measure(spec: Path, out: Path, baseline: str | None, checkout: Path = REPO) -> tuple[int, float, int, float]:
+def measure(spec: Path, out: Path, baseline: str | None, checkout: Path = REPO,
+            select: str | None = None) -> tuple[int, float, int, float]:
     wrapper = [sys.executable, "-c",
                "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True); "
                "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)",
                sys.executable, "-m", "harness.cli", "gen", str(spec), "--suite", "network", "-o", str(out),
-               *(["--baseline", baseline] if baseline else [])]
+               *(["--baseline", baseline] if baseline else []), *(["--select", select] if select else [])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout), os.environ.get("PYTHONPATH", "")])}
     start = time.perf_counter()
     # run from the checkout: `python -m` puts the working directory first on sys.path
@@ -55,11 +56,12 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--baseline", default=None, help="backend for dynamic thresholds (default: each spec's)")
     parser.add_argument("--against", default=None, help="another checkout, timed kernel by kernel beside this one")
+    parser.add_argument("--select", default=None, help="only the network cases whose name matches this (gen --select)")
     args = parser.parse_args()
     specs = [Path(s) for s in args.specs] or sorted((REPO / "specs").glob("*.yaml"))
     root = Path(args.out or tempfile.mkdtemp(prefix="opcase-network-", dir=Path.home()))
     if args.against:
-        compare(specs, root, args.baseline, Path(args.against).resolve())
+        compare(specs, root, args.baseline, Path(args.against).resolve(), args.select)
         shutil.rmtree(root, ignore_errors=True)
         return
     print("| kernel | cases | time | disk | peak RSS | load before / after |")
@@ -79,7 +81,7 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def compare(specs: list[Path], root: Path, baseline: str | None, other: Path) -> None:
+def compare(specs: list[Path], root: Path, baseline: str | None, other: Path, select: str | None = None) -> None:
     """Each kernel's network suite by ``other`` and by this checkout, alternating which goes first."""
     print(f"this checkout: {REPO}; against: {other}")
     print("| kernel | cases against / this | against | this | ratio | load before against / this |")
@@ -94,7 +96,7 @@ def compare(specs: list[Path], root: Path, baseline: str | None, other: Path) ->
             out = root / side / spec.stem
             loads[side] = os.getloadavg()[0]
             # each checkout's own spec: the kernel as that checkout defines it
-            cases[side], seconds[side], _, _ = measure(checkout / "specs" / spec.name, out, baseline, checkout)
+            cases[side], seconds[side], _, _ = measure(checkout / "specs" / spec.name, out, baseline, checkout, select)
             shutil.rmtree(out)
         totals = [totals[0] + seconds["against"], totals[1] + seconds["this"]]
         print(f"| {spec.stem} | {cases['against']} / {cases['this']} | {seconds['against']:.1f} s | {seconds['this']:.1f} s | "
