@@ -197,3 +197,11 @@ def test_mmcv_chunks_on_threads_give_the_serial_bits(monkeypatch, op):
             assert runs[0][name].tobytes() == runs[1][name].tobytes(), (plan.name, name)
         compared += 1
     assert compared >= 8
+
+
+def test_portable_exp_in_two_halves_gives_the_same_bits(monkeypatch):
+    monkeypatch.setattr(values, "EXP_HALVES_ABOVE", 10)
+    x = np.random.default_rng(2).normal(0, 30, size=(7, 13))
+    x.reshape(-1)[:6] = [np.nan, np.inf, -np.inf, 800.0, -800.0, 0.0]
+    assert values.portable_exp(x).tobytes() == values._portable_exp(x).tobytes()
+    assert values.portable_exp(x).shape == x.shape
