@@ -299,9 +299,10 @@ class SidecarWriter:
     hashing as it goes; ``finish()`` returns what ``Tensor.prewritten`` takes.  Gaps between
     pieces, and the tail, are zeros.
 
-    The file write and the sha256 of each piece run on a thread of the writer's own, in order,
-    while the caller computes the next piece (file writes and hashlib release the GIL); at most
-    _PIECES_IN_FLIGHT pieces wait for it.  An error there is raised by the next write() or finish()."""
+    The file write and the sha256 of each piece run on two threads of the writer's own, each in
+    order, while the caller computes the next piece (file writes and hashlib release the GIL); at
+    most _PIECES_IN_FLIGHT pieces wait for each.  An error there is raised by the next write() or
+    finish()."""
 
     _PIECES_IN_FLIGHT = 2
 
@@ -314,29 +315,35 @@ class SidecarWriter:
         case_path.parent.mkdir(parents=True, exist_ok=True)
         fd, self.path = temporary_beside(case_path)
         self._file = os.fdopen(fd, "wb")
-        self._pending: queue.Queue = queue.Queue(maxsize=self._PIECES_IN_FLIGHT)
         self._failure: BaseException | None = None
-        self._thread = threading.Thread(target=self._drain, name="sidecar-writer", daemon=True)
-        self._thread.start()
+        self._queues = [queue.Queue(maxsize=self._PIECES_IN_FLIGHT) for _ in range(2)]
+        self._threads = [threading.Thread(target=self._drain, args=(q, step), name="sidecar-writer", daemon=True)
+                         for q, step in zip(self._queues, (self._write_piece, self._digest.update))]
+        for thread in self._threads:
+            thread.start()
 
-    def _drain(self) -> None:
-        while (raw := self._pending.get()) is not None:
+    def _write_piece(self, raw: bytes) -> None:
+        self._file.write(raw)
+
+    def _drain(self, pending: queue.Queue, step) -> None:
+        while (raw := pending.get()) is not None:
             if self._failure is None:
                 try:
-                    self._file.write(raw)
-                    self._digest.update(raw)
+                    step(raw)
                 except BaseException as exc:  # noqa: BLE001 - handed to the caller's next write or finish
                     self._failure = exc
 
     def _put(self, raw: bytes) -> None:
         if self._failure is not None:
             raise self._failure
-        self._pending.put(raw)
+        for pending in self._queues:
+            pending.put(raw)
 
     def _stop(self) -> None:
-        if self._thread.is_alive():
-            self._pending.put(None)
-            self._thread.join()
+        for pending, thread in zip(self._queues, self._threads):
+            if thread.is_alive():
+                pending.put(None)
+                thread.join()
 
     def write(self, flat_start: int, piece: np.ndarray) -> None:
         if flat_start < self.written or flat_start + piece.size > self.total:
