@@ -21,7 +21,7 @@ from gen.core.checks import failures, first_failure
 from gen.core.descriptor import case_seed
 from gen.core.expr import ExprError, evaluate
 from gen.core.metrics import StreamingCompare, compare
-from gen.core.overlap import Prefetched
+from gen.core.overlap import Background, Prefetched
 from gen.core.registry import kernel_function
 from gen.core.rounding import round_to
 from gen.core.spec import CHECK_STATUSES, SUITES, Spec, SpecError, absent_tensors, line_of
@@ -692,13 +692,27 @@ class Generator:
     def complete(self, case: Case, ready=lambda tensors: None) -> Case:
         """Fill in the goldens (rounded once from float64) and the thresholds of a case that has its
         inputs; ``ready(outputs)`` is called once the goldens are rounded, before the thresholds."""
-        golden64 = self._golden(case)
-        for name, t in case.outputs.items():
-            t.data = round_to(golden64[name], t.dtype)
-        ready(case.outputs.values())
-        case.criteria = self._criteria(case, golden64)
+        baseline = self._baseline_beside_golden(case)
+        try:
+            golden64 = self._golden(case)
+            for name, t in case.outputs.items():
+                t.data = round_to(golden64[name], t.dtype)
+            ready(case.outputs.values())
+            case.criteria = self._criteria(case, golden64, baseline)
+        finally:
+            if baseline is not None:
+                baseline.wait()
         self._judge_exactly(case)
         return case
+
+    def _baseline_beside_golden(self, case: Case) -> Background | None:
+        """A baseline that runs on the whole case (dynamic thresholds, not sampled) started on a
+        thread of its own, to run while the golden is computed; None where there is none."""
+        if self.spec.criteria.mode != "dynamic" or self.baseline is None:
+            return None
+        if self._baseline_units(case, {n: t.data for n, t in case.inputs.items() if not t.absent}) is not None:
+            return None
+        return Background(lambda: self._baseline_outputs(case))
 
     def _judge_exactly(self, case: Case) -> None:
         """The outputs the spec judges exactly (``output_criteria``): an "exact" threshold of 0, and the
@@ -742,7 +756,8 @@ class Generator:
             raise GenerationError(f"{self.spec.path}:{plan.line}: case {plan.suite}/{plan.name}: `opcase run` would "
                                   f"mistrust it ({doubt}); change the case or mark it zero_golden_ok")
 
-    def _criteria(self, case: Case, golden64: dict | None) -> dict:
+    def _criteria(self, case: Case, golden64: dict | None, baseline: Background | None = None) -> dict:
+        """The case's thresholds (``baseline``: the whole baseline's outputs being computed, if started)."""
         spec = self.spec
         if spec.criteria.mode == "static":
             return {name: static_thresholds(spec, t.dtype.name) for name, t in case.outputs.items()
@@ -756,7 +771,7 @@ class Generator:
             for name, values in golden64.items():
                 capture.add(name, 0, values)
             return self._sampled_criteria(case, units, capture)
-        outputs = self._baseline_outputs(case)
+        outputs = baseline.result() if baseline is not None else self._baseline_outputs(case)
         for name, t in case.outputs.items():
             self._refuse_baseline_output(case, name, bool(np.any(golden64[name])) and not np.any(outputs[name]))
         criteria = self._dynamic_criteria(case, {name: compare(outputs[name], golden64[name], t.dtype)
