@@ -186,3 +186,16 @@ def _portable_exp(x: np.ndarray) -> np.ndarray:
     out[x == np.inf] = np.inf
     out[x == -np.inf] = 0.0
     return out
+
+
+def softmax_groups(logits: np.ndarray, group: int) -> np.ndarray:
+    """``logits`` with each run of ``group`` consecutive elements (C order) replaced by its softmax, in place:
+    what a predictor's softmax gives (CARAFE's masks, attention weights), with portable_exp so that the
+    bits are the same on every machine."""
+    if logits.size == 0:
+        return logits
+    groups = logits.reshape(-1, group)
+    groups -= groups.max(axis=1, keepdims=True)
+    groups[...] = portable_exp(groups)
+    groups /= groups.sum(axis=1, keepdims=True)
+    return logits

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -36,15 +37,18 @@ from typing import Callable
 
 import numpy as np
 
-from gen.core.backend import Request
+from gen.core.backend import InvalidArgument, NotSupported, Request
 from gen.core.casefile import element_count, load, physical_memory
 from gen.core.metrics import compare
 from gen.core.registry import explain_variants, spec_for
-from gen.core.verdict import request_for
+from gen.core.timing import call
+from gen.core.verdict import request_for, validate_outputs
+from harness.backends import load_backend
+from harness.backends.exec_backend import TIMEOUT_ENV
 from harness.backends.builtin import check_request, reference, run_in_dtype
+from harness.workers import BackendFailed, IsolatedBackend, runs_isolated
 from harness.mutants import (CHECKS, GENERIC, PLANTED, Call, Mutant, NotApplicable, controls, flush_subnormal_values,
                              mutants)
-from harness.explain_worker import OUTPUTS, REJECTED, backend_outputs
 
 REFERENCE = "reference"
 # How many variants the text names per output, and how many pieces a partial explanation has.
@@ -475,6 +479,49 @@ def memory_needed(case) -> int:
     return elements * (3 * itemsize + 2) + elements * len(variants(case.op)) // 4 + 64 * _BLOCK
 
 
+# What the backend's one call came to: outputs, a refusal (InvalidArgument or NotSupported: which one the
+# case expects is `opcase run`'s to judge), or no outputs (it raised, declined the kernel, died, hung).
+OUTPUTS, REJECTED, RAISED = "outputs", "rejected", "raised"
+
+
+@dataclass
+class BackendCall:
+    kind: str                                   # OUTPUTS, REJECTED or RAISED
+    message: str = ""
+    outputs: dict = field(default_factory=dict)
+
+
+def backend_outputs(case, backend_spec: str, timeout: float | None = None) -> BackendCall:
+    """The backend's outputs for ``case``, computed where `opcase run` computes them: opcase's own
+    backends and exec: commands here, every other in a worker process (harness.workers.IsolatedBackend) that
+    hands them over as sealed memory, checked against the form the case promises.  Raises
+    BackendLoadError when the backend cannot be loaded."""
+    previous = os.environ.get(TIMEOUT_ENV)
+    if timeout is not None and backend_spec.startswith("exec:"):
+        os.environ[TIMEOUT_ENV] = repr(timeout)   # the exec backend kills its own command
+    isolated = IsolatedBackend(backend_spec, timeout) if runs_isolated(backend_spec) else None
+    backend = isolated.backend() if isolated else load_backend(backend_spec)
+    try:
+        if not backend.supports(case.op, case.dtype):
+            return BackendCall(RAISED, f"backend {backend.name} does not support {case.op} {case.dtype}")
+        produced, _, _ = call(backend, request_for(case))
+    except (InvalidArgument, NotSupported) as exc:
+        return BackendCall(REJECTED, str(exc))
+    except BackendFailed as exc:                   # its worker died, hung or broke the channel
+        return BackendCall(RAISED, str(exc))
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever the backend raises is reported
+        return BackendCall(RAISED, f"backend raised {type(exc).__name__}: {exc}")
+    finally:
+        if isolated:
+            isolated.close()   # the worker and whatever the backend started go now
+        if previous is None:
+            os.environ.pop(TIMEOUT_ENV, None)
+        else:
+            os.environ[TIMEOUT_ENV] = previous
+    problem = validate_outputs(case, produced)
+    return BackendCall(RAISED, problem) if problem else BackendCall(OUTPUTS, outputs=produced)
+
+
 def explain_case(path: Path, backend_spec: str, timeout: float | None = None) -> dict:
     """Run the backend on one case (as `opcase run` runs it) and explain its outputs: the report of
     one case (README: Explaining a failure).  Raises CaseFileError, BackendLoadError."""
@@ -487,7 +534,7 @@ def explain_case(path: Path, backend_spec: str, timeout: float | None = None) ->
         doc.update(status="too-large", headline=f"not explained: it would hold about {memory_needed(case) / 1e9:.1f} "
                                                 f"GB at once, over half this machine's memory")
         return _timed(doc, started)
-    done = backend_outputs(path, backend_spec, timeout)
+    done = backend_outputs(case, backend_spec, timeout)
     doc["status"] = done.kind
     if case.expect != "ok":         # rejected (BAD_PARAM) or not_supported: a refusal is expected
         verdict = "rejected it as expected" if done.kind == REJECTED else \

@@ -12,6 +12,7 @@ import pytest
 
 import gen.generate
 import gen.sampled
+import kernels
 from conftest import REPO
 from gen.generate import Generator, baseline_units_fn, case_path, plan_suite
 from gen.core.registry import known_ops, spec_for
@@ -87,11 +88,13 @@ def _case(op: str, suite: str, name: str):
     return case, present, shapes
 
 
-# Per sampled kernel, a small network case the docs give that is still large enough for the baseline
-# to be sampled (more units than gen.sampled takes first): 1024 input pixels for carafe, 998 rois for
-# deform_roi_pool.
-NETWORK = {"carafe_forward": "fpn_h32_c256-float16", "carafe_backward": "fpn_h32_c256-float16",
-           "deform_roi_pool_forward": "fpn_p2-float32"}
+def _sampled_network_case(op: str) -> str:
+    """The record's SAMPLED_NETWORK_CASE (tests/kernels/__init__.py): a small network case the docs give that
+    is still large enough for the baseline to be sampled (more units than gen.sampled takes first)."""
+    name = getattr(kernels.record(op), "SAMPLED_NETWORK_CASE", None)
+    assert name, (f"{op}'s baseline samples (gen/mmcv/ has {op}_units): name its smallest network case that it "
+                  f"samples in tests/kernels/{op}.py, SAMPLED_NETWORK_CASE")
+    return name
 
 
 @pytest.mark.parametrize("op", SAMPLED)
@@ -112,8 +115,7 @@ def test_units_give_the_whole_computations_bits(op):
 def test_estimate_matches_the_whole_computation_within_its_error(op):
     """Each estimate is within three of its standard errors of the baseline's metric over the
     whole output, and every error is at most 2 %."""
-    assert op in NETWORK, f"{op}'s baseline samples: name its smallest network case that it samples in NETWORK"
-    case, present, shapes = _case(op, "network", NETWORK[op])
+    case, present, shapes = _case(op, "network", _sampled_network_case(op))
     golden64 = spec_for(op).reference_fn(present, dict(case.params), compute_dtype=np.float64, out_shapes=shapes)
     units = baseline_units_fn("mmcv", spec_for(op))(present, dict(case.params), out_shapes=shapes)
     capture = GoldenCapture(units, sample_order(units, case.seed, shapes), shapes)

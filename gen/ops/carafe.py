@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gen.values import portable_exp
+from gen.values import softmax_groups
 from numpy.lib.stride_tricks import as_strided
 
 from gen.ops import assemble
@@ -263,11 +263,4 @@ def softmax_masks(rng: np.random.Generator, ctx, std: float = 1.0):
     if k < 1 or shape[-1] % taps:
         raise ValueError(f"softmax_masks: mask channels {shape[-1]} are not groups of {taps} taps; "
                          "give malformed masks plain values")
-    logits = rng.normal(0.0, float(std), size=shape)
-    if logits.size == 0:
-        return logits
-    windows = logits.reshape(-1, taps)
-    windows -= windows.max(axis=1, keepdims=True)
-    windows[...] = portable_exp(windows)      # the same bits on every machine
-    windows /= windows.sum(axis=1, keepdims=True)
-    return logits
+    return softmax_groups(rng.normal(0.0, float(std), size=shape), taps)

@@ -8,6 +8,8 @@ from kernels.carafe import MMCV_PARAMS, MMCV_TOLERANCE, mmcv_inputs, taps
 
 OP = "carafe_backward"
 CONFORMANCE = ["mlu-ops/carafe_backward/case_0.prototxt"]
+# The smallest network case whose mmcv baseline is sampled (1024 input pixels; tests/test_thresholds_policy.py).
+SAMPLED_NETWORK_CASE = "fpn_h32_c256-float16"
 
 
 def oracle(inputs, params, out_shapes=None):

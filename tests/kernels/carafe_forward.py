@@ -8,6 +8,8 @@ from kernels.carafe import MMCV_PARAMS, MMCV_TOLERANCE, mmcv_inputs, taps
 
 OP = "carafe_forward"
 CONFORMANCE = ["mlu-ops/carafe_forward/case_0.prototxt"]
+# The smallest network case whose mmcv baseline is sampled (1024 input pixels; tests/test_thresholds_policy.py).
+SAMPLED_NETWORK_CASE = "fpn_h32_c256-float16"
 
 # Planted bugs the docs' rule accepts: each fails only cases that mmcv itself fails
 # (subnormal_half-float16, where mmcv's half products underflow: diff1 about 0.3 against the cap

@@ -9,6 +9,8 @@ from kernels.deform_roi_pool import roi_bins
 
 OP = "deform_roi_pool_forward"
 CONFORMANCE = ["mlu-ops/deform_roi_pool_forward/case0.prototxt"]
+# The smallest network case whose mmcv baseline is sampled (998 rois; tests/test_thresholds_policy.py).
+SAMPLED_NETWORK_CASE = "fpn_p2-float32"
 
 
 def oracle(inputs, params, out_shapes=None):
