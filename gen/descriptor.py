@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hashlib
 
-from gen.core.descriptor import DESCRIBED, NOTE_PREFIX, RANDOM_NAME, DescriptorError, Explicit, op_of, parse
+from dataclasses import replace
+
+from gen.core.descriptor import DESCRIBED, HUNT, NOTE_PREFIX, RANDOM_NAME, DescriptorError, Explicit, op_of, parse
 from gen.core.registry import UnknownOp, spec_for
-from gen.core.spec import SUITES, Spec, load_spec
+from gen.core.spec import SUITES, Spec, SpecError, line_of, load_spec
 from gen.generate import Plan, case_path, plan_suite, slug
 from gen.jobs import generator_of
 
@@ -60,6 +62,24 @@ def _explicit_plan(spec: Spec, d: Explicit):
                 violation=violation)
 
 
+def hunt_plans(spec: Spec) -> list:
+    """The hunt suite: each case of suites.hunt (an explicit descriptor, found by `opcase power
+    --hunt`) planned as that descriptor makes it, in suite `hunt`, its note saying what it kills."""
+    plans = []
+    for entry in (spec.suites.get(HUNT) or []):
+        text = entry["case"]
+        try:
+            parsed = parse(text)
+            if parsed.op != spec.op:
+                raise DescriptorError(f"descriptor {text!r} is for {parsed.op}, not {spec.op}")
+            plan = _explicit_plan(spec, parsed)
+        except DescriptorError as exc:
+            raise SpecError(spec.path, line_of(entry, "case"), f"suites.hunt: {exc}") from None
+        plans.append(replace(plan, suite=HUNT, line=line_of(entry, "case"),
+                             note=f"hunt: kills {', '.join(entry['kills'])}; {NOTE_PREFIX}{text}"))
+    return plans
+
+
 def _values_of(spec: Spec, ref: str) -> dict:
     if not ref:
         return {}
@@ -89,9 +109,8 @@ def explicit_of(spec: Spec, plan, values: str = "") -> Explicit:
 
 def values_ref(plan) -> str:
     """How an explicit descriptor names the value distributions of a planned case."""
-    if plan.suite == DESCRIBED:
-        parsed = parse(plan.note[len(NOTE_PREFIX):])
-        return parsed.values
+    if plan.suite in (DESCRIBED, HUNT):        # the descriptor ends its note
+        return parse(plan.note.partition(NOTE_PREFIX)[2]).values
     if plan.suite == "random":
         return "random"
     return f"{plan.suite}/{plan.name}" if plan.values else ""

@@ -270,13 +270,17 @@ def plan_stress(spec: Spec, base_seed: int) -> list[Plan]:
             entry["each"] = {"dtype": list(dtypes)}
         derived.append((entry, key, limit))
 
+    tail = conf.get("channel_tail")
+    # A regime is drawn at the base and again at the narrowest channel tail: a bug only the regime
+    # shows is then killed by two case shapes, not one (opcase power names kills by one FRAGILE).
+    second_shape = {tail["dim"]: channel_tails(tail["widths"])[0]} if tail else None
     for regime, inputs in (conf.get("values") or {}).items():
         dist, meaningful = STRESS_REGIMES[regime]
         dtypes = [d for d in spec.dtypes if meaningful is None or d in meaningful]
-        if dtypes:
-            derive("values", f"value_{regime}", f"stress: {regime} values in {', '.join(inputs)}",
-                   values={name: dict(dist) for name in inputs}, dtypes=dtypes)
-    tail = conf.get("channel_tail")
+        for dims in ([None, second_shape] if second_shape else [None]) if dtypes else []:
+            suffix = "".join(f"_{k}{n}" for k, n in (dims or {}).items())
+            derive("values", f"value_{regime}{suffix}", f"stress: {regime} values in {', '.join(inputs)}",
+                   dims=dims, values={name: dict(dist) for name in inputs}, dtypes=dtypes)
     if tail:
         for channels in channel_tails(tail["widths"]):
             derive("channel_tail", f"channel_tail_{tail['dim']}{channels}",
@@ -308,11 +312,43 @@ def plan_stress(spec: Spec, base_seed: int) -> list[Plan]:
     return plans
 
 
+def plan_fast_path(spec: Spec, base_seed: int) -> list[Plan]:
+    """The fast_path suite: each special-cased parameter setting of suites.fast_path.paths on
+    suites.fast_path.base, at every one of its shapes (the path's own, else the suite's), in every
+    dtype; each checked against the spec's checks before anything is drawn."""
+    conf = spec.suites.get("fast_path")
+    if not conf:
+        return []
+    base = conf["base"]
+    plans = []
+    for path in conf["paths"]:
+        for shape in path.get("shapes") or conf["shapes"]:
+            dims = {**(base.get("dims") or {}), **(path.get("dims") or {}), **shape}
+            entry = {"name": "-".join([str(path["name"]), *(f"{slug(k)}{slug(n)}" for k, n in shape.items())]),
+                     "note": f"fast path: {path['why']}", "dims": dims,
+                     "params": {**(base.get("params") or {}), **(path.get("params") or {})},
+                     "values": {**(base.get("values") or {}), **(path.get("values") or {})},
+                     "omit": path.get("omit", base.get("omit")) or (), "each": path.get("each")}
+            for plan in _expand(spec, entry, "fast_path", base_seed):
+                plan = replace(plan, line=line_of(path))
+                broken, _ = _broken_check(spec, plan)
+                if broken is not None:
+                    raise SpecError(spec.path, plan.line, f"suites.fast_path: case {plan.name} breaks check "
+                                                          f"'{broken.id}'; change the path, its shapes or the base")
+                plans.append(plan)
+    return plans
+
+
+def _broken_check(spec: Spec, plan: Plan) -> tuple:
+    """(the first check a planned case breaks or None, its Layout)."""
+    lay = layout_of(spec, replace(plan, params=interface_params(spec, plan.params)))
+    return first_failure(spec, tensor_infos(spec, lay.shapes, lay.dtypes, lay.layouts, plan.omit), plan.params,
+                         spec_errors=True), lay
+
+
 def _refuse_invalid_stress(spec: Spec, plan: Plan, key: str, tensor: str | None, limit: str | None) -> None:
     """A derived stress case must be a valid call, and an index-width case must cross its limit."""
-    lay = layout_of(spec, replace(plan, params=interface_params(spec, plan.params)))
-    broken = first_failure(spec, tensor_infos(spec, lay.shapes, lay.dtypes, lay.layouts, plan.omit), plan.params,
-                           spec_errors=True)
+    broken, lay = _broken_check(spec, plan)
     if broken is not None:
         raise SpecError(spec.path, plan.line, f"suites.stress.{key}: case {plan.name} breaks check "
                                               f"'{broken.id}'; change suites.stress.base or the {key} entry")
@@ -329,6 +365,11 @@ def _refuse_invalid_stress(spec: Spec, plan: Plan, key: str, tensor: str | None,
 def plan_suite(spec: Spec, suite: str, count: int | None = None, seed: int = 0) -> list[Plan]:
     if suite == "stress":
         return plan_stress(spec, seed)
+    if suite == "fast_path":
+        return plan_fast_path(spec, seed)
+    if suite == "hunt":
+        from gen.descriptor import hunt_plans  # lazily: it plans with this module
+        return hunt_plans(spec)
     if suite == "random":
         conf = spec.suites.get("random") or {}
         return plan_random(spec, count if count is not None else int(conf.get("count", 20)), seed)
@@ -969,7 +1010,7 @@ def _made_with_seed(msg, base_seed: int) -> bool | None:
         if index is None:
             return None
         label = f"r{int(index.group(1))}"
-    elif msg.suite in SUITES:
+    elif msg.suite in SUITES and msg.suite != "hunt":   # a hunt case's seed is data of the spec
         label = msg.name
     else:
         return None

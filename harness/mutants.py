@@ -33,6 +33,8 @@ from harness.backends import mmcv_backend
 from harness.backends.builtin import check_request, request_tensors, run_in_dtype
 
 GENERIC, CHECKS, PLANTED, CONTROL = "generic", "checks", "planted", "control"
+# A mutant that leaves out one parameter check is named this and the check's id.
+NO_CHECK = "no_check_"
 # Vector widths (in elements) whose last, partial block a kernel may drop or fill wrongly.
 BLOCK_WIDTHS = (16, 64)
 
@@ -497,7 +499,7 @@ def mutants(spec, base_name: str) -> list[Mutant]:
     for check in spec.checks:
         if check.violate is None:
             continue
-        found.append(Mutant(f"no_check_{check.id}", CHECKS, f"parameter check '{check.id}' left out",
+        found.append(Mutant(f"{NO_CHECK}{check.id}", CHECKS, f"parameter check '{check.id}' left out",
                             f"an invalid case that breaks '{check.id}'", _without_check(check.id)))
     for name, compute in planted_bugs(spec.op).items():
         found.append(Mutant(name, PLANTED, f"planted bug: {name.replace('_', ' ')} (gen/planted)",

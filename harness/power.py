@@ -38,6 +38,7 @@ class Tally:
     mutant: Mutant
     judged: int = 0                                   # cases whose outputs it changed, judged
     failing: list = field(default_factory=list)       # (case key, status) of the cases that fail it
+    failing_shapes: set = field(default_factory=set)  # the tensor shapes of those cases (case_shape)
     unchanged: int = 0                                # cases where it is the identity
     reasons: Counter = field(default_factory=Counter)  # why it could not be made, per case
     over_cap: list = field(default_factory=list)      # a control's cases over the docs' cap (harness.runner)
@@ -66,7 +67,7 @@ class Tally:
     def doc(self) -> dict:
         m = self.mutant
         entry = {"kernel": self.kernel, "name": m.name, "kind": m.kind, "what": m.what, "verdict": self.verdict,
-                 "judged": self.judged, "failing": len(self.failing),
+                 "judged": self.judged, "failing": len(self.failing), "failing_shapes": len(self.failing_shapes),
                  "failing_cases": [{"case": k, "status": s} for k, s in self.failing[:_SHOWN]]}
         if self.over_cap:
             entry["over_cap"] = self.over_cap[:_SHOWN]
@@ -83,6 +84,13 @@ class Tally:
             text, n = self.reasons.most_common(1)[0]
             why += f" ({n} case(s): {text})"
         return why
+
+
+def case_shape(case) -> tuple:
+    """What makes two cases *different shapes*: every tensor's extent (an absent optional input as
+    absent), dtype and values aside, so a case made in float16 and float32 is one shape."""
+    return tuple((name, None if t.absent else tuple(t.shape))
+                 for name, t in sorted({**case.inputs, **case.outputs}.items()))
 
 
 def _capturing(base: Backend, captured: dict) -> Backend:
@@ -107,7 +115,7 @@ def _replay(name: str, result) -> Backend:
 
 
 def measure(files: list[Path], base: Backend, base_spec: str,
-            on_case: Callable[[str], None] = lambda key: None) -> dict:
+            on_case: Callable[[str], None] = lambda key: None, min_kills: int = 2) -> dict:
     """Run the base, every mutant and every control of each case's kernel on ``files``; the report."""
 
     tallies: dict[str, list[Tally]] = {}
@@ -122,22 +130,30 @@ def measure(files: list[Path], base: Backend, base_spec: str,
         if case.op not in tallies:
             spec = spec_for(case.op)
             tallies[case.op] = [Tally(case.op, m) for m in mutants(spec, base.name) + controls(spec)]
-        captured: dict = {}
-        base_result = run_loaded(case, _capturing(base, captured), new_result(path, base_spec))
+        base_result, judged = measure_case(case, path, base, base_spec, tallies[case.op])
         on_case(base_result.key)
-        if base_result.status in FAILING or base_result.status == SKIPPED or "outcome" not in captured:
-            # Nothing can be measured against a base that does not pass the case.
-            if base_result.status != SKIPPED:
-                base_problems.append({"case": base_result.key, "status": base_result.status,
-                                      "message": base_result.message.splitlines()[0] if base_result.message else ""})
-            continue
-        cases[case.op] += 1
-        # A mutant that leaves out a parameter check computes on what the check would refuse (a zero
-        # pooled size, say): numpy's warnings about that arithmetic are the mutant's, not the user's.
-        with np.errstate(all="ignore"):
-            for tally in tallies[case.op]:
-                _judge(tally, case, path, base, captured["outcome"], base_spec, captured["calls"])
-    return report(tallies, cases, base_spec, base_problems)
+        if judged:
+            cases[case.op] += 1
+        elif base_result.status != SKIPPED:
+            base_problems.append({"case": base_result.key, "status": base_result.status,
+                                  "message": base_result.message.splitlines()[0] if base_result.message else ""})
+    return report(tallies, cases, base_spec, base_problems, min_kills)
+
+
+def measure_case(case, path: Path, base: Backend, base_spec: str, tallies: list[Tally]):
+    """Judge one loaded case with the base, then with each mutant and control of ``tallies`` whose
+    outputs differ from the base's; (the base's result, whether anything was measured): nothing
+    can be measured against a base that does not pass the case."""
+    captured: dict = {}
+    base_result = run_loaded(case, _capturing(base, captured), new_result(path, base_spec))
+    if base_result.status in FAILING or base_result.status == SKIPPED or "outcome" not in captured:
+        return base_result, False
+    # A mutant that leaves out a parameter check computes on what the check would refuse (a zero
+    # pooled size, say): numpy's warnings about that arithmetic are the mutant's, not the user's.
+    with np.errstate(all="ignore"):
+        for tally in tallies:
+            _judge(tally, case, path, base, captured["outcome"], base_spec, captured["calls"])
+    return base_result, True
 
 
 def _with_state(tally: Tally, base: Backend, base_calls: list, last: dict) -> Backend:
@@ -170,7 +186,7 @@ def _judge(tally: Tally, case, path: Path, base: Backend, base_outcome, base_spe
         if "outcome" not in last or same_outcome(last["outcome"], base_outcome):
             tally.unchanged += 1
         else:
-            _record(tally, judged)
+            _record(tally, judged, case)
         return
     try:
         result = outcome(lambda: tally.mutant.apply(Call(request_for(case), base, base_outcome)))
@@ -181,10 +197,10 @@ def _judge(tally: Tally, case, path: Path, base: Backend, base_outcome, base_spe
         tally.unchanged += 1
         return
     _record(tally, run_loaded(case, _replay(tally.mutant.name, result),
-                              new_result(path, f"{base_spec} ({tally.mutant.name})")))
+                              new_result(path, f"{base_spec} ({tally.mutant.name})")), case)
 
 
-def _record(tally: Tally, judged) -> None:
+def _record(tally: Tally, judged, case) -> None:
     """A case whose outputs the mutant changed, judged: killed by it, over the cap, or its margin."""
     tally.judged += 1
     if tally.mutant.backend and fails_only_by_its_own_error_over_the_cap(judged, tally.mutant.backend):
@@ -193,13 +209,16 @@ def _record(tally: Tally, judged) -> None:
         tally.over_cap.append(judged.key)
     elif judged.status in FAILING:
         tally.failing.append((judged.key, judged.status))
+        tally.failing_shapes.add(case_shape(case))
     else:
         tally.note_margin(judged)
 
 
-def report(tallies: dict[str, list[Tally]], cases: Counter, base_spec: str, base_problems: list) -> dict:
+def report(tallies: dict[str, list[Tally]], cases: Counter, base_spec: str, base_problems: list,
+           min_kills: int = 2) -> dict:
     """The power report (README: Measuring a suite's power)."""
-    doc = {"base": base_spec, "kernels": [], "mutants": [], "controls": [], "base_problems": base_problems}
+    doc = {"base": base_spec, "min_kills": min_kills, "kernels": [], "mutants": [], "controls": [],
+           "base_problems": base_problems}
     for kernel in sorted(tallies):
         rows = tallies[kernel]
         generic = [t for t in rows if t.mutant.kind in (GENERIC, CHECKS)]
@@ -215,7 +234,14 @@ def report(tallies: dict[str, list[Tally]], cases: Counter, base_spec: str, base
             "planted": len(planted), "planted_killed": planted_verdicts[KILLED],
             "planted_survived": planted_verdicts[SURVIVED],
             "controls": len(ctrl), "controls_failed": sum(t.verdict == FAILED for t in ctrl)})
-        doc["mutants"] += [t.doc() for t in generic + planted]
+        entries = [t.doc() for t in generic + planted]
+        for m in entries:
+            # A kill that rests on fewer case shapes than asked is one edit of the suite from a survivor.
+            # A check's mutant is not: its check has one invalid case by design (the violation the
+            # spec writes against suites.invalid.base, breaking that check and no other).
+            m["fragile"] = m["verdict"] == KILLED and m["kind"] != CHECKS and m["failing_shapes"] < min_kills
+        doc["kernels"][-1]["fragile"] = sum(m["fragile"] for m in entries)
+        doc["mutants"] += entries
         doc["controls"] += [t.doc() for t in ctrl]
     survivors = [m for m in doc["mutants"] if m["verdict"] == SURVIVED and m["kind"] != PLANTED]
     failed_controls = [c for c in doc["controls"] if c["verdict"] == FAILED]
@@ -226,6 +252,7 @@ def report(tallies: dict[str, list[Tally]], cases: Counter, base_spec: str, base
         "not_applicable": sum(k["not_applicable"] for k in doc["kernels"]),
         "planted_survived": sum(k["planted_survived"] for k in doc["kernels"]),
         "controls_failed": len(failed_controls), "base_problems": len(base_problems),
+        "fragile": sum(m["fragile"] for m in doc["mutants"]),
         "nothing_judged": judged == 0,
         "ok": judged > 0 and not survivors and not failed_controls and not base_problems}
     return doc
@@ -246,12 +273,18 @@ def _closest_text(closest: dict | None) -> str:
             f"thresholds the docs' rule sets accept it there")
 
 
-def table_lines(doc: dict) -> list[str]:
-    """The kill-rate table per kernel, then every survivor, failing control and inapplicable mutant."""
-    header = ["kernel", "cases", "mutants", "killed", "survived", "n/a", "kill rate", "planted killed", "controls"]
+def _named(m: dict) -> str:
+    return f"{m['name']} (planted)" if m["kind"] == PLANTED else m["name"]
+
+
+def table_lines(doc: dict, kills: bool = False) -> list[str]:
+    """The kill-rate table per kernel, then every survivor, fragile kill, failing control and
+    inapplicable mutant (and with ``kills`` every killed one with its count of cases and shapes)."""
+    header = ["kernel", "cases", "mutants", "killed", "survived", "n/a", "kill rate", "planted killed", "fragile",
+              "controls"]
     rows = [[k["kernel"], str(k["cases"]), str(k["mutants"]), str(k["killed"]), str(k["survived"]),
              str(k["not_applicable"]), _rate(k["kill_rate"]),
-             f"{k['planted_killed']}/{k['planted']}" if k["planted"] else "-",
+             f"{k['planted_killed']}/{k['planted']}" if k["planted"] else "-", str(k["fragile"]),
              f"{k['controls'] - k['controls_failed']}/{k['controls']} pass"] for k in doc["kernels"]]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(text.ljust(w) for text, w in zip(r, widths)).rstrip() for r in [header, *rows]]
@@ -260,6 +293,15 @@ def table_lines(doc: dict) -> list[str]:
             label = "SURVIVED (planted)" if m["kind"] == PLANTED else "SURVIVED"
             lines.append(f"{label}  {m['kernel']}  {m['name']}: {m['what']}; passed all {m['judged']} case(s) it "
                          f"changed{_closest_text(m.get('closest'))}; to kill it a suite needs {m['needs']}")
+    for m in doc["mutants"]:
+        if kills and m["verdict"] == KILLED:
+            lines.append(f"killed  {m['kernel']}  {_named(m)}: {m['failing']} case(s) of {m['failing_shapes']} shape(s)")
+    for m in doc["mutants"]:
+        if m["fragile"]:
+            shown = ", ".join(f["case"] for f in m["failing_cases"])
+            lines.append(f"FRAGILE  {m['kernel']}  {_named(m)}: killed by "
+                         f"{m['failing']} case(s) of {m['failing_shapes']} shape(s), fewer shapes than "
+                         f"{doc['min_kills']}: {shown}")
     for c in doc["controls"]:
         if c["verdict"] == FAILED:
             shown = ", ".join(f"{f['case']} ({f['status']})" for f in c["failing_cases"])
@@ -276,5 +318,6 @@ def table_lines(doc: dict) -> list[str]:
     s = doc["summary"]
     lines.append(f"{s['killed']} of {s['killed'] + s['survived']} applicable generic mutant(s) killed "
                  f"({s['not_applicable']} n/a), {s['planted_survived']} planted bug(s) surviving, "
+                 f"{s['fragile']} kill(s) by fewer than {doc['min_kills']} case shapes, "
                  f"{s['controls_failed']} control(s) failing, over {s['cases']} case(s) against base {doc['base']}")
     return lines

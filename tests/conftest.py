@@ -92,13 +92,13 @@ SUITE_MAX_BYTES = 4 << 20
 
 @pytest.fixture(scope="session")
 def suites(tmp_path_factory):
-    """suites(op) -> directory with the op's random, boundary and invalid cases (generated once)."""
+    """suites(op) -> directory with the op's random, boundary, fast_path and invalid cases (generated once)."""
     made: dict[str, Path] = {}
 
     def get(op: str) -> Path:
         if op not in made:
             out = tmp_path_factory.mktemp(op)
-            generate(op, out, suites=("random", "boundary"), max_bytes=SUITE_MAX_BYTES)
+            generate(op, out, suites=("random", "boundary", "fast_path"), max_bytes=SUITE_MAX_BYTES)
             made[op] = generate(op, out, suites=("invalid",))
         return made[op]
     return get

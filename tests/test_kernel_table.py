@@ -9,7 +9,7 @@ from conftest import REPO
 from gen.core.registry import known_ops, spec_for
 from gen.core.spec import SUITES
 from gen.generate import plan_suite
-from harness import kernel_table
+from harness.cli import kernel_table
 
 
 def _opcase(*args: str) -> subprocess.CompletedProcess:
@@ -49,7 +49,7 @@ def test_a_missing_cases_directory_is_one_line_and_exit_2(tmp_path):
 
 def test_optional_parts_are_found_without_importing_torch():
     """The torch kernels import torch; listing them must not (torch may be absent, and is slow)."""
-    probe = ("import sys; from harness import kernel_table as t; from gen.core.registry import known_ops; "
+    probe = ("import sys; from harness.cli import kernel_table as t; from gen.core.registry import known_ops; "
              "parts = [t.optional_parts(op) for op in known_ops()]; "
              "print(sum('torch' in p for p in parts), 'torch' in sys.modules)")
     shown = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True)

@@ -22,6 +22,7 @@ from harness.backends.builtin import reference
 from gen.core.casefile import load, save
 from harness.cli import main
 from gen.core.backend import InvalidArgument
+from harness.power import case_shape
 from harness.mutants import CONTROL, Call, NotApplicable, controls, mutants, outcome, same_outcome
 from gen.core.verdict import request_for
 
@@ -108,6 +109,45 @@ def test_committed_suite_kills_the_planted_bugs_of_the_tests(committed):
     assert planted[("carafe_forward", "mask_order_kw_kh")] == "killed"
     assert planted[("psamask_forward", "collect_distribute_swapped")] == "killed"
     assert planted[("masked_im2col_forward", "pad_sign_flipped")] == "killed"
+
+
+def test_every_kill_of_the_committed_suite_rests_on_two_case_shapes(committed):
+    """No bug is one case shape away from surviving: every killed generic mutant and planted bug
+    fails cases of two distinct shapes or more (a check's mutant aside: its check has one invalid
+    case by design)."""
+    _, output, doc = committed
+    killed = [m for m in doc["mutants"] if m["verdict"] == "killed" and m["kind"] != "checks"]
+    assert killed
+    fragile = [f"{m['kernel']} {m['name']}: {m['failing']} case(s) of {m['failing_shapes']} shape(s)"
+               for m in killed if m["failing_shapes"] < 2]
+    assert not fragile, fragile
+    assert doc["summary"]["fragile"] == 0 and "FRAGILE" not in output
+
+
+def test_fragile_kills_are_named_and_counted(tmp_path):
+    """One case is one shape: every bug it kills is FRAGILE under the default --min-kills 2, none under
+    --min-kills 1; --kills lists each killed bug with its counts; the exit status is unchanged."""
+    suite = _suite(tmp_path, CARAFE_F32)
+    result = _power(suite, "--kills", "--json", tmp_path / "p.json")
+    doc = json.loads((tmp_path / "p.json").read_text())
+    bug = next(m for m in doc["mutants"] if m["name"] == "mask_order_kw_kh")
+    assert (bug["verdict"], bug["failing"], bug["failing_shapes"], bug["fragile"]) == ("killed", 1, 1, True)
+    assert "FRAGILE  carafe_forward  mask_order_kw_kh (planted): killed by 1 case(s) of 1 shape(s)" in result.output
+    assert "killed  carafe_forward  mask_order_kw_kh (planted): 1 case(s) of 1 shape(s)" in result.output
+    killed = [m for m in doc["mutants"] if m["verdict"] == "killed"]
+    assert doc["summary"]["fragile"] == sum(m["kind"] != "checks" for m in killed) > 0
+    assert result.exit_code == (0 if doc["summary"]["ok"] else 1)
+    lenient = _power(suite, "--min-kills", "1")
+    assert "FRAGILE" not in lenient.output and "0 kill(s) by fewer than 1 case shapes" in lenient.output
+    assert _power(suite, "--min-kills", "0").exit_code == 2
+
+
+def test_case_shape_is_the_tensors_extents_whatever_the_dtype():
+    case = load(CARAFE_F32)
+    half = replace(case, inputs={n: replace(t, dtype=np.dtype("float16")) for n, t in case.inputs.items()})
+    assert case_shape(half) == case_shape(case)
+    wider = replace(case, outputs={n: replace(t, shape=(*t.shape[:-1], t.shape[-1] + 1)) for n, t in case.outputs.items()})
+    assert case_shape(wider) != case_shape(case)
 
 
 # ----------------------------------------------------------------------------- the transformations

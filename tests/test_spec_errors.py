@@ -60,6 +60,40 @@ def test_malformed_spec_names_file_and_line(tmp_path, old, new, needle, message)
     assert err.value.line is not None and abs(err.value.line - expected_line) <= 1, (str(err.value), expected_line)
 
 
+FAST_1X1 = '{name: mask_1x1, why: "one tap: the output is the input on the diagonal'
+FAST_SHAPES = "    shapes: [{N: 1, H: 4, W: 5}, {N: 2, H: 3, W: 4}]"
+
+
+@pytest.mark.parametrize("old, new, needle, message", [
+    (FAST_1X1, '{name: mask_1x1, whi: "one tap: the output is the input on the diagonal', "whi:", "unknown key 'whi'"),
+    (FAST_1X1, '{name: mask_1x1, why: "  ", note: "one tap: the output is the input on the diagonal', "why: \"  \"",
+     "unknown key 'note'"),
+    (FAST_1X1 + ', zeros elsewhere, which a kernel may write as a copy"',
+     "{name: mask_1x1", "{name: mask_1x1, params", "missing 'why'"),
+    (FAST_SHAPES, "    shapes: [{N: 1, H: 4, W: 5}]", FAST_SHAPES[:20], "two or more"),
+    (FAST_SHAPES, "    shapes: [{N: 1, H: 4, W: 5}, {N: 1, H: 4, W: 5}]", FAST_SHAPES[:20], "must differ"),
+    ("params: {h_mask: 1, w_mask: 1}, each: {psa_type: [0, 1]}}\n      - {name: mask_covers",
+     "params: {h_mask: 1, w_mosk: 1}, each: {psa_type: [0, 1]}}\n      - {name: mask_covers", "w_mosk", "unknown param 'w_mosk'"),
+    ("  fast_path:\n    base:", "  fast_path:\n    speed: 1\n    base:", "speed: 1", "unknown key 'speed'"),
+])
+def test_fast_path_errors_name_file_and_line(tmp_path, old, new, needle, message):
+    assert old in GOOD
+    text = GOOD.replace(old, new, 1)
+    with pytest.raises(SpecError) as err:
+        load_spec(_write(tmp_path, text))
+    assert message in err.value.message
+    assert err.value.line == _line_of(text, needle), str(err.value)
+
+
+def test_fast_path_that_breaks_a_check_is_refused_at_its_line(tmp_path):
+    text = GOOD.replace("params: {h_mask: 8, w_mask: 10}, each: {psa_type: [0, 1]}",
+                        "params: {h_mask: 8, w_mask: 10}, each: {psa_type: [0, 3]}", 1)
+    spec = load_spec(_write(tmp_path, text))
+    with pytest.raises(SpecError, match=r"suites.fast_path: case mask_covers_map_even-N1-H4-W5-psa_type3-.* breaks check 'psa_type_known'") as err:
+        plan_suite(spec, "fast_path")
+    assert err.value.line == _line_of(text, "name: mask_covers_map_even")
+
+
 def test_violation_that_breaks_other_checks_is_refused(tmp_path):
     text = GOOD.replace("violate: {shape: {y: [2, 5, 6, 31]}}", "violate: {shape: {y: [2, 5, 7, 31]}}")
     spec = load_spec(_write(tmp_path, text))

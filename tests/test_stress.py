@@ -43,7 +43,10 @@ def test_stress_is_a_suite_that_all_includes():
 def test_carafe_forward_stress_cases_are_named_for_select():
     names = [p.name for p in plan_suite(load_spec(REPO / "specs" / "carafe_forward.yaml"), "stress")]
     assert names == [
-        "value_subnormal-float16", "value_positive-float16", "value_positive-float32", "value_near_overflow-float16",
+        # Each regime at the base and at the narrowest channel tail: two shapes.
+        "value_subnormal-float16", "value_subnormal_C15-float16", "value_positive-float16", "value_positive-float32",
+        "value_positive_C15-float16", "value_positive_C15-float32",
+        "value_near_overflow-float16", "value_near_overflow_C15-float16",
         *(f"channel_tail_C{c}-{d}" for c in (15, 17, 63, 65, 129) for d in ("float16", "float32")),
         "contention_taps_one_input-float16", "contention_taps_one_input-float32",
         "batch_N3_H5_W9-float16", "batch_N3_H5_W9-float32", "index_2e24-float16", "index_2e31-float16"]
@@ -128,10 +131,12 @@ def test_malformed_stress_block_names_file_and_line(tmp_path, old, new, needle, 
 
 
 @pytest.mark.parametrize("old, new, needle, message", [
-    # C = 15 and 17 are no multiples of group_size 4: the derived channel-tail case breaks a check.
+    # C = 15 and 17 are no multiples of group_size 4: the first derived case at the narrowest channel
+    # tail (a value regime's second shape) breaks a check.
     ("    base: {dims: {N: 1, H: 4, W: 5, C: 8}, params: {kernel_size: 5, group_size: 1,",
-     "    base: {dims: {N: 1, H: 4, W: 5, C: 8}, params: {kernel_size: 5, group_size: 4,", "channel_tail:",
-     "case channel_tail_C15-float16 breaks check 'channels_divisible'"),
+     "    base: {dims: {N: 1, H: 4, W: 5, C: 8}, params: {kernel_size: 5, group_size: 4,",
+     "values: {subnormal: [input], positive: [input, mask]",
+     "case value_subnormal_C15-float16 breaks check 'channels_divisible'"),
     ("past_2e24: {dims: {H: 580, W: 580, C: 2}", "past_2e24: {dims: {H: 500, W: 580, C: 2}", "index_width:",
      "'output' has 14500000 elements, not past 16777216"),
 ])

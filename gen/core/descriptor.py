@@ -24,6 +24,8 @@ from gen.core.spec import FLOAT_DTYPES, SUITES
 
 # The suite of a case made from an explicit descriptor (`opcase gen --case`, `opcase shrink`).
 DESCRIBED = "described"
+# The suite of the cases `opcase power --hunt` found (suites.hunt in the spec: explicit descriptors).
+HUNT = "hunt"
 # How an explicit case's note starts; the descriptor follows.
 NOTE_PREFIX = "descriptor "
 # A random case's name starts with its index: r007-...
@@ -136,6 +138,8 @@ def describe(op: str, suite: str, name: str, seed: int, note: str) -> str:
             return ""
     if suite not in SUITES:
         return ""
+    if suite == HUNT:
+        return f"{op}:{suite}:{name}"     # its seed is the spec's data, whatever gen's --seed
     label = name
     if suite == "random":
         index = RANDOM_NAME.match(name)

@@ -24,7 +24,8 @@ def round_to(array: np.ndarray, dtype, rounding: str = "nearest") -> np.ndarray:
         return round_toward_zero(array, dtype)
     if rounding == "half_away_from_zero" and array.dtype.itemsize > dtype.itemsize:
         return round_half_away_from_zero(array, dtype)
-    return array.astype(dtype, copy=False)
+    with np.errstate(over="ignore"):      # past the largest finite value: ±inf, IEEE's rounding to nearest
+        return array.astype(dtype, copy=False)
 
 
 def round_toward_zero(a64: np.ndarray, dtype) -> np.ndarray:

@@ -26,7 +26,7 @@ from gen.core.casefile import PLAIN_NAME_RULE, is_plain_name
 FLOAT_DTYPES = ("float16", "float32", "float64")
 TENSOR_DTYPES = FLOAT_DTYPES + ("int32", "int64", "uint8", "bool")
 DISTRIBUTIONS = ("uniform", "normal", "randint", "const", "custom")
-SUITES = ("network", "random", "boundary", "invalid", "stress")
+SUITES = ("network", "random", "boundary", "invalid", "stress", "fast_path", "hunt")
 # The stress dimensions a spec's suites.stress may declare (specs/README.md, README: Stress dimensions).
 STRESS_DIMENSIONS = ("values", "channel_tail", "contention", "batch", "index_width")
 # Value regimes: float16 only where the regime is about float16's range.
@@ -570,10 +570,10 @@ def _criteria(v: _Validator, node) -> Criteria:
 _ENTRY_KEYS = ["name", "note", "dims", "params", "each", "values", "omit", "zero_golden_ok", "dtype"]
 
 
-def _entry(v: _Validator, node, where, spec_inputs, need_name=True):
+def _entry(v: _Validator, node, where, spec_inputs, need_name=True, keys=_ENTRY_KEYS):
     if not isinstance(node, dict):
         v.fail(node, None, f"{where}: each case must be a mapping")
-    v.allow_keys(node, _ENTRY_KEYS, where)
+    v.allow_keys(node, keys, where)
     if need_name:
         v.require_keys(node, ["name"], where)
         v.plain_name(node, "name", node["name"], f"{where} name")
@@ -614,7 +614,7 @@ def _sampler_range(v: _Validator, sampler, where):
         v.fail(sampler, None, f"{where}: a log sampler needs min > 0")
 
 
-def _suites(v: _Validator, node, spec_inputs, spec_outputs=()):
+def _suites(v: _Validator, node, spec_inputs, spec_outputs=(), op: str = "", spec_params=()):
     if not isinstance(node, dict):
         v.fail(node, None, "suites must be a mapping")
     v.allow_keys(node, list(SUITES), "suites")
@@ -668,7 +668,88 @@ def _suites(v: _Validator, node, spec_inputs, spec_outputs=()):
     stress = node.get("stress")
     if stress is not None:
         _stress(v, node, stress, spec_inputs, spec_outputs)
+    fast_path = node.get("fast_path")
+    if fast_path is not None:
+        _fast_path(v, node, fast_path, spec_inputs, spec_params)
+    if node.get("hunt") is not None:
+        _hunt(v, node, node["hunt"], op)
     return node
+
+
+def _fast_path(v: _Validator, suites, node, spec_inputs, spec_params) -> None:
+    """suites.fast_path: the parameter values an implementation typically special-cases, each
+    with why, made at two or more shapes from a base whose values make the skipped work matter."""
+    if not isinstance(node, dict):
+        v.fail(suites, "fast_path", "suites.fast_path must be a mapping")
+    v.allow_keys(node, ["base", "shapes", "paths"], "suites.fast_path")
+    v.require_keys(node, ["base", "shapes", "paths"], "suites.fast_path")
+    _entry(v, node["base"], "suites.fast_path.base", spec_inputs, need_name=False)
+    if "each" in node["base"]:
+        v.fail(node["base"], "each", "suites.fast_path.base: one case, no 'each'")
+    _fast_path_shapes(v, node, "suites.fast_path")
+    paths = node["paths"]
+    if not isinstance(paths, list) or not paths:
+        v.fail(node, "paths", "suites.fast_path.paths must be a non-empty list of fast paths")
+    names = set()
+    for path in paths:
+        where = "suites.fast_path path"
+        _entry(v, path, where, spec_inputs, keys=["name", "why", "params", "dims", "values", "omit", "each", "shapes"])
+        v.require_keys(path, ["why"], where)
+        if path["name"] in names:
+            v.fail(path, "name", f"{where}: name '{path['name']}' is given twice")
+        names.add(path["name"])
+        if not isinstance(path["why"], str) or not path["why"].strip():
+            v.fail(path, "why", f"{where} {path['name']}: why must say what an implementation skips there")
+        if not path.get("params") and not path.get("omit") and not path.get("dims"):
+            v.fail(path, None, f"{where} {path['name']}: params, dims or omit must set what is special-cased")
+        for name in path.get("params") or {}:
+            if name not in spec_params:
+                v.fail(path["params"], name, f"{where} {path['name']}: unknown param '{name}' "
+                                             f"(known: {', '.join(spec_params)})")
+        if "shapes" in path:
+            _fast_path_shapes(v, path, f"{where} {path['name']}")
+
+
+def _fast_path_shapes(v: _Validator, node, where) -> None:
+    """A fast path is met at two shapes or more, so that no kill of its bug rests on one case shape."""
+    shapes = node["shapes"]
+    if not isinstance(shapes, list) or len(shapes) < 2 or any(
+            not isinstance(s, dict) or not s or any(isinstance(n, bool) or not isinstance(n, int) or n < 0
+                                                     for n in s.values()) for s in shapes):
+        v.fail(node, "shapes", f"{where}: shapes must be a list of two or more mappings of dims to whole numbers")
+    if len({tuple(sorted(s.items())) for s in shapes}) < len(shapes):
+        v.fail(node, "shapes", f"{where}: shapes must differ from each other")
+
+
+def _hunt(v: _Validator, suites, node, op: str) -> None:
+    """suites.hunt: the cases `opcase power --hunt` found, each an explicit descriptor of this kernel
+    and the bugs it kills (README: Measuring a suite's power)."""
+    from gen.core.descriptor import DescriptorError, Explicit, parse  # lazily: it imports this module
+
+    if not isinstance(node, list):
+        v.fail(suites, "hunt", "suites.hunt must be a list of {case: DESCRIPTOR, kills: [NAME, ...]}")
+    seen = set()
+    for entry in node:
+        if not isinstance(entry, dict):
+            v.fail(entry, None, "suites.hunt: each entry is {case: DESCRIPTOR, kills: [NAME, ...]}")
+        v.allow_keys(entry, ["case", "kills"], "suites.hunt entry")
+        v.require_keys(entry, ["case", "kills"], "suites.hunt entry")
+        text = entry["case"]
+        try:
+            parsed = parse(text) if isinstance(text, str) else None
+        except DescriptorError as exc:
+            v.fail(entry, "case", f"suites.hunt: {exc}")
+        if not isinstance(parsed, Explicit):
+            v.fail(entry, "case", "suites.hunt: case must be an explicit descriptor "
+                                  "(OP:DTYPE:DIMS:PARAMS:seed=S[:...], README: Descriptors and shrinking)")
+        if parsed.op != op:
+            v.fail(entry, "case", f"suites.hunt: case {text!r} is for {parsed.op}, not {op}")
+        if text in seen:
+            v.fail(entry, "case", f"suites.hunt: case {text!r} is listed twice")
+        seen.add(text)
+        kills = entry["kills"]
+        if not isinstance(kills, list) or not kills or not all(isinstance(k, str) and k for k in kills):
+            v.fail(entry, "kills", "suites.hunt: kills must be a non-empty list of mutant names")
 
 
 def _invalid_dtypes(v: _Validator, invalid) -> None:
@@ -928,7 +1009,7 @@ def _parsed_spec(path: Path, text: bytes) -> Spec:
             if tensor.dtype != "T" and tensor.dtype not in FLOAT_DTYPES:
                 v.fail(raw["outputs"], name, f"output '{name}' is {tensor.dtype}: dynamic criteria judge floating "
                                              f"outputs only; judge this kernel with static criteria")
-    suites = _suites(v, raw["suites"], inputs, outputs)
+    suites = _suites(v, raw["suites"], inputs, outputs, str(raw["op"]), params)
     resolve_callable(raw["reference"], path, "reference", line_of(raw, "reference"))
     nondeterministic_sums = raw.get("nondeterministic_sums", False)
     if not isinstance(nondeterministic_sums, bool):

@@ -64,7 +64,8 @@ def deform_roi_pool_backward(inputs: dict, params: dict, out_shapes: dict | None
         for input_adds, offset_adds in ordered_map(adds, range(0, blocks, chunk)):
             np.add.at(grad_input, *input_adds)
             if offset_adds is not None:
-                np.add.at(grad_offset, *offset_adds)
+                with np.errstate(over="ignore", invalid="ignore"):   # inf + -inf is NaN in mmcv's half sums too
+                    np.add.at(grad_offset, *offset_adds)
     return {"grad_input": T.result(grad_input.reshape(N, H, W, C)),
             "grad_offset": T.result(grad_offset.reshape(R, 2, PH, PW))}
 
@@ -147,8 +148,9 @@ def _block_chunk(T: ScalarT, thread, grad_output, features, batch, geo: _Geometr
                 x_low, x_high = as_t(cols[0], dtype), as_t(cols[1], dtype)
                 along_x = _four_terms(T, pixel, [y - y_low, y_high - y, y_low - y, y - y_high], (3, 1, 2, 0))
                 along_y = _four_terms(T, pixel, [x - x_low, x_high - x, x_low - x, x - x_high], (3, 2, 1, 0))
-                offset_value[0, block, step, lane] = offset_x_scale * along_x.astype(dtype)
-                offset_value[1, block, step, lane] = offset_y_scale * along_y.astype(dtype)
+                with np.errstate(over="ignore", invalid="ignore"):   # half overflows to ±inf, as mmcv's does
+                    offset_value[0, block, step, lane] = offset_x_scale * along_x.astype(dtype)
+                    offset_value[1, block, step, lane] = offset_y_scale * along_y.astype(dtype)
                 offset_used[0, block, step, lane] = offset_used[1, block, step, lane] = used
     if thread_by_thread:   # [block, step, corner, lane] -> [block, lane, step, corner]
         input_target, input_value, input_used = (a.transpose(0, 3, 1, 2)

@@ -6,6 +6,7 @@ import numpy as np
 
 from gen.planted.bilinear import bilinear_corners
 from gen.core.rounding import round_toward_zero
+from gen.planted.fast_path import fast_path, on_inputs
 
 
 def _out_dtype(request, name):
@@ -60,12 +61,26 @@ def border_align_backward_compute(**bug):
 
 CORRECT = {"border_align_backward": border_align_backward_compute()}
 
+
+def pool_1_clamps_corners(general, map_shape):
+    """pool_size 1 samples the box corners only: the fast path reads them as pixels of the map,
+    each clamped into it (a box is assumed inside), leaving out the bilinear rule's bounds (points
+    past [-1, size] add nothing).  ``map_shape(request)`` is (H, W)."""
+    def clamped(request):
+        H, W = map_shape(request)
+        last = np.array([W - 1, H - 1, W - 1, H - 1], dtype=np.float64).clip(min=0)
+        boxes = request.inputs["boxes"]
+        return {"boxes": np.clip(boxes.astype(np.float64), 0, last).astype(boxes.dtype)}
+    return fast_path(general, on_inputs(general, clamped), lambda request: int(request.params["pool_size"]) == 1)
+
 PLANTED = {
     "border_align_backward": {
         "stride_over_P_plus_1": border_align_backward_compute(stride_divisor="P+1"),
         "channel_c4_plus_e": border_align_backward_compute(channel="channel_major"),
         "round_toward_zero": border_align_backward_compute(rounding="toward_zero"),
         "far_borders_start_x1y1": border_align_backward_compute(far_start="x1y1"),
+        "pool_1_clamps_corners": pool_1_clamps_corners(border_align_backward_compute(),
+                                                       lambda request: request.outputs["grad_input"].shape[1:3]),
     },
 }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from gen.planted.bilinear import bilinear_corners
+from gen.planted.border_align import pool_1_clamps_corners
 
 
 def border_align_forward(features, boxes, P, *, tie="first", stride_divisor="P", blocks=(0, 1, 2, 3),
@@ -74,6 +75,8 @@ PLANTED = {
         "left_right_blocks_swapped": border_align_forward_compute(blocks=(0, 3, 2, 1)),
         "max_starts_at_zero": border_align_forward_compute(best_from="zero"),
         "band_past_last_reads_zero": border_align_forward_compute(zero_beyond_last=True),
+        "pool_1_clamps_corners": pool_1_clamps_corners(border_align_forward_compute(),
+                                                       lambda request: request.inputs["input"].shape[1:3]),
     },
 }
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from gen.core.rounding import round_toward_zero
+from gen.planted.fast_path import fast_path, on_inputs
 
 
 def _out_dtype(request, name):
@@ -126,6 +127,19 @@ def carafe_backward_compute(**bug):
 
 CORRECT = {"carafe_forward": carafe_forward_compute(), "carafe_backward": carafe_backward_compute()}
 
+
+def _one_tap(request) -> bool:
+    return int(request.params["kernel_size"]) == 1
+
+
+def _mask_of_ones(request) -> dict:
+    # One tap per group: a softmax over it is 1, so the fast path leaves the multiply out.
+    return {"mask": np.ones_like(request.inputs["mask"])}
+
+
+def _one_tap_skips_mask(general):
+    return fast_path(general, on_inputs(general, _mask_of_ones), _one_tap)
+
 PLANTED = {
     "carafe_forward": {
         "mask_order_kw_kh": carafe_forward_compute(mask_order="wh"),
@@ -133,10 +147,13 @@ PLANTED = {
         "clamped_taps": carafe_forward_compute(padding="clamp"),
         "half_accumulation": carafe_forward_compute(acc="half"),
         "round_toward_zero": carafe_forward_compute(rounding="toward_zero"),
+        "kernel_1_skips_mask": _one_tap_skips_mask(carafe_forward_compute()),
     },
     "carafe_backward": {
         "grad_mask_no_group_sum": carafe_backward_compute(grad_mask_group_sum=False),
         "mask_read_at_input": carafe_backward_compute(mask_at_input=True),
+        # grad_mask does not read the mask: only grad_input takes the skipped multiply.
+        "kernel_1_skips_mask": _one_tap_skips_mask(carafe_backward_compute()),
     },
 }
 

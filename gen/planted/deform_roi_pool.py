@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from gen.planted.bilinear import bilinear_corners
+from gen.planted.fast_path import fast_path, on_inputs
 
 
 def bin_samples(rois, offset, PH, PW, scale, ratio, gamma, *, half=0.5, rounding=np.ceil, offset_unit="roi",
@@ -72,6 +73,17 @@ def deform_roi_pool_compute(**bug):
 
 CORRECT = {"deform_roi_pool_forward": deform_roi_pool_compute()}
 
+
+def _one_sample_per_roi(request) -> bool:
+    p = request.params
+    return int(p["pooled_height"]) == int(p["pooled_width"]) == int(p["sampling_ratio"]) == 1
+
+
+def one_sample_skips_offset(general):
+    """A 1x1 pool with one sample is a point read per roi: the fast path reads it at the roi's
+    centre, leaving the offset out (right only where offsets or gamma are 0)."""
+    return fast_path(general, on_inputs(general, lambda request: {"offset": None}), _one_sample_per_roi)
+
 PLANTED = {
     "deform_roi_pool_forward": {
         "no_half_pixel_alignment": deform_roi_pool_compute(align=False),
@@ -79,5 +91,6 @@ PLANTED = {
         "zero_beyond_H_minus_1": deform_roi_pool_compute(zero_beyond_last=True),
         "offset_times_bin_size": deform_roi_pool_compute(offset_unit="bin"),
         "offset_xy_swapped": deform_roi_pool_compute(offset_xy=(1, 0)),
+        "one_sample_skips_offset": one_sample_skips_offset(deform_roi_pool_compute()),
     },
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from gen.planted.bilinear import bilinear_corners
-from gen.planted.deform_roi_pool import bin_samples
+from gen.planted.deform_roi_pool import bin_samples, one_sample_skips_offset
 
 
 def deform_roi_pool_backward(grad_output, features, rois, offset, PH, PW, scale, ratio, gamma, *,
@@ -65,5 +65,7 @@ PLANTED = {
         "grad_offset_without_gamma_roi_size": deform_roi_pool_backward_compute(offset_factor="none"),
         "grad_offset_xy_swapped": deform_roi_pool_backward_compute(offset_xy=(1, 0)),
         "grad_offset_at_clamped_point": deform_roi_pool_backward_compute(unclamped_derivative=False),
+        # Its grad_offset comes out 0 as well: the fast path has no offset to differentiate.
+        "one_sample_skips_offset": one_sample_skips_offset(deform_roi_pool_backward_compute()),
     },
 }

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gen.planted.fast_path import fast_path
+
 
 def masked_im2col_variant(pad_sign=1, clamp=False, zero_fill=True):
     def forward(request):
@@ -28,10 +30,18 @@ def masked_im2col_variant(pad_sign=1, clamp=False, zero_fill=True):
 
 CORRECT = {"masked_im2col_forward": masked_im2col_variant()}
 
+
+def _plain_gather(request) -> bool:
+    p = request.params
+    return (p["kernel_h"], p["kernel_w"], p["pad_h"], p["pad_w"]) == (1, 1, 0, 0)
+
 PLANTED = {
     "masked_im2col_forward": {
         "pad_sign_flipped": masked_im2col_variant(pad_sign=-1),
         "out_of_map_taps_clamped": masked_im2col_variant(clamp=True),
         "no_zero_fill": masked_im2col_variant(zero_fill=False),
+        # A 1x1 window without padding is a gather of the masked cells: the fast path skips the
+        # bounds test, as if every mask position were on the map, and reads the nearest edge cell.
+        "gather_skips_bounds": fast_path(masked_im2col_variant(), masked_im2col_variant(clamp=True), _plain_gather),
     },
 }

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gen.planted.fast_path import fast_path, on_inputs
+
 _DTYPES = {"float64": np.float64, "float32": np.float32, "float16": np.float16}
 
 
@@ -70,6 +72,15 @@ def ms_deform_attn_compute(**bug):
 
 CORRECT = {"ms_deform_attn_forward": ms_deform_attn_compute()}
 
+
+def _one_point_per_head(request) -> bool:
+    return request.inputs["data_attn_weight"].shape[-2:] == (1, 1)
+
+
+def _weights_of_one(request) -> dict:
+    # One level, one point: a softmax over it is 1, so the fast path leaves the multiply out.
+    return {"data_attn_weight": np.ones_like(request.inputs["data_attn_weight"])}
+
 PLANTED = {
     "ms_deform_attn_forward": {
         "level_start_ignored": ms_deform_attn_compute(level_offset=False),
@@ -81,6 +92,8 @@ PLANTED = {
         "attn_weight_once_per_level": ms_deform_attn_compute(weight_per_level=True),
         "head_offset_missing": ms_deform_attn_compute(head_offset=False),
         "half_accumulation": ms_deform_attn_compute(acc="float16"),
+        "one_point_skips_weight": fast_path(ms_deform_attn_compute(), on_inputs(ms_deform_attn_compute(), _weights_of_one),
+                                            _one_point_per_head),
     },
 }
 

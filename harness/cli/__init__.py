@@ -189,7 +189,7 @@ def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
 @main.command()
 @click.argument("specs", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--suite", "suite_text", default="all", show_default=True,
-              help="Comma list of network, random, boundary, invalid, stress; or all.")
+              help="Comma list of network, random, boundary, invalid, stress, fast_path, hunt; or all.")
 @click.option("--count", type=click.IntRange(min=0), default=None,
               help="Random cases per spec (default: the spec's; at most 100000, as in a spec).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed; every case is fixed by (spec, suite, seed).")
@@ -983,7 +983,7 @@ def kernels_(cases_dir, markdown):
     thresholds, how many cases the main command makes of each (`gen --suite all --max-size 64MB`) and
     their size, how many a committed suite holds, and which optional parts each has (mmcv emulation,
     torch kernel, planted bugs, mlu-ops mapping; README: Adding a kernel)."""
-    from harness import kernel_table  # lazily: fast --help
+    from harness.cli import kernel_table  # lazily: fast --help
 
     if cases_dir is None:
         cases_dir = "cases" if Path("cases").is_dir() else None
@@ -1090,20 +1090,41 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text, timeout):
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
               help="Seconds each call of a base other than opcase's own may take (it runs in a worker process, "
                    "as `opcase run` runs it); over it, that call is an error of the base.")
-def power(paths, backend_spec, json_path, max_size, filter_text, timeout):
+@click.option("--min-kills", "min_kills", type=click.IntRange(min=1), default=2, show_default=True,
+              help="A killed bug whose failing cases have fewer distinct shapes than this is named FRAGILE.")
+@click.option("--kills", "show_kills", is_flag=True,
+              help="List every killed bug with how many cases kill it and of how many distinct shapes.")
+@click.option("--hunt", is_flag=True,
+              help="Then hunt: search each kernel's spec for cases that kill the bugs left alive, shrink each "
+                   "case found, add it to the spec's hunt suite (suites.hunt), and say why the rest stay alive.")
+@click.option("--budget", "budget_text", default="60s", show_default=True,
+              help="With --hunt: each kernel's search, in seconds (60, 60s) or candidate cases (200cases: the "
+                   "same search on any machine).")
+@click.option("--seed", type=click.IntRange(min=0, max=2**31 - 1), default=0, show_default=True,
+              help="With --hunt: the search's seed (the same seed and a budget in cases: the same cases).")
+@click.option("--no-write", "no_write", is_flag=True,
+              help="With --hunt: report what it finds, leaving the specs as they are.")
+def power(paths, backend_spec, json_path, max_size, filter_text, timeout, hunt, budget_text, seed, no_write, min_kills,
+          show_kills):
     """Measure a suite's power: the planted bugs it catches, and the right variants it passes.
 
     \b
     PATHS are case files or directories, or operator SPECs (YAML): their default suites
-    (network up to --max-size, random, boundary, invalid) are generated into a temporary
+    (network up to --max-size, random, boundary, invalid, stress, fast_path) are generated into a temporary
     directory first.  Each kernel's cases are judged, as `opcase run` judges them, against
     mutants of the base (generic planted bugs: rounding toward zero, flushed subnormals, a
     dropped or copied last partial block, a repeated last row or column, batch n computed as
     batch 0, accumulation in the tensor dtype, H and W swapped, an optional input ignored, an
     int param off by one, each parameter check left out; and the kernel's own planted bugs)
-    and controls (legitimate variants that must pass).
+    and controls (legitimate variants that must pass).  A kill by cases of fewer than
+    --min-kills distinct shapes is named FRAGILE (a warning: the exit status is unchanged).
+    With --hunt, each kernel's spec is then searched for cases that kill the bugs left alive
+    (within every limit and check; value regimes, dtypes, stress dims); each case found is shrunk
+    and added to the spec's hunt suite (suites.hunt, which `opcase gen --suite hunt` makes), and
+    why the rest stay alive is said: the nearest approach to a threshold, or no difference at all.
     Exit status: 0 every applicable generic mutant killed and every control passes; 1 a
     survivor, a failing control or a case the base fails; 2 usage or input error; 5 no case judged.
+    With --hunt a survivor that a case found kills counts as killed (the hunt suite holds it).
     """
     from gen.core.backend import BackendLoadError  # lazily: fast --help
     from gen.core.casefile import atomic_write  # lazily: fast --help
@@ -1114,6 +1135,7 @@ def power(paths, backend_spec, json_path, max_size, filter_text, timeout):
 
     if json_path is not None:
         _check_writable("--json", json_path)
+    budget = _hunt_budget(budget_text) if hunt else None
     specs = [p for p in paths if Path(p).suffix in (".yaml", ".yml")]
     try:
         # A base other than opcase's own runs in a worker: whatever it does (os._exit(0) included)
@@ -1124,12 +1146,14 @@ def power(paths, backend_spec, json_path, max_size, filter_text, timeout):
     # A SIGTERM unwinds like an exception, so the generated suites (up to GBs) are removed.
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
-        doc, n_files, seconds = _measure_power(paths, specs, base, backend_spec, max_size, filter_text)
+        doc, n_files, seconds = _measure_power(paths, specs, base, backend_spec, max_size, filter_text, min_kills)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    for line in power_table(doc):
+    for line in power_table(doc, show_kills):
         click.echo(line)
     click.echo(f"{n_files} case file(s) in {seconds:.1f} s")
+    if hunt:
+        doc["hunt"] = _hunt(doc, specs, base, backend_spec, seed, budget, not no_write)
     if json_path:
         atomic_write(json_path, json.dumps(doc, indent=1, allow_nan=False) + "\n")
     if doc["summary"]["nothing_judged"] and not doc["base_problems"]:   # a failure outranks an empty run
@@ -1139,7 +1163,56 @@ def power(paths, backend_spec, json_path, max_size, filter_text, timeout):
     sys.exit(0 if doc["summary"]["ok"] else EXIT_FAILED)
 
 
-def _measure_power(paths, specs, base, backend_spec, max_size, filter_text):
+def _hunt_budget(text: str):
+    from harness.cli.hunt import Budget, BudgetError  # lazily: fast --help
+    try:
+        return Budget.parse(text)
+    except BudgetError as exc:
+        raise click.BadParameter(str(exc), param_hint="--budget") from None
+
+
+def _hunt(doc: dict, specs, base, backend_spec: str, seed: int, budget, write: bool) -> dict:
+    """`opcase power --hunt`: each kernel's bugs left alive hunted, what is found written into its
+    spec's suites.hunt (unless not ``write``); the hunt's report, the power summary updated."""
+    from gen.core.registry import spec_for  # lazily: fast --help
+    from gen.core.spec import SpecError, load_spec  # lazily: fast --help
+    from gen.hunt_entries import write_hunt  # lazily: fast --help
+    from harness.cli.hunt import KILLED, alive, alive_bugs, hunt_kernel, lines, report  # lazily: fast --help
+
+    given = {}
+    for path in specs:
+        given.setdefault(load_spec(path).op, Path(path))
+    hunts = []
+    with _status_line() as show:
+        for kernel, names in sorted(alive(doc).items()):
+            spec = load_spec(given[kernel]) if kernel in given else spec_for(kernel)
+            hunts.append(hunt_kernel(spec, base, backend_spec, alive_bugs(spec, base.name, names), names, seed,
+                                     budget, on_step=show))
+    hunted = report(hunts, seed, budget)
+    for line in lines(hunted):
+        click.echo(line)
+    for h in hunts:
+        if not (write and h.found):
+            continue
+        path = given.get(h.kernel) or spec_for(h.kernel).path
+        try:
+            added = write_hunt(path, h.found)
+        except (SpecError, OSError, ValueError) as exc:
+            raise click.ClickException(f"cannot add the hunt's cases to {path}: {exc}") from None
+        click.echo(f"wrote {added} new hunt case(s) into {path} (suites.hunt; `opcase gen {path} --suite hunt` "
+                   f"makes them)")
+    # A bug counts as killed when the suite now holds a case that kills it: one written into its spec.
+    killed = {(b["kernel"], b["name"]) for b in hunted["bugs"] if b["verdict"] == KILLED and write}
+    left = [m for m in doc["mutants"] if m["verdict"] == "survived" and m["kind"] != "planted"
+            and (m["kernel"], m["name"]) not in killed]
+    summary = doc["summary"]
+    summary["survived_after_hunt"] = len(left)
+    summary["ok"] = (not summary["nothing_judged"] and not left and not summary["controls_failed"]
+                     and not summary["base_problems"])
+    return hunted
+
+
+def _measure_power(paths, specs, base, backend_spec, max_size, filter_text, min_kills):
     """(report, case files, seconds) of `opcase power`: SPECs' default suites generated into a
     temporary directory (removed after), then every case measured."""
     from harness.power import measure as measure_power  # lazily: fast --help
@@ -1158,7 +1231,7 @@ def _measure_power(paths, specs, base, backend_spec, max_size, filter_text):
         files = _run_files(case_paths, None, filter_text)
         started = time.monotonic()
         with _progress(len(files), "measuring") as advance:
-            doc = measure_power(files, base, backend_spec, advance)
+            doc = measure_power(files, base, backend_spec, advance, min_kills)
     return doc, len(files), time.monotonic() - started
 
 

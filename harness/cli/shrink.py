@@ -21,6 +21,7 @@ import re
 import shutil
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
@@ -190,6 +191,26 @@ def allowed(spec: Spec, plan) -> bool:
     return broken == ([plan.violation.id] if plan.violation is not None else [])
 
 
+@contextmanager
+def candidate_case(spec: Spec, generator, descriptor: str, work_dir: Path):
+    """The case file of ``descriptor``, written under ``work_dir`` and removed after; None for a
+    case that is no candidate: one the generator refuses (an all-zero golden, say), or one that a
+    kernel filling in a constant would pass (one element, say), which proves nothing once the bug
+    is fixed."""
+    plan = plan_of(spec, descriptor)
+    try:
+        path = generator.write(plan, case_path(work_dir, plan, spec.op))
+    except (GenerationError, SpecError, ValueError, ArithmeticError):
+        yield None
+        return
+    try:
+        case = load(path)
+        yield None if case.expect == "ok" and mistrust(case) else path
+    finally:
+        for piece in path.parent.glob(path.name + "*"):
+            piece.unlink()
+
+
 class Shrinker:
     """Shrinks one failing case on one backend (loaded once, run as `opcase run` runs it)."""
 
@@ -235,21 +256,8 @@ class Shrinker:
     def fails_alike(self, descriptor: str, wanted: Failure) -> bool:
         """Generate the case of ``descriptor`` and run it: does it fail as ``wanted``?"""
         self.tried.append(descriptor)
-        plan = plan_of(self.spec, descriptor)
-        try:
-            path = self.generator.write(plan, case_path(self.work_dir, plan, self.spec.op))
-        except (GenerationError, SpecError, ValueError, ArithmeticError):
-            return False   # a case the generator refuses (an all-zero golden, say) is no candidate
-        try:
-            # A case that a kernel filling in a constant would pass (one element, say) proves
-            # nothing once the bug is fixed: no reproducer.
-            case = load(path)
-            if case.expect == "ok" and mistrust(case):
-                return False
-            return wanted.alike(failure_of(self.run_file(path)))
-        finally:
-            for piece in path.parent.glob(path.name + "*"):
-                piece.unlink()
+        with candidate_case(self.spec, self.generator, descriptor, self.work_dir) as path:
+            return path is not None and wanted.alike(failure_of(self.run_file(path)))
 
     def shrink(self, start, wanted: Failure):
         """The smallest plan reached from ``start`` whose case fails as ``wanted``; and why it stopped."""

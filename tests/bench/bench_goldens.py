@@ -1,11 +1,13 @@
 """Every kernel's float64 golden against this machine's limits, both measured in the same run.
 
-    python tests/bench/bench_goldens.py [--select TEXT] [--max-elements E] [--repeat R]
+    python tests/bench/bench_goldens.py [--select TEXT] [--max-elements E] [--repeat R] [--against CHECKOUT]
 
 First the machine: one core's float64 multiply-add peak (a single-threaded float64 matrix
 product, in a subprocess with every BLAS thread count set to 1: dgemm keeps the FMA units
 busy, so this is a little under the true peak) and one core's copy bandwidth (np.copyto of
-256 MB arrays, bytes copied per second).  Then, per kernel found in specs/ and per case of its
+256 MB arrays, bytes copied per second).  Every time here is the process's CPU time, not the
+wall clock: on a shared machine time spent waiting for a core would count against whatever
+was measured then (caches and memory shared with other work still slow both sides).  Then, per kernel found in specs/ and per case of its
 network suite (the first dtype of each), the golden's time (the reference in float64: best and
 median of R calls; a reference that yields its outputs in pieces is timed piece by piece, as
 `opcase gen` streams it) and its throughput as a fraction of both limits:
@@ -15,7 +17,13 @@ median of R calls; a reference that yields its outputs in pieces is timed piece 
     of copy     = theory_io_bytes / (seconds * copy bytes per second)    (inputs + outputs)
 
 The load average is printed throughout: the machine may be shared, and a loaded machine shows
-as a gap between best and median.  The network suites' total time, kernel by kernel with the load
+as a gap between best and median.
+
+--against CHECKOUT compares instead: per network case of the selected kernels, the float64 golden
+of another checkout (say `git worktree add /tmp/old <commit>`) and of this one, each timed in a
+fresh process of its own code (best of R calls, CPU seconds of the process, so that time spent
+descheduled on a shared machine does not count), old and new alternating, --rounds times; it
+prints both, the ratio old / new and whether the goldens are the same bits.  The network suites' total time, kernel by kernel with the load
 average beside it: tests/bench/bench_network_suite.py.
 """
 
@@ -42,7 +50,7 @@ n = 2048
 a, b = np.random.default_rng(0).random((2, n, n))
 best = float("inf")
 for _ in range(5):
-    start = time.perf_counter(); a @ b; best = min(best, time.perf_counter() - start)
+    start = time.process_time(); a @ b; best = min(best, time.process_time() - start)
 print(n ** 3 / best)
 """
 _ONE_THREAD = {name: "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
@@ -69,9 +77,10 @@ def copy_bandwidth(megabytes: int = 256, repeat: int = 5) -> float:
 
 
 def _seconds(fn) -> float:
-    start = time.perf_counter()
+    """CPU seconds of this process spent in fn (time descheduled on a shared machine does not count)."""
+    start = time.process_time()
     fn()
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def golden_call(spec, plan, case):
@@ -107,7 +116,7 @@ def network_cases(op: str, max_elements: int | None):
 
 
 def bench_goldens(select: str, max_elements: int | None, repeat: int, peak: float, bandwidth: float) -> None:
-    print(f"\n{'kernel / network case':<48} {'best s':>9} {'median s':>9} {'of FMA peak':>12} {'of copy':>8}  load")
+    print(f"\n{'kernel / network case':<48} {'best cpu s':>10} {'median':>9} {'of FMA peak':>12} {'of copy':>8}  load")
     for op in known_ops():
         if select not in op:
             continue
@@ -123,12 +132,62 @@ def bench_goldens(select: str, max_elements: int | None, repeat: int, peak: floa
             total["ops"] += ops or 0.0
             total["bytes"] += io_bytes
             of_peak = f"{ops / (best * 2 * peak):12.2%}" if ops else f"{'-':>12}"
-            print(f"{op + ' ' + plan.name.rsplit('-', 1)[0]:<48} {best:9.3f} {statistics.median(times):9.3f} "
+            print(f"{op + ' ' + plan.name.rsplit('-', 1)[0]:<48} {best:10.3f} {statistics.median(times):9.3f} "
                   f"{of_peak} {io_bytes / (best * bandwidth):8.2%}  {load()}", flush=True)
         if total["seconds"] > 0:
             of_peak = f"{total['ops'] / (total['seconds'] * 2 * peak):12.2%}" if total["ops"] else f"{'-':>12}"
-            print(f"{op + ' (all network cases)':<48} {total['seconds']:9.3f} {'':>9} {of_peak} "
+            print(f"{op + ' (all network cases)':<48} {total['seconds']:10.3f} {'':>9} {of_peak} "
                   f"{total['bytes'] / (total['seconds'] * bandwidth):8.2%}\n", flush=True)
+
+
+# Times one network case's float64 golden with the code of the checkout first on sys.path (any
+# version of opcase with gen.generate's Generator and plan_suite); prints CPU and wall seconds
+# (best of R) and a digest of the outputs.
+_GOLDEN_PROBE = """
+import hashlib, json, sys, time
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+from gen.core.registry import spec_for
+from gen.generate import Generator, plan_suite
+op, name, repeat = sys.argv[2], sys.argv[3], int(sys.argv[4])
+spec = spec_for(op)
+plan = next(p for p in plan_suite(spec, "network") if p.name == name)
+case = Generator(spec)._with_inputs(plan)
+present = {n: t.data for n, t in case.inputs.items() if not t.absent}
+shapes = {n: tuple(t.shape) for n, t in case.outputs.items()}
+cpu, wall = [], []
+for _ in range(repeat):
+    c, w = time.process_time(), time.perf_counter()
+    result = spec.reference_fn(present, dict(case.params), compute_dtype=np.float64, out_shapes=shapes)
+    cpu.append(time.process_time() - c)
+    wall.append(time.perf_counter() - w)
+digest = hashlib.sha256(b"".join(np.ascontiguousarray(result[k]).tobytes() for k in sorted(result))).hexdigest()
+print(json.dumps({"cpu": min(cpu), "wall": min(wall), "digest": digest}))
+"""
+
+
+def _probe(checkout: Path, op: str, name: str, repeat: int) -> dict:
+    import json
+    done = subprocess.run([sys.executable, "-c", _GOLDEN_PROBE, str(checkout), op, name, str(repeat)],
+                          env={**os.environ, **_ONE_THREAD}, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def compare_goldens(select: str, against: Path, repeat: int, rounds: int, max_elements: int | None) -> None:
+    """Old (``against``) against new (this checkout) golden times per network case, alternating."""
+    print(f"\n{'kernel / network case':<48} {'old cpu s':>9} {'new cpu s':>9} {'old/new':>8}  bits       load")
+    for op in known_ops():
+        if select not in op:
+            continue
+        for plan, _ in network_cases(op, max_elements):
+            old, new = [], []
+            for _ in range(rounds):
+                old.append(_probe(against, op, plan.name, repeat))
+                new.append(_probe(REPO, op, plan.name, repeat))
+            best_old, best_new = min(o["cpu"] for o in old), min(n["cpu"] for n in new)
+            same = "same" if {o["digest"] for o in old} == {n["digest"] for n in new} else "DIFFERENT"
+            print(f"{op + ' ' + plan.name.rsplit('-', 1)[0]:<48} {best_old:9.3f} {best_new:9.3f} "
+                  f"{best_old / best_new:7.2f}x  {same:<9}  {load()}", flush=True)
 
 
 def main() -> None:
@@ -136,8 +195,14 @@ def main() -> None:
     parser.add_argument("--select", default="", help="only the kernels whose name contains this")
     parser.add_argument("--max-elements", type=int, default=None, help="skip network cases with more elements")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--against", type=Path, default=None,
+                        help="another checkout: time its goldens against this one's, alternating")
+    parser.add_argument("--rounds", type=int, default=2, help="with --against: old/new alternations per case")
     args = parser.parse_args()
     print(f"load average {load()}")
+    if args.against is not None:
+        compare_goldens(args.select, args.against.resolve(), args.repeat, args.rounds, args.max_elements)
+        return
     peak = multiply_add_peak()
     bandwidth = copy_bandwidth()
     print(f"this machine, one core: {peak / 1e9:.1f} G float64 multiply-adds/s (single-threaded dgemm), "
