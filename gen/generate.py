@@ -757,8 +757,8 @@ class Generator:
 
     def _judge_exactly(self, case: Case) -> None:
         """The outputs the spec judges exactly (``output_criteria``): an "exact" threshold of 0, and the
-        elements where the golden is not determined with their acceptable answers.  (Static criteria
-        only: a dynamic spec refuses integer outputs.)"""
+        elements where the golden is not determined with their acceptable answers (beside static or
+        dynamic thresholds on the other outputs)."""
         present = {n: t.data for n, t in case.inputs.items() if not t.absent}
         for name, criterion in self.spec.output_criteria.items():
             case.criteria[name] = [Threshold(metric="exact", value=0.0, provenance=(
@@ -813,10 +813,11 @@ class Generator:
                 capture.add(name, 0, values)
             return self._sampled_criteria(case, units, capture)
         outputs = baseline.result() if baseline is not None else self._baseline_outputs(case)
-        for name, t in case.outputs.items():
+        judged = self._dynamically_judged(case)
+        for name in judged:
             self._refuse_baseline_output(case, name, bool(np.any(golden64[name])) and not np.any(outputs[name]))
         criteria = self._dynamic_criteria(case, {name: compare(outputs[name], golden64[name], t.dtype)
-                                                 for name, t in case.outputs.items()})
+                                                 for name, t in judged.items()})
         # Judged as `opcase run` would judge it: a baseline that fails the thresholds it sets (over
         # the cap, NaN/Inf where the golden has none) sets nothing but the cap, the loosest one.
         # (zero_golden_ok: whether the case can catch a zeroing bug is no question about the baseline.)
@@ -875,12 +876,18 @@ class Generator:
         ``note(output, metric)`` ends each provenance."""
         spec = self.spec
         criteria = {}
-        for name, t in case.outputs.items():
+        for name, t in self._dynamically_judged(case).items():
             stats = baseline_stats[name]
             criteria[name] = [dynamic_threshold(m, float(stats[m] if stats[m] is not None else 0.5), rate,
                                                 t.dtype.name, self.baseline.name, spec.doc, note(name, m))
                               for m, rate in zip(spec.criteria.metrics, spec.criteria.rates)]
         return criteria
+
+    def _dynamically_judged(self, case: Case) -> dict:
+        """The case's outputs that dynamic thresholds judge: all but those the spec judges exactly
+        (``output_criteria``: integer outputs, which have no dynamic floor or cap; _judge_exactly
+        gives them their exact threshold)."""
+        return {name: t for name, t in case.outputs.items() if name not in self.spec.output_criteria}
 
     def _baseline_units(self, case: Case, present: dict) -> Units | None:
         """The baseline's output units (gen.sampled), where it offers them and the case's outputs

@@ -95,3 +95,33 @@ def test_undetermined_round_trips_and_is_validated(suite, tmp_path):
     floats = replace(case, undetermined={"output": u})
     with pytest.raises(CaseFileError, match="without an exact threshold"):
         load(save(floats, tmp_path / "c.opcase"))
+
+
+def test_exact_output_beside_dynamic_thresholds(tmp_path):
+    """A dynamic spec with an integer output: dynamic thresholds on its float outputs, the exact one on
+    the integer output (no dynamic floor or cap exists for int32: the generator once failed there)."""
+    from gen.core.spec import load_spec
+    from gen.generate import Generator, case_path, plan_suite
+    from harness.backends import load_backend
+
+    text = spec_for(OP).path.read_text()
+    start = text.index("\ncriteria:")
+    end = text.index("\noutput_criteria:")
+    path = tmp_path / f"{OP}.yaml"
+    path.write_text(text[:start] + "\ncriteria:\n  dynamic: {metrics: [diff1, diff2], rates: [10, 10], baseline: lowp}\n"
+                    + text[end:])
+    spec = load_spec(path)
+    assert spec.criteria.mode == "dynamic" and set(spec.output_criteria) == {"argmax_idx"}
+    generator = Generator(spec, load_backend("lowp"))
+    plan = plan_suite(spec, "random", 2, 0)[0]
+    written = case_path(tmp_path / "out", plan, OP)
+    generator.write(plan, written)
+    case = load(written)
+    assert [th.metric for th in case.criteria["argmax_idx"]] == ["exact"]
+    assert [th.metric for th in case.criteria["output"]] == ["diff1", "diff2"]
+    assert all("dynamic" in th.provenance for th in case.criteria["output"])
+    golden = {n: np.array(t.data) for n, t in case.outputs.items()}
+    assert _judge(case, golden).status == PASSED
+    wrong = {n: a.copy() for n, a in golden.items()}
+    wrong["argmax_idx"].reshape(-1)[:] += 1
+    assert _judge(case, wrong).status == FAILED

@@ -244,6 +244,28 @@ def test_every_missing_check_is_caught(suites, op):
     assert_each_missing_check_caught(suites(op) / "invalid", op)
 
 
+def test_a_missing_check_is_caught_in_each_invalid_dtype(tmp_path, monkeypatch):
+    """An invalid suite made in several dtypes (suites.invalid.dtypes) has one case per check and
+    dtype: each of them, and no other case, fails a backend without that check (the helper once
+    expected a single case per check)."""
+    op = "masked_im2col_forward"
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    text = spec_for(op).path.read_text()
+    assert "\n  invalid:\n    base:" in text
+    (specs / f"{op}.yaml").write_text(text.replace("\n  invalid:\n", "\n  invalid:\n    dtypes: [float16, float32]\n"))
+    monkeypatch.setenv("OPCASE_SPECS", str(specs))
+    spec_for.cache_clear()
+    try:
+        invalid = generate(op, tmp_path / "out", suites=("invalid",)) / "invalid"
+        names = [p.name for p in invalid.glob("*.opcase")]
+        assert any(n.endswith("-float16.opcase") for n in names) and any(n.endswith("-float32.opcase") for n in names)
+        assert_each_missing_check_caught(invalid, op)
+    finally:
+        monkeypatch.delenv("OPCASE_SPECS")
+        spec_for.cache_clear()
+
+
 # ----------------------------------------------------------------------------- mlu-ops format
 
 def _assert_same_bits(got, expected, what):

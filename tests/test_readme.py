@@ -82,3 +82,14 @@ def test_ci_runs_exactly_the_readme_test_command():
     assert lines[-1] == install_and_test, "the last line of .ci/run must be the README's test command"
     # Its extras go into the venv the command uses, before it.
     assert any(".venv/bin/python -m pip install" in line and "torch==" in line for line in lines[:-1])
+
+
+def test_adding_a_kernel_writes_cases_as_cases_readme_does():
+    """The checklist's command for a new kernel's cases/OP/ is cases/README.md's command for one spec
+    (it once left out the stress suite, so a new kernel's committed cases differed from a regenerated
+    cases/ and tests/test_committed_cases.py failed)."""
+    committed = re.search(r"^    (opcase gen specs/\*\.yaml .* -o cases)$", (REPO / "cases" / "README.md").read_text(),
+                          re.MULTILINE)
+    assert committed
+    section = _readme().split("\n## Adding a kernel\n", 1)[1].split("\n## ", 1)[0]
+    assert committed.group(1).replace("specs/*.yaml", "specs/OP.yaml") in section

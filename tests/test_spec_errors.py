@@ -238,3 +238,15 @@ def test_an_output_goes_only_with_an_optional_input(tmp_path):
         load_spec(_write(tmp_path, text))
     assert info.value.line == _line_of(text, "with_input: x") and "with_input must name an optional input" in \
         info.value.message
+
+
+def test_a_spec_may_leave_params_out(tmp_path):
+    """A kernel without parameters (a point-cloud op) leaves `params` out; once it had to write
+    `params: {}` or be refused with "missing 'params'"."""
+    from test_new_kernel import SPEC
+    text = SPEC.replace("params: {}\n", "").replace("reference: gen.ops.synthetic_square_forward:forward",
+                                                      "reference: gen.ops.psamask:forward")
+    assert "params:" not in text
+    spec = load_spec(_write(tmp_path, text))
+    assert spec.params == {}
+    assert plan_suite(spec, "boundary")
