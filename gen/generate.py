@@ -1,6 +1,7 @@
 """Turning a spec into suites of cases with goldens and thresholds."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import numbers
@@ -13,12 +14,14 @@ import numpy as np
 
 
 from gen.core.backend import InvalidArgument, TensorInfo
-from gen.core.casefile import (Case, CaseFileError, SidecarWriter, SpillFile, Tensor, Threshold, Undetermined,
+from gen.core.casefile import (DEFAULT_SIDECAR_BYTES, Case, CaseFileError, PrewrittenSidecar, SidecarWriter,
+                               SpillFile, Tensor, Threshold, Undetermined,
                                contained_path, drop_pages, element_count, find, read_envelope, save)
 from gen.core.checks import failures, first_failure
 from gen.core.descriptor import case_seed
 from gen.core.expr import ExprError, evaluate
 from gen.core.metrics import StreamingCompare, compare
+from gen.core.overlap import Background, Prefetched
 from gen.core.registry import kernel_function
 from gen.core.rounding import round_to
 from gen.core.spec import CHECK_STATUSES, SUITES, Spec, SpecError, absent_tensors, line_of
@@ -33,6 +36,11 @@ STREAM_OUTPUT_BYTES = 256 << 20
 # In a streamed case, an input drawn from a plain distribution is written straight to its
 # sidecar file above this size, and read back memory-mapped, never whole in memory.
 SPILL_INPUT_BYTES = 256 << 20
+# A streamed golden's pieces are computed on a thread of their own, at most this many ahead of
+# their rounding, writing and comparing (gen.core.overlap).
+GOLDEN_PIECES_AHEAD = 2
+# Tensors over this many bytes go to sidecar files (gen.core.casefile.save).
+SIDECAR_BYTES = DEFAULT_SIDECAR_BYTES
 RANDOM_ATTEMPTS = 2000
 # mlu-ops' dynamic-threshold floors and caps (ACCURACY.md), per output dtype.
 DYNAMIC_FLOOR = {"float16": 9.8e-4, "float32": 1.2e-7, "float64": 1.2e-7}
@@ -516,6 +524,50 @@ def dynamic_threshold(metric: str, baseline_value: float, rate: float, dtype: st
                                    if metric != "diff4" and baseline_value > cap else ""))
 
 
+class Prewrites:
+    """The sidecar files of a case being made, written and hashed on threads of their own
+    (gen.core.casefile.PrewrittenSidecar, SpillFile, SidecarWriter) while generation goes on:
+    a tensor's bytes as soon as they are final, while the golden or the baseline is computed.
+
+    ``pending``: (tensor or None, its writer); ``attach(case)`` waits for each and hands it to its
+    tensor (save() then moves the file into place, as it would have written it), ``discard()``
+    removes whatever was not moved (all of it, when generation failed)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.pending: list = []
+
+    def start(self, tensors) -> None:
+        """Start writing each tensor save() would put in a sidecar and nothing writes yet."""
+        taken = {id(t) for t, _ in self.pending}
+        for t in tensors:
+            if t.absent or t.data is None or t.prewritten is not None or id(t) in taken:
+                continue
+            if t.data.nbytes > SIDECAR_BYTES:
+                self.pending.append((t, PrewrittenSidecar(self.path, t.data)))
+
+    def attach(self, case: Case) -> Case:
+        for tensor, writer in self.pending:
+            if tensor is not None:
+                tensor.prewritten = writer.finish()
+        return case
+
+    def discard(self) -> None:
+        for _, writer in self.pending:
+            writer.discard()
+
+
+@dataclass
+class Drawn:
+    """A case with its inputs drawn (Generator.draw), not yet written."""
+    case: Case
+    writes: Prewrites
+    streamed: bool
+
+    def discard(self) -> None:
+        self.writes.discard()
+
+
 class Generator:
     """Builds cases of one spec.  ``baseline`` is a loaded harness Backend for dynamic thresholds."""
 
@@ -537,68 +589,106 @@ class Generator:
             raise SpecError(self.spec.path, plan.violation.line,
                             f"check '{plan.violation.id}': its violation does not isolate it ({got})")
 
-    def write(self, plan: Plan, path: Path) -> Path:
-        """Build the case of ``plan`` and save it at ``path``.
+    def write(self, plan: Plan, path: Path, drawn: "Drawn | None" = None) -> Path:
+        """Build the case of ``plan`` and save it at ``path`` (from ``drawn``, what draw(plan, path)
+        gave, if given: its inputs drawn ahead, while an earlier case was being made).
 
         Outputs over STREAM_OUTPUT_BYTES, of a reference that can yield its outputs in pieces
         (``<fn>_blocks``), are computed and written piece by piece, so that no golden is ever
-        whole in memory, let alone in float64."""
-        if builds_in_memory(self.spec, plan):
-            return save(self.build(plan), path)
-        pieces = self.spec.reference_blocks_fn
+        whole in memory, let alone in float64.  Each sidecar file is written and hashed on a
+        thread of its own as soon as its tensor is final (Prewrites)."""
+        drawn = drawn or self.draw(plan, path)
+        writes = drawn.writes
+        try:
+            if drawn.streamed:
+                case = self._streamed_goldens(plan, drawn.case, Path(path), writes)
+            else:
+                case = self._built(plan, drawn.case, writes.start)
+            return save(writes.attach(case), path, SIDECAR_BYTES)
+        finally:
+            writes.discard()
+
+    def draw(self, plan: Plan, path: Path) -> "Drawn":
+        """The case of ``plan`` with its inputs drawn, for write(plan, path, drawn): in memory, or
+        where write() streams the goldens, the large plain-drawn inputs in files beside ``path``.
+        Its sidecar files are being written already; ``Drawn.discard()`` removes them."""
+        writes = Prewrites(Path(path))
+        try:
+            if builds_in_memory(self.spec, plan):
+                case = self._with_inputs(plan)
+                writes.start(case.inputs.values())
+                return Drawn(case, writes, streamed=False)
+            return Drawn(self._streamed_inputs(plan, Path(path), writes), writes, streamed=True)
+        except BaseException:
+            writes.discard()
+            raise
+
+    def _streamed_inputs(self, plan: Plan, path: Path, writes: "Prewrites") -> Case:
+        """The inputs of a case whose goldens are streamed: each plain-drawn one over
+        SPILL_INPUT_BYTES straight into its file."""
         spills: list[SpillFile] = []
 
         def allocate(shape, dtype):
             if element_count(shape) * np.dtype(dtype).itemsize <= SPILL_INPUT_BYTES:
                 return np.empty(shape, dtype)
-            spills.append(SpillFile(Path(path), shape, dtype))
+            spills.append(SpillFile(path, shape, dtype))
+            writes.pending.append((None, spills[-1]))     # removed if generation fails
             return spills[-1].array
 
-        writers = {}
-        try:
-            case = self._with_inputs(plan, allocate)
-            self._seal_spilled(case, spills)
-            writers = {n: SidecarWriter(Path(path), t.shape, t.dtype) for n, t in case.outputs.items()}
-            self._stream_goldens(case, pieces, writers)
-            if not plan.zero_golden_ok and any(w.total and not w.any_nonzero for w in writers.values()):
-                raise GenerationError(f"{self.spec.path}:{plan.line}: case {plan.suite}/{plan.name}: a golden "
-                                      f"is all zeros; change the case or mark it zero_golden_ok")
-            for name, writer in writers.items():
-                case.outputs[name].prewritten = writer.finish()
-            return save(case, path)
-        finally:
-            for temporary in [*writers.values(), *spills]:
-                temporary.discard()
+        case = self._with_inputs(plan, allocate)
+        self._seal_spilled(case, spills, writes)
+        writes.start(case.inputs.values())
+        return case
+
+    def _streamed_goldens(self, plan: Plan, case: Case, path: Path, writes: "Prewrites") -> Case:
+        """``case`` with its goldens streamed to their files (Generator.write)."""
+        writers = {n: SidecarWriter(path, t.shape, t.dtype) for n, t in case.outputs.items()}
+        writes.pending.extend((None, w) for w in writers.values())
+        self._stream_goldens(case, self.spec.reference_blocks_fn, writers)
+        if not plan.zero_golden_ok and any(w.total and not w.any_nonzero for w in writers.values()):
+            raise GenerationError(f"{self.spec.path}:{plan.line}: case {plan.suite}/{plan.name}: a golden "
+                                  f"is all zeros; change the case or mark it zero_golden_ok")
+        for name, writer in writers.items():
+            case.outputs[name].prewritten = writer.finish()
+        return case
 
     @staticmethod
-    def _seal_spilled(case: Case, spills: list) -> None:
-        """Inputs drawn into files: from now on read-only mappings, saved by moving the file."""
+    def _seal_spilled(case: Case, spills: list, writes: "Prewrites") -> None:
+        """Inputs drawn into files: from now on read-only mappings, saved by moving the file (each
+        hashed on a thread of its own while the golden is computed)."""
         for spill in spills:
             tensor = next(t for t in case.inputs.values() if t.data is spill.array)
-            tensor.data, tensor.prewritten = spill.seal()
+            tensor.data = spill.seal_later()
+            writes.pending[writes.pending.index((None, spill))] = (tensor, spill)
 
     def _stream_goldens(self, case: Case, pieces_fn, writers: dict) -> None:
+        """Compute the goldens piece by piece and round, write, sample and compare each as it comes.
+        The pieces are computed on a thread of their own, GOLDEN_PIECES_AHEAD ahead of the rest
+        (and of a whole-case baseline run), each exactly as in one thread."""
         present = {n: t.data for n, t in case.inputs.items() if not t.absent}
         out_shapes = {n: tuple(t.shape) for n, t in case.outputs.items()}
-        golden = pieces_fn(present, dict(case.params), compute_dtype=np.float64, out_shapes=out_shapes)
-        units = self._baseline_units(case, present)
-        capture = None if units is None else GoldenCapture(units, sample_order(units, case.seed, out_shapes),
-                                                           out_shapes)
-        baseline_piece = None if units is not None else self._baseline_pieces(case, present, pieces_fn)
-        stats = {n: StreamingCompare(t.dtype) for n, t in case.outputs.items()}
-        baseline_nonzero = dict.fromkeys(case.outputs, False)
-        for name, index, block in golden:
-            dtype = case.outputs[name].dtype
-            start = flat_start(index, out_shapes[name])
-            writers[name].write(start, round_to(block, dtype))
-            if capture is not None:
-                capture.add(name, start, block)
-            if baseline_piece is not None:
-                piece = baseline_piece(name, index)
-                baseline_nonzero[name] = baseline_nonzero[name] or bool(np.any(piece))
-                stats[name].add(piece, block)
-            for array in present.values():
-                drop_pages(array)   # a mapped input's pages, read for this piece, need not stay
+        with contextlib.ExitStack() as running:
+            golden = running.enter_context(Prefetched(
+                pieces_fn(present, dict(case.params), compute_dtype=np.float64, out_shapes=out_shapes),
+                GOLDEN_PIECES_AHEAD))
+            units = self._baseline_units(case, present)
+            capture = None if units is None else GoldenCapture(units, sample_order(units, case.seed, out_shapes),
+                                                               out_shapes)
+            baseline_piece = None if units is not None else self._baseline_pieces(case, present, pieces_fn, running)
+            stats = {n: StreamingCompare(t.dtype) for n, t in case.outputs.items()}
+            baseline_nonzero = dict.fromkeys(case.outputs, False)
+            for name, index, block in golden:
+                dtype = case.outputs[name].dtype
+                start = flat_start(index, out_shapes[name])
+                writers[name].write(start, round_to(block, dtype))
+                if capture is not None:
+                    capture.add(name, start, block)
+                if baseline_piece is not None:
+                    piece = baseline_piece(name, index)
+                    baseline_nonzero[name] = baseline_nonzero[name] or bool(np.any(piece))
+                    stats[name].add(piece, block)
+                for array in present.values():
+                    drop_pages(array)   # a mapped input's pages, read for this piece, need not stay
         if capture is not None:
             case.criteria = self._sampled_criteria(case, units, capture)
         elif baseline_piece is not None:
@@ -610,18 +700,20 @@ class Generator:
         else:
             case.criteria = self._criteria(case, None)
 
-    def _baseline_pieces(self, case: Case, present: dict, pieces_fn):
+    def _baseline_pieces(self, case: Case, present: dict, pieces_fn, running: contextlib.ExitStack):
         """f(output, index) -> the baseline's piece matching the golden's, or None for static criteria.
 
-        The built-in lowp baseline is the same reference in float32, run in step with the golden,
-        so it too never holds a whole output; any other baseline runs on the whole case first."""
+        The built-in lowp baseline is the same reference in float32, run in step with the golden
+        (on a thread of its own, stopped by ``running``), so it too never holds a whole output; any
+        other baseline runs on the whole case first."""
         if self.spec.criteria.mode != "dynamic":
             return None
         if self.baseline is None:
             raise GenerationError(f"{self.spec.path}: dynamic thresholds need a baseline backend")
         if self.baseline.name == "lowp":
-            lowp = pieces_fn(present, dict(case.params), compute_dtype=np.float32,
-                             out_shapes={n: tuple(t.shape) for n, t in case.outputs.items()})
+            lowp = iter(running.enter_context(Prefetched(pieces_fn(
+                present, dict(case.params), compute_dtype=np.float32,
+                out_shapes={n: tuple(t.shape) for n, t in case.outputs.items()}), GOLDEN_PIECES_AHEAD)))
 
             def in_step(name, index):
                 low_name, low_index, block = next(lowp)
@@ -632,11 +724,17 @@ class Generator:
         outputs = self._baseline_outputs(case)
         return lambda name, index: outputs[name][index]
 
-    def build(self, plan: Plan) -> Case:
-        case = self._with_inputs(plan)
+    def build(self, plan: Plan, ready=lambda tensors: None) -> Case:
+        """The case of ``plan``, whole in memory; ``ready(tensors)`` is called with its inputs once
+        drawn and its outputs once rounded (Generator.write starts writing them then)."""
+        return self._built(plan, self._with_inputs(plan), ready)
+
+    def _built(self, plan: Plan, case: Case, ready) -> Case:
+        """``case`` (its inputs drawn) completed: goldens, thresholds, refusal of a trivial one."""
+        ready(case.inputs.values())
         if case.expect != "ok":
             return case
-        self.complete(case)
+        self.complete(case, ready)
         self._refuse_trivial(plan, case)
         return case
 
@@ -662,14 +760,30 @@ class Generator:
             case.expect_message = plan.violation.message
         return case
 
-    def complete(self, case: Case) -> Case:
-        """Fill in the goldens (rounded once from float64) and the thresholds of a case that has its inputs."""
-        golden64 = self._golden(case)
-        for name, t in case.outputs.items():
-            t.data = round_to(golden64[name], t.dtype)
-        case.criteria = self._criteria(case, golden64)
+    def complete(self, case: Case, ready=lambda tensors: None) -> Case:
+        """Fill in the goldens (rounded once from float64) and the thresholds of a case that has its
+        inputs; ``ready(outputs)`` is called once the goldens are rounded, before the thresholds."""
+        baseline = self._baseline_beside_golden(case)
+        try:
+            golden64 = self._golden(case)
+            for name, t in case.outputs.items():
+                t.data = round_to(golden64[name], t.dtype)
+            ready(case.outputs.values())
+            case.criteria = self._criteria(case, golden64, baseline)
+        finally:
+            if baseline is not None:
+                baseline.wait()
         self._judge_exactly(case)
         return case
+
+    def _baseline_beside_golden(self, case: Case) -> Background | None:
+        """A baseline that runs on the whole case (dynamic thresholds, not sampled) started on a
+        thread of its own, to run while the golden is computed; None where there is none."""
+        if self.spec.criteria.mode != "dynamic" or self.baseline is None:
+            return None
+        if self._baseline_units(case, {n: t.data for n, t in case.inputs.items() if not t.absent}) is not None:
+            return None
+        return Background(lambda: self._baseline_outputs(case))
 
     def _judge_exactly(self, case: Case) -> None:
         """The outputs the spec judges exactly (``output_criteria``): an "exact" threshold of 0, and the
@@ -713,7 +827,8 @@ class Generator:
             raise GenerationError(f"{self.spec.path}:{plan.line}: case {plan.suite}/{plan.name}: `opcase run` would "
                                   f"mistrust it ({doubt}); change the case or mark it zero_golden_ok")
 
-    def _criteria(self, case: Case, golden64: dict | None) -> dict:
+    def _criteria(self, case: Case, golden64: dict | None, baseline: Background | None = None) -> dict:
+        """The case's thresholds (``baseline``: the whole baseline's outputs being computed, if started)."""
         spec = self.spec
         if spec.criteria.mode == "static":
             return {name: static_thresholds(spec, t.dtype.name) for name, t in case.outputs.items()
@@ -727,7 +842,7 @@ class Generator:
             for name, values in golden64.items():
                 capture.add(name, 0, values)
             return self._sampled_criteria(case, units, capture)
-        outputs = self._baseline_outputs(case)
+        outputs = baseline.result() if baseline is not None else self._baseline_outputs(case)
         judged = self._dynamically_judged(case)
         for name in judged:
             self._refuse_baseline_output(case, name, bool(np.any(golden64[name])) and not np.any(outputs[name]))
@@ -856,6 +971,14 @@ def builds_in_memory(spec: Spec, plan: Plan) -> bool:
     lay = layout_of(spec, replace(plan, params=interface_params(spec, plan.params)))
     output_bytes = sum(element_count(lay.shapes[n]) * np.dtype(lay.dtypes[n]).itemsize for n in spec.outputs)
     return output_bytes <= STREAM_OUTPUT_BYTES
+
+
+def input_bytes_in_memory(spec: Spec, plan: Plan) -> int:
+    """Bytes of the inputs Generator.draw holds in memory (not those it draws into files)."""
+    lay = layout_of(spec, replace(plan, params=interface_params(spec, plan.params)))
+    streamed = not builds_in_memory(spec, plan)
+    sizes = [element_count(lay.shapes[n]) * np.dtype(lay.dtypes[n]).itemsize for n in spec.inputs]
+    return sum(size for size in sizes if not (streamed and size > SPILL_INPUT_BYTES))
 
 
 def total_bytes(spec: Spec, plan: Plan) -> int:

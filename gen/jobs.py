@@ -13,8 +13,13 @@ from pathlib import Path
 from typing import Callable
 
 from gen.core.backend import Backend
-from gen.core.spec import load_spec
-from gen.generate import Generator, plan_suite
+from gen.core.overlap import Background
+from gen.core.spec import SpecError, load_spec
+from gen.generate import GenerationError, Generator, input_bytes_in_memory, plan_suite
+
+# The next case's inputs are drawn ahead, while this one is made, if they take at most this
+# much memory (inputs drawn into files do not count).
+DRAW_AHEAD_BYTES = 1 << 30
 
 # name -> Backend: how a Generator gets the baseline its dynamic thresholds need.
 BaselineLoader = Callable[[str], Backend]
@@ -50,12 +55,50 @@ def _plans(spec_path: str, suite: str, count: int | None, seed: int):
     return plan_suite(load_spec(spec_path), suite, count, seed)
 
 
-def write_task(task: Task) -> int:
-    """Write one case; return the bytes it takes on disk (case file and sidecars)."""
-    generator = _generator(task.spec_path, task.baseline, task.load_baseline)
-    plan = _plans(task.spec_path, task.suite, task.count, task.seed)[task.index]
-    path = generator.write(plan, Path(task.path))
+def _generator_and_plan(task: Task):
+    return (_generator(task.spec_path, task.baseline, task.load_baseline),
+            _plans(task.spec_path, task.suite, task.count, task.seed)[task.index])
+
+
+def write_task(task: Task, drawn=None) -> int:
+    """Write one case (from ``drawn``, its inputs drawn ahead, if given); return the bytes it
+    takes on disk (case file and sidecars)."""
+    generator, plan = _generator_and_plan(task)
+    path = generator.write(plan, Path(task.path), drawn)
     return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+
+
+def _draw_task(task: Task) -> Background | None:
+    """The inputs of ``task``'s case, being drawn on a thread of their own; None where they would
+    take more than DRAW_AHEAD_BYTES of memory, or the plan is one to be refused in turn."""
+    generator, plan = _generator_and_plan(task)
+    try:
+        if input_bytes_in_memory(generator.spec, plan) > DRAW_AHEAD_BYTES:
+            return None
+    except (SpecError, GenerationError):
+        return None          # write_task says so, in its turn
+    return Background(lambda: generator.draw(plan, Path(task.path)))
+
+
+def _write_in_turn(tasks: list[Task], on_done) -> None:
+    """Each task in turn, the next one's inputs drawn while this one's golden is computed and its
+    files written (random draws, numpy and file writes release the GIL: two cores busy); an
+    error is raised at the task it belongs to, as one after the other would."""
+    ahead = None
+    try:
+        for position, task in enumerate(tasks):
+            drawing, ahead = ahead, None
+            drawn = drawing.result() if drawing is not None else None
+            if position + 1 < len(tasks):
+                ahead = _draw_task(tasks[position + 1])
+            on_done(task, write_task(task, drawn))
+    finally:
+        if ahead is not None:
+            ahead.wait()
+            try:
+                ahead.result().discard()
+            except BaseException:  # noqa: BLE001 - a later task's error; the one being raised wins
+                pass
 
 
 def write_all(tasks: list[Task], jobs: int, on_done=lambda task, size: None) -> None:
@@ -67,8 +110,7 @@ def write_all(tasks: list[Task], jobs: int, on_done=lambda task, size: None) -> 
         # this process (a script, a test) must be read again, not served from the cache.
         _generator.cache_clear()
         _plans.cache_clear()
-        for task in tasks:
-            on_done(task, write_task(task))
+        _write_in_turn(tasks, on_done)
         return
     # spawn: a fresh interpreter per worker, independent of whatever the parent imported.
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -10,6 +11,7 @@ from gen.core.backend import TensorInfo
 from gen.core.expr import ExprError, evaluate
 from gen.core.spec import resolve_callable
 from gen.core.casefile import drop_pages
+from gen.core.overlap import Background, Prefetched
 
 
 @dataclass
@@ -32,6 +34,7 @@ class ValueContext:
 # exists in float64.  The rng consumes its stream in order either way, so the values do not
 # depend on this number.
 DRAW_CHUNK = 1 << 20
+DRAW_CHUNKS_AHEAD = 2
 
 
 def _plain(rng: np.random.Generator, dist: dict, values: np.ndarray) -> np.ndarray:
@@ -49,10 +52,14 @@ def _plain(rng: np.random.Generator, dist: dict, values: np.ndarray) -> np.ndarr
     else:
         raise ValueError(f"unknown distribution {kind!r}")
     flat = values.reshape(-1)
-    for start in range(0, flat.size, DRAW_CHUNK):
-        stop = min(start + DRAW_CHUNK, flat.size)
-        flat[start:stop] = draw_chunk(stop - start)
-        drop_pages(values, stop, start)
+    spans = [(start, min(start + DRAW_CHUNK, flat.size)) for start in range(0, flat.size, DRAW_CHUNK)]
+    # The generator draws the next chunk on a thread of its own while this one converts and
+    # stores the last: the same draws in the same order, on two cores.
+    drawn = ((start, stop, draw_chunk(stop - start)) for start, stop in spans)
+    with Prefetched(drawn, DRAW_CHUNKS_AHEAD) if len(spans) > 1 and kind != "const" else nullcontext(drawn) as chunks:
+        for start, stop, chunk in chunks:
+            flat[start:stop] = chunk
+            drop_pages(values, stop, start)
     return values
 
 
@@ -139,9 +146,29 @@ _INV_LN2 = 1.44269504088896338700
 _EXP_TAYLOR = [1.0 / math.factorial(n) for n in range(13, -1, -1)]
 
 
+# portable_exp splits arrays larger than this in two halves, computed on two threads (elementwise:
+# the same bits).
+EXP_HALVES_ABOVE = 1 << 20
+
+
 def portable_exp(x) -> np.ndarray:
     """exp(x) in float64, within 2 ulp of the true value, bit-identical on every machine."""
     x = np.asarray(x, dtype=np.float64)
+    if x.size > EXP_HALVES_ABOVE:
+        flat = x.reshape(-1)
+        out = np.empty(flat.shape)
+        middle = flat.size // 2
+        first = Background(lambda: out[:middle].__setitem__(Ellipsis, _portable_exp(flat[:middle])))
+        try:
+            out[middle:] = _portable_exp(flat[middle:])
+        finally:
+            first.wait()
+        first.result()
+        return out.reshape(x.shape)
+    return _portable_exp(x)
+
+
+def _portable_exp(x: np.ndarray) -> np.ndarray:
     # Beyond these the result is 0 or inf anyway; the clip keeps k and r in range.
     clipped = np.clip(np.nan_to_num(x), -760.0, 720.0)
     k = np.rint(clipped * _INV_LN2)

@@ -161,4 +161,4 @@ def test_sidecar_writer_raises_its_threads_write_error_and_discards_cleanly(tmp_
     with pytest.raises(OSError, match="No space"):
         writer.finish()
     writer.discard()
-    assert not list(tmp_path.iterdir()) and not writer._thread.is_alive()
+    assert not list(tmp_path.iterdir()) and not any(thread.is_alive() for thread in writer._threads)

@@ -91,12 +91,12 @@ def test_int_conversion_is_the_gpus():
 
 # ----------------------------------------------------------------------------- border_align: metrics within 10 %
 
-def _metric_ratios(case_id: str) -> dict:
+def _metric_ratios(case_id: str, atomic_order=None) -> dict:
     """diff1 and diff2 against the float64 golden: this emulation's over mmcv's."""
     meta, inputs, outputs = _case("border_align_backward", case_id)
     expected = outputs["grad_input"]
     out_shapes = {"grad_input": expected.shape}
-    actual = border_align_backward(inputs, meta["params"], out_shapes)["grad_input"]
+    actual = border_align_backward(inputs, meta["params"], out_shapes, atomic_order=atomic_order)["grad_input"]
     assert (actual.dtype, actual.shape) == (expected.dtype, expected.shape)
     golden = gen.golden("border_align_backward", inputs, meta["params"], out_shapes)["grad_input"]
     ours, mmcv = harness.compare(actual, golden, expected.dtype), harness.compare(expected, golden, expected.dtype)
@@ -113,7 +113,7 @@ def test_border_align_backward_metrics_within_10_percent_of_mmcv(case_id):
         assert _within_tolerance(ours, mmcv), f"case {case_id}: {metric} {ours:.4g}, mmcv's {mmcv:.4g}"
 
 
-def test_border_align_thread_by_thread_order_breaks_the_rule(monkeypatch):
+def test_border_align_thread_by_thread_order_breaks_the_rule():
     """The atomicAdd order matters in float16: each thread's four adds in turn (instead of a
     block's w1 adds first) strays more than 10 % on some case, so the test above can fail."""
 
@@ -121,9 +121,40 @@ def test_border_align_thread_by_thread_order_breaks_the_rule(monkeypatch):
         thread, corner, border = np.ogrid[:threads, :4, :4]
         return ((corner * threads + thread) * 4 + border).ravel()
 
-    monkeypatch.setattr(border_align, "_atomic_order", thread_by_thread)
     assert not all(_within_tolerance(*pair) for p in _case_ids("border_align_backward")
-                   for pair in _metric_ratios(p.values[0]).values())
+                   for pair in _metric_ratios(p.values[0], thread_by_thread).values())
+
+
+def _border_align_cases():
+    """border_align_backward's conformance inputs, and its boundary and random cases of both dtypes."""
+    from gen.core.registry import spec_for
+    from gen.generate import Generator, plan_suite
+    for p in _case_ids("border_align_backward"):
+        meta, inputs, outputs = _case("border_align_backward", p.values[0])
+        yield inputs, meta["params"], {"grad_input": outputs["grad_input"].shape}
+    spec = spec_for("border_align_backward")
+    generator = Generator(spec)
+    for plan in plan_suite(spec, "boundary") + plan_suite(spec, "random", 12, seed=2):
+        case = generator._with_inputs(plan)
+        if case.expect == "ok":
+            yield ({n: t.data for n, t in case.inputs.items() if not t.absent}, dict(case.params),
+                   {n: tuple(t.shape) for n, t in case.outputs.items()})
+
+
+def test_border_align_atomic_adds_built_in_order_are_the_permuted_ones():
+    """The default emulation lays its atomicAdds out in _atomic_order's order directly, each point
+    computed once per argmax value: the same bits as every thread's point computed and the adds
+    permuted by _atomic_order's indices; and an argmax outside [0, pool_size] takes that way."""
+    compared = 0
+    for inputs, params, out_shapes in _border_align_cases():
+        fast = border_align_backward(inputs, params, out_shapes)["grad_input"]
+        permuted = border_align_backward(inputs, params, out_shapes, atomic_order=border_align._atomic_order)
+        assert raw_bits(fast).tobytes() == raw_bits(permuted["grad_input"]).tobytes()
+        compared += 1
+    assert compared > 20
+    inputs, params, out_shapes = next(_border_align_cases())
+    wild = {**inputs, "argmax_idx": np.full_like(inputs["argmax_idx"], int(params["pool_size"]) + 3)}
+    assert border_align_backward(wild, params, out_shapes)["grad_input"].shape == tuple(out_shapes["grad_input"])
 
 
 def test_border_align_backward_needs_the_map_size():

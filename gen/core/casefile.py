@@ -28,6 +28,7 @@ from typing import Iterator
 import numpy as np
 from google.protobuf.message import DecodeError
 
+from gen.core.overlap import Background
 from gen.core.proto import opcase_pb2 as pb
 
 FORMAT_VERSION = 1
@@ -242,14 +243,55 @@ def _blocks(raw: memoryview) -> Iterator[memoryview]:
         yield raw[start:start + _HASH_BLOCK]
 
 
+def _hashing(raw: memoryview) -> Background:
+    """The sha256 of ``raw``, computed on a thread of its own (hashlib releases the GIL), so that
+    writing the same bytes goes on beside it."""
+    def digest() -> bytes:
+        hashed = hashlib.sha256()
+        for block in _blocks(raw):
+            hashed.update(block)
+        return hashed.digest()
+    return Background(digest)
+
+
 def write_sidecar(path: Path, array: np.ndarray) -> pb.Sidecar:
-    """Write ``array``'s bytes to ``path`` atomically; return the record the case keeps."""
+    """Write ``array``'s bytes to ``path`` atomically; return the record the case keeps.  The
+    bytes are hashed while they are written."""
     raw = memoryview(le_bytes_view(array)).cast("B")
-    digest = hashlib.sha256()
-    for block in _blocks(raw):
-        digest.update(block)
-    atomic_write(path, _blocks(raw))
-    return pb.Sidecar(path=path.name, length=len(raw), sha256=digest.digest())
+    digest = _hashing(raw)
+    try:
+        atomic_write(path, _blocks(raw))
+    finally:
+        digest.wait()
+    return pb.Sidecar(path=path.name, length=len(raw), sha256=digest.result())
+
+
+class PrewrittenSidecar:
+    """A tensor's bytes written to a temporary file beside ``case_path`` and hashed, both on
+    threads of their own, while the caller goes on (with the golden); ``finish()`` waits and
+    returns what ``Tensor.prewritten`` takes, ``discard()`` waits and removes the file.  The
+    array must not change until then."""
+
+    def __init__(self, case_path: Path, array: np.ndarray):
+        self._raw = memoryview(le_bytes_view(array)).cast("B")
+        case_path.parent.mkdir(parents=True, exist_ok=True)
+        fd, self.path = temporary_beside(case_path)
+        self._digest = _hashing(self._raw)
+        self._written = Background(lambda: self._write(fd))
+
+    def _write(self, fd: int) -> None:
+        with os.fdopen(fd, "wb") as f:
+            for block in _blocks(self._raw):
+                f.write(block)
+
+    def finish(self) -> tuple:
+        self._written.result()
+        return self.path, pb.Sidecar(length=len(self._raw), sha256=self._digest.result())
+
+    def discard(self) -> None:
+        self._written.wait()
+        self._digest.wait()
+        Path(self.path).unlink(missing_ok=True)
 
 
 class SidecarWriter:
@@ -257,9 +299,10 @@ class SidecarWriter:
     hashing as it goes; ``finish()`` returns what ``Tensor.prewritten`` takes.  Gaps between
     pieces, and the tail, are zeros.
 
-    The file write and the sha256 of each piece run on a thread of the writer's own, in order,
-    while the caller computes the next piece (file writes and hashlib release the GIL); at most
-    _PIECES_IN_FLIGHT pieces wait for it.  An error there is raised by the next write() or finish()."""
+    The file write and the sha256 of each piece run on two threads of the writer's own, each in
+    order, while the caller computes the next piece (file writes and hashlib release the GIL); at
+    most _PIECES_IN_FLIGHT pieces wait for each.  An error there is raised by the next write() or
+    finish()."""
 
     _PIECES_IN_FLIGHT = 2
 
@@ -272,29 +315,35 @@ class SidecarWriter:
         case_path.parent.mkdir(parents=True, exist_ok=True)
         fd, self.path = temporary_beside(case_path)
         self._file = os.fdopen(fd, "wb")
-        self._pending: queue.Queue = queue.Queue(maxsize=self._PIECES_IN_FLIGHT)
         self._failure: BaseException | None = None
-        self._thread = threading.Thread(target=self._drain, name="sidecar-writer", daemon=True)
-        self._thread.start()
+        self._queues = [queue.Queue(maxsize=self._PIECES_IN_FLIGHT) for _ in range(2)]
+        self._threads = [threading.Thread(target=self._drain, args=(q, step), name="sidecar-writer", daemon=True)
+                         for q, step in zip(self._queues, (self._write_piece, self._digest.update))]
+        for thread in self._threads:
+            thread.start()
 
-    def _drain(self) -> None:
-        while (raw := self._pending.get()) is not None:
+    def _write_piece(self, raw: bytes) -> None:
+        self._file.write(raw)
+
+    def _drain(self, pending: queue.Queue, step) -> None:
+        while (raw := pending.get()) is not None:
             if self._failure is None:
                 try:
-                    self._file.write(raw)
-                    self._digest.update(raw)
+                    step(raw)
                 except BaseException as exc:  # noqa: BLE001 - handed to the caller's next write or finish
                     self._failure = exc
 
     def _put(self, raw: bytes) -> None:
         if self._failure is not None:
             raise self._failure
-        self._pending.put(raw)
+        for pending in self._queues:
+            pending.put(raw)
 
     def _stop(self) -> None:
-        if self._thread.is_alive():
-            self._pending.put(None)
-            self._thread.join()
+        for pending, thread in zip(self._queues, self._threads):
+            if thread.is_alive():
+                pending.put(None)
+                thread.join()
 
     def write(self, flat_start: int, piece: np.ndarray) -> None:
         if flat_start < self.written or flat_start + piece.size > self.total:
@@ -351,22 +400,40 @@ class SpillFile:
             raise
         os.close(fd)
         self.array = np.memmap(self.path, dtype=self.dtype, mode="r+", shape=self.shape)
+        self._digest: Background | None = None
 
     def seal(self) -> tuple[np.ndarray, tuple]:
+        readonly = self.seal_later()
+        return readonly, self.finish()
+
+    def seal_later(self) -> np.ndarray:
+        """The read-only mapping now; the file is hashed on a thread of its own meanwhile, and
+        ``finish()`` waits for it and returns what ``Tensor.prewritten`` takes."""
         self.array.flush()
         drop_pages(self.array)
         self.array = None
         readonly = np.memmap(self.path, dtype=self.dtype, mode="r", shape=self.shape)
+        # A mapping of its own: its pages are let go as they are hashed, not the caller's.
+        hashed_map = np.memmap(self.path, dtype=self.dtype, mode="r", shape=self.shape)
+        self._digest = Background(lambda: self._hash(hashed_map))
+        return readonly
+
+    def _hash(self, mapped: np.memmap) -> bytes:
         digest = hashlib.sha256()
         hashed = 0
-        for block in _blocks(memoryview(readonly.reshape(-1).view(np.uint8))):
+        for block in _blocks(memoryview(mapped.reshape(-1).view(np.uint8))):
             digest.update(block)
-            drop_pages(readonly, (hashed + len(block)) // self.dtype.itemsize, hashed // self.dtype.itemsize)
+            drop_pages(mapped, (hashed + len(block)) // self.dtype.itemsize, hashed // self.dtype.itemsize)
             hashed += len(block)
-        return readonly, (self.path, pb.Sidecar(length=self.length, sha256=digest.digest()))
+        return digest.digest()
+
+    def finish(self) -> tuple:
+        return self.path, pb.Sidecar(length=self.length, sha256=self._digest.result())
 
     def discard(self) -> None:
         self.array = None
+        if self._digest is not None:
+            self._digest.wait()
         Path(self.path).unlink(missing_ok=True)
 
 

@@ -42,36 +42,74 @@ def border_align_backward(inputs: dict, params: dict, out_shapes: dict | None = 
     if grad_input.size == 0 or grad_output.size == 0:
         return {"grad_input": grad_input}
 
+    if atomic_order is not None or np.any((argmax_idx < 0) | (argmax_idx > pool_size)):
+        return _in_order(grad_output, boxes, argmax_idx, pool_size, (N, H, W, C4), atomic_order or _atomic_order)
+
+    # A thread's point depends on its channel only through argmax_idx, one of P+1 values: every
+    # (n, k, border) point of each value is computed once, [N, K, 4, P+1], and each thread takes
+    # its own (elementwise arithmetic: the same bits as computed thread by thread).
+    start_x, start_y, step_x, step_y = (a[..., None] for a in _border_lines(boxes.astype(dtype, copy=False), pool_size))
+    values = as_t(np.arange(pool_size + 1), dtype)
+    x, y = mul_add(step_x, values, start_x), mul_add(step_y, values, start_y)       # [N, K, 4, V]
+    rows, cols, weights, inside = bilinear_corners(y, x, H, W)                      # [4 corners, N, K, 4, V]
+    pixel = (np.arange(N)[:, None, None, None] * H + rows) * W + cols
+
+    # The atomicAdds in _atomic_order's order, built in that layout [block, corner, border, lane]
+    # (thread = block * 128 + lane = (n*C + c)*K + k); the lanes past the last thread dropped.
+    threads = N * C * K
+    blocks = -(-threads // _BLOCK_X)
+
+    def by_block(per_thread):
+        """[N, C, K, 4 borders] (broadcast) -> [block, border, lane], the missing lanes' copies of thread 0."""
+        flat = np.broadcast_to(per_thread, (N, C, K, BORDERS)).reshape(threads, BORDERS)
+        padded = np.concatenate([flat, np.broadcast_to(flat[:1], (blocks * _BLOCK_X - threads, BORDERS))])
+        return np.ascontiguousarray(padded.reshape(blocks, _BLOCK_X, BORDERS).transpose(0, 2, 1))
+    line = (np.arange(N)[:, None, None, None] * K + np.arange(K)[None, None, :, None]) * BORDERS + np.arange(BORDERS)
+    point = by_block(line * (pool_size + 1) + argmax_idx.transpose(0, 3, 1, 2))      # into [N, K, 4, V]
+    real = (np.arange(blocks * _BLOCK_X) < threads).reshape(blocks, 1, _BLOCK_X)
+    keep = np.broadcast_to((real & inside.reshape(-1)[point])[:, None], (blocks, 4, BORDERS, _BLOCK_X))
+    channel = by_block(np.arange(BORDERS) * C + np.arange(C)[None, :, None, None])
+    targets = pixel.reshape(4, -1)[:, point].transpose(1, 0, 2, 3) * C4 + channel[:, None]
+    contributions = by_block(grad_output.transpose(0, 3, 1, 2))[:, None] * \
+        weights.reshape(4, -1)[:, point].transpose(1, 0, 2, 3)
+    # np.add.at adds element by element in the given order, each sum rounded to T: atomicAdd's arithmetic.
+    np.add.at(grad_input.reshape(-1), targets[keep], contributions[keep])
+    return {"grad_input": ScalarT(dtype).result(grad_input)}
+
+
+def _in_order(grad_output, boxes, argmax_idx, pool_size: int, shape, atomic_order) -> dict:
+    """border_align_backward with its atomicAdds in the order ``atomic_order(threads)`` gives
+    (flat indices into [4 corners, threads, 4 borders]), every thread's point computed."""
+    N, H, W, C4 = shape
+    dtype = grad_output.dtype.type
+    K, C = boxes.shape[1], C4 // BORDERS
+    grad_input = np.zeros(shape, dtype=dtype)
     # Thread layout [N, C, K, 4]: mmcv's grad_output and argmax_idx (NCHW-like) order.
-    x, y = _argmax_points(boxes.astype(dtype, copy=False), argmax_idx.transpose(0, 3, 1, 2), pool_size)
+    start_x, start_y, step_x, step_y = (a[:, None] for a in _border_lines(boxes.astype(dtype, copy=False), pool_size))
+    index = as_t(argmax_idx.transpose(0, 3, 1, 2), dtype)
+    x, y = mul_add(step_x, index, start_x), mul_add(step_y, index, start_y)
     rows, cols, weights, inside = bilinear_corners(y, x, H, W)                  # [4 corners, N, C, K, 4]
     contributions = grad_output.transpose(0, 3, 1, 2)[None] * weights
     n = np.arange(N)[:, None, None, None]
     channel = np.arange(BORDERS)[None, None, None, :] * C + np.arange(C)[None, :, None, None]
     targets = ((n * H + rows) * W + cols) * C4 + channel
-
     # Every atomicAdd in its turn, those of outside points left out.
-    order = (atomic_order or _atomic_order)(N * C * K)
+    order = atomic_order(N * C * K)
     order = order[np.broadcast_to(inside, targets.shape).reshape(-1)[order]]
-    # np.add.at adds element by element in the given order, each sum rounded to T: atomicAdd's arithmetic.
     np.add.at(grad_input.reshape(-1), targets.reshape(-1)[order], contributions.reshape(-1)[order])
     return {"grad_input": ScalarT(dtype).result(grad_input)}
 
 
-def _argmax_points(boxes, argmax_idx, pool_size: int):
-    """x, y [N, C, K, 4] in T: ``x = box start; x += x_stride * (T)argmax_idx`` per border."""
+def _border_lines(boxes, pool_size: int):
+    """Start and step of each border's points in T: ``x = box start; x += x_stride * (T)argmax``
+    (strides box_width / pool_size: T / int, the int converted to T); four [..., 4 borders] arrays."""
     dtype = boxes.dtype.type
-    x1, y1, x2, y2 = (boxes[..., i] for i in range(4))                          # [N, K]
-    # box_width / pool_size: T / int, the int converted to T.
+    x1, y1, x2, y2 = (boxes[..., i] for i in range(4))
     stride_w = (x2 - x1) / as_t(pool_size, dtype)
     stride_h = (y2 - y1) / as_t(pool_size, dtype)
     zero = np.zeros_like(stride_w)
-    start_x = np.stack([x1, x1, x2, x2], axis=-1)[:, None]                      # [N, 1, K, 4]
-    start_y = np.stack([y1, y1, y2, y2], axis=-1)[:, None]
-    step_x = np.stack([stride_w, zero, -stride_w, zero], axis=-1)[:, None]
-    step_y = np.stack([zero, stride_h, zero, -stride_h], axis=-1)[:, None]
-    index = as_t(argmax_idx, dtype)
-    return mul_add(step_x, index, start_x), mul_add(step_y, index, start_y)
+    return (np.stack([x1, x1, x2, x2], axis=-1), np.stack([y1, y1, y2, y2], axis=-1),
+            np.stack([stride_w, zero, -stride_w, zero], axis=-1), np.stack([zero, stride_h, zero, -stride_h], axis=-1))
 
 
 def _atomic_order(threads: int) -> np.ndarray:

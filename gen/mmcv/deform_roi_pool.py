@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gen.core.overlap import ordered_map
 from gen.mmcv.half import F32, ScalarT, round_to_half
 from gen.sampled import Units
 
@@ -105,9 +106,13 @@ def deform_roi_pool_forward(inputs: dict, params: dict, out_shapes: dict | None 
         # mmcv would read outside its input: nothing to emulate.
         raise ValueError(f"deform_roi_pool_forward: rois[:, 0] holds batch indices outside [0, {N})")
     chunk = max(1, _CHUNK_ELEMENTS // (PH * PW * C))
-    for first in range(0, R, chunk):
+
+    def pooled(first):
         part = slice(first, first + chunk)
-        output[part] = _pool(features, rois[part], batch[part], None if offset is None else offset[part], params)
+        return part, _pool(features, rois[part], batch[part], None if offset is None else offset[part], params)
+    # Each roi is one thread's bins, alone: chunks of rois computed on two threads are the same values.
+    for part, values in ordered_map(pooled, range(0, R, chunk)):
+        output[part] = values
     return {"output": ScalarT(dtype).result(output)}
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from gen.mmcv.deform_roi_pool import as_t, bilinear_corners, mul_add, rounded, to_int
+from gen.core.overlap import ordered_map
 from gen.mmcv.half import F32, ScalarT
 
 _BLOCK = 512                        # THREADS_PER_BLOCK of mmcv's pytorch_cuda_helper.hpp
@@ -53,10 +54,18 @@ def deform_roi_pool_backward(inputs: dict, params: dict, out_shapes: dict | None
         blocks = -(-threads // _BLOCK)
         steps = max(1, int(geometry.grid_h.max(initial=0)) * int(geometry.grid_w.max(initial=0)))
         chunk = max(1, _CHUNK_ELEMENTS // (steps * 4 * _BLOCK))
-        for first in range(0, blocks, chunk):
+
+        def adds(first):
             thread = np.arange(first * _BLOCK, min(threads, (first + chunk) * _BLOCK))
-            _block_chunk(T, thread, grad_output, features, batch, geometry, offset is not None,
-                         grad_input, grad_offset, thread_by_thread)
+            return _block_chunk(T, thread, grad_output, features, batch, geometry, offset is not None,
+                                thread_by_thread)
+        # Chunks are computed apart (two at a time, on threads) and their atomicAdds applied in
+        # turn, chunk after chunk: the order of the adds, and so every sum, as in one thread.
+        for input_adds, offset_adds in ordered_map(adds, range(0, blocks, chunk)):
+            np.add.at(grad_input, *input_adds)
+            if offset_adds is not None:
+                with np.errstate(over="ignore", invalid="ignore"):   # inf + -inf is NaN in mmcv's half sums too
+                    np.add.at(grad_offset, *offset_adds)
     return {"grad_input": T.result(grad_input.reshape(N, H, W, C)),
             "grad_offset": T.result(grad_offset.reshape(R, 2, PH, PW))}
 
@@ -92,9 +101,10 @@ class _Geometry:
 
 
 def _block_chunk(T: ScalarT, thread, grad_output, features, batch, geo: _Geometry, with_offset: bool,
-                 grad_input, grad_offset, thread_by_thread: bool = False) -> None:
-    """The atomicAdds of the threads ``thread`` (whole blocks, ascending), applied in the fixed order
-    (or, ``thread_by_thread``, block by block, each thread's adds in turn, lane after lane)."""
+                 thread_by_thread: bool = False) -> tuple:
+    """The atomicAdds of the threads ``thread`` (whole blocks, ascending) in the fixed order (or,
+    ``thread_by_thread``, block by block, each thread's adds in turn, lane after lane): (targets,
+    values) into grad_input, and into grad_offset (None without an offset), for np.add.at."""
     dtype = features.dtype.type
     _, PH, PW, C = grad_output.shape
     _, H, W, _ = features.shape
@@ -146,17 +156,17 @@ def _block_chunk(T: ScalarT, thread, grad_output, features, batch, geo: _Geometr
         input_target, input_value, input_used = (a.transpose(0, 3, 1, 2)
                                                  for a in (input_target, input_value, input_used))
     order = input_used.reshape(-1)
-    np.add.at(grad_input, input_target.reshape(-1)[order], input_value.reshape(-1)[order])
-    if with_offset:
-        target = np.zeros((2,) + slots, dtype=np.int64)
-        bin_index = (n * 2 * PH + ph) * PW + pw
-        for channel in range(2):
-            target[channel, block, :, lane] = (bin_index + channel * PH * PW)[:, None]
-        if thread_by_thread:   # [2, block, step, lane] -> [2, block, lane, step]
-            target, offset_value, offset_used = (a.transpose(0, 1, 3, 2) for a in (target, offset_value, offset_used))
-        order = offset_used.reshape(-1)
-        with np.errstate(over="ignore", invalid="ignore"):       # inf + -inf is NaN in mmcv's half sums too
-            np.add.at(grad_offset, target.reshape(-1)[order], offset_value.reshape(-1)[order])
+    input_adds = (input_target.reshape(-1)[order], input_value.reshape(-1)[order])
+    if not with_offset:
+        return input_adds, None
+    target = np.zeros((2,) + slots, dtype=np.int64)
+    bin_index = (n * 2 * PH + ph) * PW + pw
+    for channel in range(2):
+        target[channel, block, :, lane] = (bin_index + channel * PH * PW)[:, None]
+    if thread_by_thread:   # [2, block, step, lane] -> [2, block, lane, step]
+        target, offset_value, offset_used = (a.transpose(0, 1, 3, 2) for a in (target, offset_value, offset_used))
+    order = offset_used.reshape(-1)
+    return input_adds, (target.reshape(-1)[order], offset_value.reshape(-1)[order])
 
 
 def _four_terms(T: ScalarT, pixel, factors, corners) -> np.ndarray:
