@@ -108,9 +108,12 @@ def test_no_line_says_a_value_is_within_a_bound_it_is_over(tmp_path):
     that judges diff4 and the imported mlu-ops cases (where the docs' diff4 stands beside the file's)."""
     out, _ = _import(tmp_path, CONFORMANCE / "mlu-ops")
     text = ""
-    for path in (REPO / "cases", out):
+    for path, passes in ((REPO / "cases", True), (out, False)):
         result = CliRunner().invoke(main, ["run", str(path), "--backend", "lowp"])
-        assert result.exit_code == 0, result.output[-3000:]
+        # An mlu-ops file may demand bit-exactness of an output (three_nn_forward's DIFF3 = 0 on dist2,
+        # set against mlu-ops' float32 CPU baseline): lowp's float32 order fails it there, by the file's
+        # rule, and its line must say so with '>'.
+        assert result.exit_code in ((0,) if passes else (0, 1)), result.output[-3000:]
         text += result.output
     shown = re.findall(r"\.(diff\w+)=([-\d.e+]+|nan|inf)<=([-\d.e+]+|nan|inf)", text)
     over = [(m, a, b) for m, a, b in shown if not float(a) <= float(b)]
