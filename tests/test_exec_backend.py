@@ -76,7 +76,8 @@ def test_cpp_example_passes_the_suites_of_its_kernels(example_binary, suites, tm
     assert len(mine) == len(find(dirs)) and len(results) == len(mine) + len(find([other]))
     assert {r["status"] for r in mine} <= {"passed", "mistrusted"}, output[-3000:]
     assert sum(r["status"] == "passed" for r in mine) >= len(mine) - 4
-    assert {r["suite"] for r in mine if r["status"] == "passed"} == {"random", "boundary", "invalid"}
+    # Every suite it ran has cases it passed (the generated suites: tests/conftest.py's `suites`).
+    assert {r["suite"] for r in mine if r["status"] == "passed"} == {r["suite"] for r in mine} >= {"random", "invalid"}
     carafe = [r for r in results if r["op"] == "carafe_forward"]
     assert carafe and all(r["status"] == "skipped" for r in carafe), [(r["name"], r["status"], r["message"]) for r in carafe if r["status"] != "skipped"]
 
