@@ -275,7 +275,7 @@ def _summary_table(results: list[CaseResult]) -> str:
         mark = "" if ratio is None else ("bad" if ratio > 1 else "ok")
         shown_ratio = _num(ratio) if wrong is None else f"{wrong[0]} of {wrong[1]} elements wrong"
         rows.append(f'<tr><td class=l>{_e(group)}</td>{cells}<td class="{mark}">{_e(shown_ratio)}</td>'
-                    f'<td class=l>{_e(metric)} {_e(key)}</td></tr>')
+                    f'<td class=l>{_e(metric)} {_e(key.split("/", 2)[-1])}</td></tr>')   # the row names op/suite
     return "".join(rows) + "</table>"
 
 

@@ -104,7 +104,7 @@ def test_counts_and_headroom_per_kernel_and_suite(tmp_path, backend, status):
         assert case["status"] == status and (ratio <= 1) == (status == "passed")
         count = "<td>1</td>" if status == "passed" else '<td class="bad">1</td>'
         row = (f'<tr><td class=l>{case["op"]}/{case["suite"]}</td>{count}'
-               f'<td class="{"ok" if ratio <= 1 else "bad"}">{ratio:.3g}</td><td class=l>{metric} {case["op"]}/')
+               f'<td class="{"ok" if ratio <= 1 else "bad"}">{ratio:.3g}</td><td class=l>{metric} {case["name"]}</td>')
         assert row in html.read_text(), row
 
 
