@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from gen.mmcv.half import F32, canonical_nan, fma32
-from gen.ops.ms_deform_attn_forward import level_geometry, readable
+from gen.ops.ms_deform_attn_forward import by_rows, level_geometry, readable
 from gen.sampled import Units
 
 # Rows (n, q, m) per chunk, so that the [rows, C] carriers stay near this many elements.
@@ -36,16 +36,11 @@ def ms_deform_attn_forward(inputs: dict, params: dict, out_shapes: dict | None =
     value = inputs["data_value"]
     if value.dtype != np.dtype(F32):
         raise ValueError(f"ms_deform_attn_forward: the doc's kernel computes in float only, not {value.dtype}")
-    loc, attn = inputs["data_sampling_loc"], inputs["data_attn_weight"]
-    N, K, M, C = value.shape
-    _, Q, _, L, P, _ = loc.shape
-    shapes, starts = level_geometry(inputs)
-    out = np.zeros((N, Q, M, C), dtype=F32)
-    if out.size == 0 or L == 0 or P == 0:
+    value, shapes, starts, loc, attn, out, col = by_rows(inputs, F32)
+    if value is None:
         return {"data_col": out}
-    value = readable(value)
+    N, Q, M, C = out.shape
     rows = N * Q * M
-    loc, attn, col = loc.reshape(rows, L, P, 2), attn.reshape(rows, L, P), out.reshape(rows, C)
     image, head = np.repeat(np.arange(N), Q * M), np.tile(np.arange(M), N * Q)
     chunk = max(1, _CHUNK_ELEMENTS // max(C, 1))
     for first in range(0, rows, chunk):

@@ -71,23 +71,31 @@ def readable(value: np.ndarray) -> np.ndarray:
     return value if value.shape[1] else np.zeros(value.shape[:1] + (1,) + value.shape[2:], value.dtype)
 
 
-def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
-    compute_dtype = np.dtype(compute_dtype).type
+def by_rows(inputs, out_dtype) -> tuple:
+    """The call laid out by rows r = (n, q, m), data_col's order, each reading image n and head m:
+    (value made readable, shapes, starts, loc [rows, L, P, 2], attn [rows, L, P], out [N, Q, M, C] of
+    zeros, col: out's [rows, C] view).  value and col are None where nothing is summed (an empty
+    output, no level or no point): out stays zeros."""
     value = inputs["data_value"]
     loc, attn = inputs["data_sampling_loc"], inputs["data_attn_weight"]
-    N, K, M, C = value.shape
+    N, _, M, C = value.shape
     _, Q, _, L, P, _ = loc.shape
     shapes, starts = level_geometry(inputs)
-    out = np.zeros((N, Q, M, C), dtype=compute_dtype)
+    out = np.zeros((N, Q, M, C), dtype=out_dtype)
     if out.size == 0 or L == 0 or P == 0:
-        return {"data_col": out}
-    check_sample_points("ms_deform_attn_forward", float(N) * Q * M * L * P)
-    value = readable(value)
-    # Rows r = (n, q, m) in data_col's order; each reads image n, head m.
+        return None, shapes, starts, loc, attn, out, None
     rows = N * Q * M
-    loc = loc.reshape(rows, L, P, 2)
-    attn = attn.reshape(rows, L, P)
-    col = out.reshape(rows, C)
+    return readable(value), shapes, starts, loc.reshape(rows, L, P, 2), attn.reshape(rows, L, P), out, out.reshape(rows, C)
+
+
+def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
+    compute_dtype = np.dtype(compute_dtype).type
+    value, shapes, starts, loc, attn, out, col = by_rows(inputs, compute_dtype)
+    if value is None:
+        return {"data_col": out}
+    N, Q, M, C = out.shape
+    rows, L, P = attn.shape
+    check_sample_points("ms_deform_attn_forward", float(rows) * L * P)
     # Row r reads data_value's rows (n * K' + key) * M + m of its [N * K' * M, C] view.
     keys = value.shape[1]
     table = value.reshape(-1, C)
