@@ -1,8 +1,9 @@
 """Compiled golden loops (gen/native.py) give the numpy path's bits, and their absence changes nothing.
 
-carafe's forward golden runs in C when a C compiler is there (gen/ops/carafe_kernel.c); OPCASE_NO_CC=1
+carafe's forward and backward goldens run in C when a C compiler is there (gen/ops/carafe_kernel.c,
+gen/ops/carafe_backward_kernel.c), reading float16/float32 inputs widened by gen/widen.c; OPCASE_NO_CC=1
 forces numpy.  Both must give the same bits on every input (special values, float16/32/64, any shape),
-and the committed carafe cases must come out byte for byte with the C loop on.
+and the committed carafe cases must come out byte for byte with the C loops on.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 
 import needs
 from conftest import REPO
-from gen import native
+from gen import native, widen
 from gen.ops import carafe
 
 SPECIALS = [np.nan, np.inf, -np.inf, -0.0, 0.0, 5e-324, -2.2250738585072014e-308, 1e300, -1e-300]
@@ -60,24 +61,110 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a.view(np.uint64), b.view(np.uint64))
 
 
+def _same_pieces(pieces: list, other: list) -> bool:
+    """Whether two lists of an output's pieces hold the same bits in order (the two paths may cut them apart
+    at other rows)."""
+    return _same_bits(*(np.concatenate([p.reshape(-1) for p in ps]) for ps in (pieces, other)))
+
+
+def _random_carafe(rng, trial: int, inputs: tuple[str, ...]):
+    """A random carafe call: shapes off the vector widths, every kernel size parity allows, scale factors 1..4,
+    groups; magnitudes 2^-40..2^40 so that any other order of additions shows; the three float types with NaN,
+    inf, -0, subnormals sprinkled in (none, a few, many)."""
+    k, s, G = int(rng.choice([1, 3, 5, 7])), int(rng.integers(1, 5)), int(rng.integers(1, 4))
+    Cg = int(rng.choice([2, 3, 7, 8, 9, 15, 16, 17, 32, 33, 64, 65, 100]))
+    N, H, W = int(rng.integers(1, 3)), int(rng.integers(1, 9)), int(rng.integers(1, 9))
+    dtype = [np.float16, np.float32, np.float64][trial % 3]
+    specials = [0, 0, 2, 50][trial % 4]
+    shapes = {"input": (N, H, W, G * Cg), "mask": (N, H * s, W * s, G * k * k), "grad_output": (N, H * s, W * s, G * Cg)}
+    return ({name: _draw(rng, shapes[name], dtype, specials) for name in inputs},
+            {"kernel_size": k, "group_size": G, "scale_factor": s})
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_carafe_forward_compiled_is_numpy_bit_for_bit(compiled, monkeypatch, seed):
-    """Random shapes (channel counts off the vector widths, every kernel size parity allows, scale factors
-    1..4, groups), magnitudes 2^-40..2^40 so that any other order of additions shows, and inputs in the
-    three float types with NaN, inf, -0, subnormals sprinkled in (none, a few, many)."""
+    """Random calls (_random_carafe): the output whole and every piece."""
     rng = np.random.default_rng(seed)
     for trial in range(40):
-        k, s, G = int(rng.choice([1, 3, 5, 7])), int(rng.integers(1, 5)), int(rng.integers(1, 4))
-        Cg = int(rng.choice([2, 3, 7, 8, 9, 15, 16, 17, 33, 64, 65, 100]))
-        N, H, W = int(rng.integers(1, 3)), int(rng.integers(1, 9)), int(rng.integers(1, 9))
-        dtype = [np.float16, np.float32, np.float64][trial % 3]
-        specials = [0, 0, 2, 50][trial % 4]
-        inputs = {"input": _draw(rng, (N, H, W, G * Cg), dtype, specials),
-                  "mask": _draw(rng, (N, H * s, W * s, G * k * k), dtype, specials)}
-        params = {"kernel_size": k, "group_size": G, "scale_factor": s}
+        inputs, params = _random_carafe(rng, trial, ("input", "mask"))
         reference, fast, blocks, fast_blocks = _both_paths(monkeypatch, inputs, params)
-        assert _same_bits(reference, fast), (params, N, H, W, Cg, dtype, specials)
-        assert len(blocks) == len(fast_blocks) and all(map(_same_bits, blocks, fast_blocks)), params
+        assert _same_bits(reference, fast), (params, {n: (a.shape, a.dtype) for n, a in inputs.items()})
+        assert _same_pieces(blocks, fast_blocks), params
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_carafe_backward_compiled_is_numpy_bit_for_bit(compiled, monkeypatch, seed):
+    """grad_mask (numpy's two-lane sums over the channels, blocks of 8 taken pairs 3..0) and grad_input
+    (entries v, b, u, a), both outputs whole and in pieces, on random calls as the forward's test draws them."""
+    rng = np.random.default_rng(100 + seed)
+    for trial in range(30):
+        inputs, params = _random_carafe(rng, trial, ("input", "mask", "grad_output"))
+        monkeypatch.setenv("OPCASE_NO_CC", "1")
+        reference = carafe.backward(inputs, params)
+        blocks = [(name, b.copy()) for name, _, b in carafe.backward_blocks(inputs, params)]
+        monkeypatch.delenv("OPCASE_NO_CC")
+        fast = carafe.backward(inputs, params)
+        fast_blocks = list((name, b) for name, _, b in carafe.backward_blocks(inputs, params))
+        for name in reference:
+            assert _same_bits(reference[name], fast[name]), (name, params, {n: a.shape for n, a in inputs.items()})
+        for name in reference:
+            assert _same_pieces([b for n, b in blocks if n == name], [b for n, b in fast_blocks if n == name])
+
+
+def test_carafe_backward_runs_compiled_where_it_fits(compiled, monkeypatch):
+    """With a compiler, a float64 backward with 2+ channels per group and no NaN never touches numpy's einsum
+    (the channel blocks of 32 and the odd ones both); one channel per group and float32 do."""
+    rng = np.random.default_rng(7)
+    params = {"kernel_size": 5, "group_size": 2, "scale_factor": 2}
+    einsum = np.einsum
+    calls = []
+    monkeypatch.setattr(np, "einsum", lambda *a, **kw: calls.append(1) or einsum(*a, **kw))
+
+    def run(C, **kw):
+        carafe.backward({"input": rng.standard_normal((1, 6, 7, C)), "mask": rng.random((1, 12, 14, 50)),
+                         "grad_output": rng.standard_normal((1, 12, 14, C))}, params, **kw)
+    run(2 * 64)
+    run(2 * 9)
+    assert not calls
+    run(2)
+    assert calls
+    calls.clear()
+    run(18, compute_dtype=np.float32)
+    assert calls
+
+
+def test_carafe_backward_nan_rows_come_from_numpy(compiled, monkeypatch):
+    """As for the forward: which NaN a sum keeps depends on operand order, so pieces with a NaN are numpy's."""
+    rng = np.random.default_rng(8)
+    inputs = {"input": rng.standard_normal((1, 5, 5, 16)), "mask": rng.random((1, 10, 10, 9)),
+              "grad_output": rng.standard_normal((1, 10, 10, 16))}
+    inputs["input"][0, 2, 2, 3] = np.inf
+    inputs["grad_output"][0, 4, 4, 3] = 0.0            # inf * 0 in grad_mask
+    inputs["grad_output"][0, 6, 6, 5] = -np.nan
+    inputs["mask"][0, 3, 3, 4] = np.inf
+    params = {"kernel_size": 3, "group_size": 1, "scale_factor": 2}
+    monkeypatch.setenv("OPCASE_NO_CC", "1")
+    reference = carafe.backward(inputs, params)
+    monkeypatch.delenv("OPCASE_NO_CC")
+    fast = carafe.backward(inputs, params)
+    for name in reference:
+        assert np.isnan(fast[name]).any() and _same_bits(reference[name], fast[name]), name
+
+
+def test_widen_gives_numpys_bits(compiled):
+    """Every float16 bit pattern (signalling NaNs included: F16C would quiet them, numpy keeps them) and
+    float32 ones with subnormals, NaNs and infinities: gen/widen.c's float64 are numpy's, plain and blocked."""
+    halves = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    rng = np.random.default_rng(9)
+    floats = rng.integers(0, 1 << 32, 1 << 16, dtype=np.uint64).astype(np.uint32)
+    floats[:512] = np.arange(512, dtype=np.uint32) | np.uint32(0x7f800000)
+    floats[512:1024] = np.arange(512, dtype=np.uint32)
+    for source in (halves, floats.view(np.float32)):
+        with np.errstate(invalid="ignore"):
+            expected = source.astype(np.float64)
+        assert _same_bits(widen.to_float64(source, np.empty(source.shape)), expected), source.dtype
+        blocked, _ = widen.to_float64_blocked(source.reshape(8, 128, 64), 32)
+        assert _same_bits(np.ascontiguousarray(blocked.transpose(1, 2, 0, 3)).reshape(-1), expected)
 
 
 def test_carafe_forward_runs_compiled_where_it_fits(compiled, monkeypatch):
@@ -175,3 +262,4 @@ def test_native_falls_back_silently_and_says_why_on_request(compiled, tmp_path, 
     monkeypatch.setattr(native, "_loaded", {})
     monkeypatch.setenv("OPCASE_NO_CC", "1")
     assert native.load(fine) is None and carafe._compiled_forward() is None
+    assert carafe._compiled_backward("carafe_grad_mask_rows", (4, 4, 8), 1, np.float64) is None

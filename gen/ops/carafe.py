@@ -40,7 +40,7 @@ import numpy as np
 from gen.values import softmax_groups
 from numpy.lib.stride_tricks import as_strided
 
-from gen import native
+from gen import native, widen
 from gen.ops import assemble
 
 # Elements of the largest per-chunk array (a row stack, or the outputs a chunk writes):
@@ -122,6 +122,13 @@ def _input_windows(image: np.ndarray, k: int, G: int, rows: int, dtype):
         yield i0, i1, _windows(chunk, W, 1, k, G)
 
 
+def _chunk_windows(image: np.ndarray, k: int, G: int, i0: int, i1: int, dtype) -> np.ndarray:
+    """The windows [i1-i0, W, G, kw, kh, Cg] of input rows i0 .. i1 in a row stack of their own."""
+    H, W, C = image.shape
+    r = (k - 1) // 2
+    return _windows(_fill_row_stack(_new_row_stack(i1 - i0, W, k, r, C, dtype), image, i0 - r, 1, r), W, 1, k, G)
+
+
 def _rows_for_input_windows(W: int, C: int, k: int, s: int) -> int:
     """Input rows per chunk: bounds the row stack and the [rows, W, (a, b), C] outputs written per chunk."""
     return _rows_per_chunk(max((W + k) * k * C, s * s * W * C))
@@ -172,16 +179,16 @@ def _forward_image(image, mask, k, G, s, dtype, target=None):
     fits = C % G == 0 and C // G >= 2 and mask.shape == (H * s, W * s, G * k * k)
     compiled = _compiled_forward() if fits and dtype == np.float64 else None
     if compiled is not None:
-        r = (k - 1) // 2
+        float64_rows = _Float64Rows()
         # Larger chunks than numpy's (no row stack to keep in cache): fewer input rows converted twice.
         rows = max(1, _COMPILED_CHUNK_ELEMENTS // (s * s * W * C))
         for i0 in range(0, H, rows):
             i1 = min(H, i0 + rows)
             block = (np.empty(((i1 - i0) * s, W * s, C), dtype=dtype) if target is None
                      else target[i0 * s:i1 * s])
-            if _forward_rows_compiled(compiled, image, mask, k, G, s, i0, i1, block):
-                stack = _fill_row_stack(_new_row_stack(i1 - i0, W, k, r, C, dtype), image, i0 - r, 1, r)
-                block[...] = _forward_rows(mask_pixels, row_ok, col_ok, _windows(stack, W, 1, k, G), i0, i1, s, dtype)
+            if _forward_rows_compiled(compiled, image, mask, k, G, s, i0, i1, block, float64_rows):
+                block[...] = _forward_rows(mask_pixels, row_ok, col_ok, _chunk_windows(image, k, G, i0, i1, dtype),
+                                           i0, i1, s, dtype)
             yield i0, i1, block
         return
     for i0, i1, windows in _input_windows(image, k, G, _rows_for_input_windows(W, C, k, s), dtype):
@@ -212,25 +219,72 @@ _COMPILED_CHUNK_ELEMENTS = 1 << 20
 
 
 def _compiled_forward():
-    library = native.load(_KERNEL_SOURCE)
+    return _compiled(_KERNEL_SOURCE, "carafe_forward_rows")
+
+
+def _compiled(source: Path, name: str, layout: int = 2):
+    """The C function `name` of `source`, or None (no compiler, OPCASE_NO_CC): every loop of carafe's C files
+    takes (rows of one input from row `lo`, long lo, rows of another, output, H, W, C, G, k, s, i0, i1), then
+    the first input's layout in `layout` numbers (see _call_compiled)."""
+    library = native.load(source)
     if library is None:
         return None
-    function = library.carafe_forward_rows
+    function = getattr(library, name)
     function.restype = ctypes.c_int
-    function.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_long] * 8
+    function.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_long] * (8 + layout)
     return function
 
 
-def _forward_rows_compiled(function, image, mask, k, G, s, i0, i1, block) -> bool:
+def _forward_rows_compiled(function, image, mask, k, G, s, i0, i1, block, float64_rows) -> bool:
     """Output rows i0*s .. i1*s into `block` by the C loop; whether one of them is NaN (then numpy's NaN is the
     one to keep: see carafe_kernel.c)."""
     H, W, C = image.shape
+    lo, hi = _halo_rows(H, k, i0, i1)
+    return _call_compiled(function, float64_rows("image", image[lo:hi]), lo, float64_rows("mask", mask[i0 * s:i1 * s]),
+                          block,
+                          H, W, C, G, k, s, i0, i1)
+
+
+def _halo_rows(H: int, k: int, i0: int, i1: int) -> tuple[int, int]:
+    """The input rows the windows of rows i0 .. i1 reach, clipped to the map."""
     r = (k - 1) // 2
-    lo, hi = max(0, i0 - r), min(H, i1 + r)
-    rows = np.ascontiguousarray(image[lo:hi], dtype=np.float64)
-    weights = np.ascontiguousarray(mask[i0 * s:i1 * s], dtype=np.float64)
-    assert block.flags.c_contiguous and block.shape == ((i1 - i0) * s, W * s, C) and block.dtype == np.float64
-    return bool(function(rows.ctypes.data, lo, weights.ctypes.data, block.ctypes.data, H, W, C, G, k, s, i0, i1))
+    return max(0, i0 - r), min(H, i1 + r)
+
+
+class _Float64Rows:
+    """The rows a C loop reads, as C-ordered float64 (widened by gen/widen.py), in buffers reused from chunk
+    to chunk: a fresh array per chunk costs its page faults, as much as the widening itself."""
+
+    def __init__(self):
+        self._buffers: dict[str, np.ndarray] = {}
+
+    def __call__(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """`rows` as C-ordered float64."""
+        if rows.dtype == np.float64 and rows.flags.c_contiguous:
+            return rows
+        buffer = self._buffers.get(name)
+        if buffer is None or buffer.size < rows.size:
+            buffer = self._buffers[name] = np.empty(rows.size, dtype=np.float64)
+        return widen.to_float64(rows, buffer[:rows.size].reshape(rows.shape))
+
+    def blocked(self, name: str, rows: np.ndarray, B: int) -> np.ndarray:
+        """[rows, pixels, C] `rows` as float64 [C/B, rows, pixels, B] (widen.to_float64_blocked)."""
+        view, self._buffers[name] = widen.to_float64_blocked(rows, B, self._buffers.get(name))
+        return view
+
+
+def _call_compiled(function, rows, lo, other, block, *sizes) -> bool:
+    """One call of a C loop (see _compiled) writing `block`; whether an output is NaN.  `rows` is C-ordered
+    [rows, pixels, C], or blocked [C/B, rows, pixels, B] (_Float64Rows.blocked): its layout is passed last,
+    as (row stride, pixel stride) or (row stride, block stride, B), in elements."""
+    assert block.flags.c_contiguous and block.dtype == np.float64 and other.flags.c_contiguous
+    assert rows.strides[-1] == 8 and other.dtype == rows.dtype == np.float64
+    layout = ((rows.strides[0] // 8, rows.strides[1] // 8) if rows.ndim == 3 else
+              (rows.strides[1] // 8, rows.strides[0] // 8, rows.shape[-1]))
+    made_nan = function(rows.ctypes.data, lo, other.ctypes.data, block.ctypes.data, *sizes, *layout)
+    if made_nan < 0:
+        raise MemoryError("carafe's compiled loop could not allocate its scratch")
+    return bool(made_nan)
 
 
 def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):
@@ -262,14 +316,34 @@ def _grad_mask_of_image(image, grad_output, k, G, s, dtype):
     H, W, C = image.shape
     grad_pixels = _per_pixel(grad_output.reshape(H, s, W, s, G, C // G))
     row_ok, col_ok = _taps_inside(H, k), _taps_inside(W, k)
+    compiled = _compiled_backward("carafe_grad_mask_rows", image.shape, G, dtype)
+    if compiled is not None:
+        float64_rows = _Float64Rows()
+        for i0, i1 in _compiled_chunks(H, s * s * W * max(C, G * k * k)):
+            block = np.empty(((i1 - i0) * s, W * s, G * k * k), dtype=dtype)
+            lo, hi = _halo_rows(H, k, i0, i1)
+            if _call_compiled(compiled, float64_rows("image", image[lo:hi]), lo,
+                              float64_rows("grad", grad_output[i0 * s:i1 * s]), block,
+                              H, W, C, G, k, s, i0, i1):
+                block = _grad_mask_rows(grad_pixels, row_ok, col_ok, _chunk_windows(image, k, G, i0, i1, dtype),
+                                        i0, i1, dtype)
+            yield i0, i1, block
+        return
     for i0, i1, windows in _input_windows(image, k, G, _rows_for_input_windows(W, C, k, s), dtype):
-        block = np.empty(((i1 - i0) * s, W * s, G * k * k), dtype=dtype)
-        target = _per_pixel(block.reshape(i1 - i0, s, W, s, G, k, k))            # [rows, W, G, a, b, kh, kw]
-        grads = grad_pixels[i0:i1].astype(dtype)                                 # [rows, W, G, a, b, Cg]
-        np.einsum("pwgabc,pwgvhc->pwgabhv", grads, windows, out=target)
-        # A tap outside the map has no input: its gradient is 0, not grad_output * padding.
-        np.copyto(target, 0, where=_chunk_taps_outside(row_ok[i0:i1], col_ok))
-        yield i0, i1, block
+        yield i0, i1, _grad_mask_rows(grad_pixels, row_ok, col_ok, windows, i0, i1, dtype)
+
+
+def _grad_mask_rows(grad_pixels, row_ok, col_ok, windows, i0, i1, dtype) -> np.ndarray:
+    """grad_mask rows i0*s .. i1*s from the windows [i1-i0, W, G, kw, kh, Cg] of input rows i0 .. i1."""
+    _, W, G, k, _, _ = windows.shape
+    s = grad_pixels.shape[3]
+    block = np.empty(((i1 - i0) * s, W * s, G * k * k), dtype=dtype)
+    target = _per_pixel(block.reshape(i1 - i0, s, W, s, G, k, k))            # [rows, W, G, a, b, kh, kw]
+    grads = grad_pixels[i0:i1].astype(dtype)                                 # [rows, W, G, a, b, Cg]
+    np.einsum("pwgabc,pwgvhc->pwgabhv", grads, windows, out=target)
+    # A tap outside the map has no input: its gradient is 0, not grad_output * padding.
+    np.copyto(target, 0, where=_chunk_taps_outside(row_ok[i0:i1], col_ok))
+    return block
 
 
 def _grad_input_of_image(mask, grad_output, k, G, s, dtype):
@@ -283,16 +357,63 @@ def _grad_input_of_image(mask, grad_output, k, G, s, dtype):
     H, W, C = mask.shape[0] // s, mask.shape[1] // s, grad_output.shape[-1]
     r, span = (k - 1) // 2, k * s
     mask7 = mask.reshape(H, s, W, s, G, k, k)
+    compiled = _compiled_backward("carafe_grad_input_rows", (H, W, C), G, dtype, layout=3)
+    if compiled is not None:
+        float64_rows = _Float64Rows()
+        for i0, i1 in _compiled_chunks(H, s * s * W * (C + G * k * k)):
+            block = np.empty((i1 - i0, W, C), dtype=dtype)
+            lo, hi = _halo_rows(H, k, i0, i1)
+            if _call_compiled(compiled, float64_rows.blocked("grad", grad_output[lo * s:hi * s], _channel_block(C // G)), lo * s,
+                              float64_rows("mask", mask[lo * s:hi * s]),
+                              block, H, W, C, G, k, s, i0, i1):
+                stack = _new_row_stack(i1 - i0, s * W, span, r * s, C, dtype)
+                block = _grad_input_rows(mask7, grad_output, stack, i0, i1, k, s, dtype)
+            yield i0, i1, block
+        return
     rows = _rows_per_chunk(max((s * W + 2 * r * s) * span * C, W * span * span * G))
     stack = _new_row_stack(min(rows, H), s * W, span, r * s, C, dtype)
     for i0 in range(0, H, rows):
         i1 = min(H, i0 + rows)
-        chunk = _fill_row_stack(stack[:i1 - i0], grad_output, (i0 - r) * s, s, r * s)
-        windows = _windows(chunk, W, s, span, G)                         # [rows, W, G, (v, b), (u, a), Cg]
-        weights = _grad_input_weights(mask7, i0, i1, k, s, dtype)        # [rows, W, G, (v, b), (u, a)]
-        block = np.empty((i1 - i0, W, C), dtype=dtype)
-        np.einsum("pwgxy,pwgxyc->pwgc", weights, windows, out=block.reshape(i1 - i0, W, G, C // G))
-        yield i0, i1, block
+        yield i0, i1, _grad_input_rows(mask7, grad_output, stack[:i1 - i0], i0, i1, k, s, dtype)
+
+
+def _grad_input_rows(mask7, grad_output, stack, i0, i1, k, s, dtype) -> np.ndarray:
+    """grad_input rows i0 .. i1, with `stack` (a row stack of i1 - i0 rows) as the grad_output windows' buffer."""
+    G, C = mask7.shape[4], grad_output.shape[-1]
+    W, r = mask7.shape[2], (k - 1) // 2
+    chunk = _fill_row_stack(stack, grad_output, (i0 - r) * s, s, r * s)
+    windows = _windows(chunk, W, s, k * s, G)                            # [rows, W, G, (v, b), (u, a), Cg]
+    weights = _grad_input_weights(mask7, i0, i1, k, s, dtype)            # [rows, W, G, (v, b), (u, a)]
+    block = np.empty((i1 - i0, W, C), dtype=dtype)
+    np.einsum("pwgxy,pwgxyc->pwgc", weights, windows, out=block.reshape(i1 - i0, W, G, C // G))
+    return block
+
+
+# The backward's loops in C (carafe_backward_kernel.c), in numpy's order of additions as the forward's are,
+# under the same condition (2 or more channels per group: np.einsum's loops run over the channels then).
+_BACKWARD_SOURCE = Path(__file__).with_name("carafe_backward_kernel.c")
+# Elements converted to float64 per call of the backward's C loops (64 MB): each call converts the rows of
+# its k-1 halo input rows again, so larger chunks than the forward's.
+_COMPILED_HALO_CHUNK_ELEMENTS = 1 << 23
+
+
+def _compiled_backward(name: str, image_shape, G: int, dtype, layout: int = 2):
+    """The C loop `name` where it gives numpy's bits (float64, 2+ channels per group), else None."""
+    C = image_shape[-1]
+    fits = dtype == np.float64 and C % G == 0 and C // G >= 2
+    return _compiled(_BACKWARD_SOURCE, name, layout) if fits else None
+
+
+def _channel_block(Cg: int) -> int:
+    """Channels per block of grad_input's blocked grad_output (a block never straddles two groups)."""
+    return 32 if Cg % 32 == 0 else Cg
+
+
+def _compiled_chunks(H: int, elements_per_row: int):
+    """(i0, i1) chunks of input rows for the backward's C loops."""
+    rows = max(1, _COMPILED_HALO_CHUNK_ELEMENTS // max(1, elements_per_row))
+    for i0 in range(0, H, rows):
+        yield i0, min(H, i0 + rows)
 
 
 def _grad_input_weights(mask7, i0, i1, k, s, dtype):

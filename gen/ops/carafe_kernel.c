@@ -32,7 +32,7 @@ typedef long long mask8 __attribute__((vector_size(64)));
  * added one by one from +0. */
 struct window {
     const double *x;          /* the window's tap (h_lo, v_lo)... shifted back to tap (0, 0), at channel 0 */
-    long row, C, k, h_lo, h_hi, v_lo, v_hi;
+    long row, C, k, h_lo, h_hi, v_lo, v_hi;     /* row: row stride; C: pixel stride (in doubles) */
 };
 
 #define TAPS(w, ...)                                                               \
@@ -110,14 +110,16 @@ static inline __attribute__((always_inline)) int one_phase(const struct window *
 
 /* Output rows i*s .. i*s + s-1 of input rows i0 <= i < i1.
  *
- * image:  float64 rows [rows_lo, rows_hi) of the [H, W, C] input, C-ordered, row rows_lo first;
- *         it must hold every row in [i0 - r, i1 + r) that lies inside [0, H).
+ * image:  float64 rows [rows_lo, rows_hi) of the [H, W, C] input, row rows_lo first, pixel (y, x) at
+ *         image + (y - rows_lo) * row_stride + x * pixel_stride; it must hold every row in [i0 - r, i1 + r)
+ *         that lies inside [0, H).
  * mask:   float64 [(i1 - i0) * s, W * s, G * k * k], the mask rows of these output rows.
  * out:    float64 [(i1 - i0) * s, W * s, C], written (not accumulated into).
  * Returns 1 if an output is NaN, else 0.
  */
 CLONES int carafe_forward_rows(const double *image, long rows_lo, const double *mask, double *out,
-                               long H, long W, long C, long G, long k, long s, long i0, long i1)
+                               long H, long W, long C, long G, long k, long s, long i0, long i1,
+                               long row_stride, long pixel_stride)
 {
     const long r = (k - 1) / 2, Cg = C / G, kk = k * k, Ws = W * s, taps_stride = G * kk;
     int made_nan = 0;
@@ -125,7 +127,8 @@ CLONES int carafe_forward_rows(const double *image, long rows_lo, const double *
         for (long j = 0; j < W; ++j) {
             for (long g = 0; g < G; ++g) {
                 struct window w = {
-                    .x = image + ((i - r - rows_lo) * W + (j - r)) * C + g * Cg, .row = W * C, .C = C, .k = k,
+                    .x = image + (i - r - rows_lo) * row_stride + (j - r) * pixel_stride + g * Cg,
+                    .row = row_stride, .C = pixel_stride, .k = k,
                     .h_lo = r - i > 0 ? r - i : 0, .h_hi = H - i + r < k ? H - i + r : k,
                     .v_lo = r - j > 0 ? r - j : 0, .v_hi = W - j + r < k ? W - j + r : k,
                 };
