@@ -27,6 +27,12 @@ in a fixed order, so the results (float64 goldens and the float32 'lowp' baselin
 sets dynamic thresholds alike) are the same bits whatever BLAS kernel a CPU selects,
 while OpenBLAS's float32 results differ between, say, its Haswell and Sandybridge kernels.
 
+Where a C compiler is found (gen/native.py), float64 goldens with 2 or more channels per group run
+those contractions as C loops instead (carafe_kernel.c: the forward; carafe_backward_kernel.c:
+grad_mask and grad_input), each doing numpy's float64 operations in numpy's order, so the bits are
+the same either way; their float16/float32 inputs are widened by gen/widen.c into buffers reused
+from chunk to chunk.  OPCASE_NO_CC=1 runs numpy.
+
 Rows are processed in chunks (down to a single row), so temporaries are bounded by one
 row's stack: at most about 170 MB at the largest network shape (W = 512, C = 2048).
 """
@@ -392,8 +398,8 @@ def _grad_input_rows(mask7, grad_output, stack, i0, i1, k, s, dtype) -> np.ndarr
 # The backward's loops in C (carafe_backward_kernel.c), in numpy's order of additions as the forward's are,
 # under the same condition (2 or more channels per group: np.einsum's loops run over the channels then).
 _BACKWARD_SOURCE = Path(__file__).with_name("carafe_backward_kernel.c")
-# Elements converted to float64 per call of the backward's C loops (64 MB): each call converts the rows of
-# its k-1 halo input rows again, so larger chunks than the forward's.
+# Elements widened to float64 per call of the backward's C loops (64 MB): grad_input's call widens the
+# grad_output rows of its k-1 halo input rows again, so larger chunks than the forward's.
 _COMPILED_HALO_CHUNK_ELEMENTS = 1 << 23
 
 
