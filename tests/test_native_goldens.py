@@ -76,7 +76,8 @@ def _random_carafe(rng, trial: int, inputs: tuple[str, ...]):
     N, H, W = int(rng.integers(1, 3)), int(rng.integers(1, 9)), int(rng.integers(1, 9))
     dtype = [np.float16, np.float32, np.float64][trial % 3]
     specials = [0, 0, 2, 50][trial % 4]
-    shapes = {"input": (N, H, W, G * Cg), "mask": (N, H * s, W * s, G * k * k), "grad_output": (N, H * s, W * s, G * Cg)}
+    shapes = {"input": (N, H, W, G * Cg), "mask": (N, H * s, W * s, G * k * k),
+              "grad_output": (N, H * s, W * s, G * Cg)}
     return ({name: _draw(rng, shapes[name], dtype, specials) for name in inputs},
             {"kernel_size": k, "group_size": G, "scale_factor": s})
 

@@ -237,7 +237,8 @@ def _compiled(source: Path, name: str, layout: int = 2):
         return None
     function = getattr(library, name)
     function.restype = ctypes.c_int
-    function.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_long] * (8 + layout)
+    pointers = [ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    function.argtypes = pointers + [ctypes.c_long] * (8 + layout)
     return function
 
 
@@ -246,9 +247,8 @@ def _forward_rows_compiled(function, image, mask, k, G, s, i0, i1, block, float6
     one to keep: see carafe_kernel.c)."""
     H, W, C = image.shape
     lo, hi = _halo_rows(H, k, i0, i1)
-    return _call_compiled(function, float64_rows("image", image[lo:hi]), lo, float64_rows("mask", mask[i0 * s:i1 * s]),
-                          block,
-                          H, W, C, G, k, s, i0, i1)
+    return _call_compiled(function, float64_rows("image", image[lo:hi]), lo,
+                          float64_rows("mask", mask[i0 * s:i1 * s]), block, H, W, C, G, k, s, i0, i1)
 
 
 def _halo_rows(H: int, k: int, i0: int, i1: int) -> tuple[int, int]:
@@ -325,7 +325,8 @@ def _grad_mask_of_image(image, grad_output, k, G, s, dtype):
     compiled = _compiled_backward("carafe_grad_mask_rows", image.shape, G, dtype)
     if compiled is not None:
         float64_rows = _Float64Rows()
-        for i0, i1 in _compiled_chunks(H, s * s * W * max(C, G * k * k)):
+        # No halo on grad_output here: the forward's smaller chunks, whose buffers stay in cache, measured faster.
+        for i0, i1 in _compiled_chunks(H, s * s * W * max(C, G * k * k), _COMPILED_CHUNK_ELEMENTS):
             block = np.empty(((i1 - i0) * s, W * s, G * k * k), dtype=dtype)
             lo, hi = _halo_rows(H, k, i0, i1)
             if _call_compiled(compiled, float64_rows("image", image[lo:hi]), lo,
@@ -366,12 +367,12 @@ def _grad_input_of_image(mask, grad_output, k, G, s, dtype):
     compiled = _compiled_backward("carafe_grad_input_rows", (H, W, C), G, dtype, layout=3)
     if compiled is not None:
         float64_rows = _Float64Rows()
-        for i0, i1 in _compiled_chunks(H, s * s * W * (C + G * k * k)):
+        for i0, i1 in _compiled_chunks(H, s * s * W * (C + G * k * k), _COMPILED_HALO_CHUNK_ELEMENTS):
             block = np.empty((i1 - i0, W, C), dtype=dtype)
             lo, hi = _halo_rows(H, k, i0, i1)
-            if _call_compiled(compiled, float64_rows.blocked("grad", grad_output[lo * s:hi * s], _channel_block(C // G)), lo * s,
-                              float64_rows("mask", mask[lo * s:hi * s]),
-                              block, H, W, C, G, k, s, i0, i1):
+            grad_rows = float64_rows.blocked("grad", grad_output[lo * s:hi * s], _channel_block(C // G))
+            if _call_compiled(compiled, grad_rows, lo * s, float64_rows("mask", mask[lo * s:hi * s]), block,
+                              H, W, C, G, k, s, i0, i1):
                 stack = _new_row_stack(i1 - i0, s * W, span, r * s, C, dtype)
                 block = _grad_input_rows(mask7, grad_output, stack, i0, i1, k, s, dtype)
             yield i0, i1, block
@@ -398,9 +399,10 @@ def _grad_input_rows(mask7, grad_output, stack, i0, i1, k, s, dtype) -> np.ndarr
 # The backward's loops in C (carafe_backward_kernel.c), in numpy's order of additions as the forward's are,
 # under the same condition (2 or more channels per group: np.einsum's loops run over the channels then).
 _BACKWARD_SOURCE = Path(__file__).with_name("carafe_backward_kernel.c")
-# Elements widened to float64 per call of the backward's C loops (64 MB): grad_input's call widens the
-# grad_output rows of its k-1 halo input rows again, so larger chunks than the forward's.
-_COMPILED_HALO_CHUNK_ELEMENTS = 1 << 23
+# Elements widened to float64 per call of grad_input's C loop (16 MB): each call widens the grad_output rows
+# of its k-1 halo input rows again, so larger chunks than the forward's; 64 MB measured slower (its buffers
+# leave the cache).
+_COMPILED_HALO_CHUNK_ELEMENTS = 1 << 21
 
 
 def _compiled_backward(name: str, image_shape, G: int, dtype, layout: int = 2):
@@ -415,9 +417,9 @@ def _channel_block(Cg: int) -> int:
     return 32 if Cg % 32 == 0 else Cg
 
 
-def _compiled_chunks(H: int, elements_per_row: int):
-    """(i0, i1) chunks of input rows for the backward's C loops."""
-    rows = max(1, _COMPILED_HALO_CHUNK_ELEMENTS // max(1, elements_per_row))
+def _compiled_chunks(H: int, elements_per_row: int, elements: int):
+    """(i0, i1) chunks of input rows for the backward's C loops, about `elements` widened elements each."""
+    rows = max(1, elements // max(1, elements_per_row))
     for i0 in range(0, H, rows):
         yield i0, min(H, i0 + rows)
 
