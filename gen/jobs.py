@@ -6,6 +6,7 @@ harness.backends.load_backend), which a Task carries to worker processes by refe
 from __future__ import annotations
 
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from functools import lru_cache
@@ -20,6 +21,14 @@ from gen.generate import GenerationError, Generator, input_bytes_in_memory, plan
 # The next case's inputs are drawn ahead, while this one is made, if they take at most this
 # much memory (inputs drawn into files do not count).
 DRAW_AHEAD_BYTES = 1 << 30
+
+# Without --jobs, gen writes in one worker process per usable CPU when the cases to write take at
+# least this many bytes (their tensors'); below it, starting workers (a fresh interpreter each,
+# about a second) costs more than the second core gives back.
+PARALLEL_FROM_BYTES = 64 << 20
+# A worker's memory, estimated from its largest case's tensors held in memory: inputs, float64
+# goldens (up to 4x a float16 tensor's bytes), the rounded outputs and the baseline's.
+WORKER_MEMORY_PER_BYTE = 8
 
 # name -> Backend: how a Generator gets the baseline its dynamic thresholds need.
 BaselineLoader = Callable[[str], Backend]
@@ -99,6 +108,33 @@ def _write_in_turn(tasks: list[Task], on_done) -> None:
                 ahead.result().discard()
             except BaseException:  # noqa: BLE001 - a later task's error; the one being raised wins
                 pass
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask, as taskset and cgroups' cpusets set it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def default_jobs(task_count: int, needed_bytes: int, largest_in_memory: int, memory: int | None) -> int:
+    """Worker processes for `opcase gen` without --jobs: one per usable CPU for work of
+    PARALLEL_FROM_BYTES or more, no more than there are cases, and no more than half the
+    machine's ``memory`` holds at WORKER_MEMORY_PER_BYTE times the largest case built in memory."""
+    if task_count < 2 or needed_bytes < PARALLEL_FROM_BYTES:
+        return 1
+    jobs = min(usable_cpus(), task_count)
+    if memory is not None and largest_in_memory > 0:
+        jobs = min(jobs, max(1, memory // 2 // (WORKER_MEMORY_PER_BYTE * largest_in_memory)))
+    return jobs
+
+
+def largest_first(tasks: list[Task], sizes: dict[Task, int]) -> list[Task]:
+    """``tasks`` largest first (by ``sizes``, ties in plan order): in a pool of workers the long
+    cases start at once and the short ones fill in around them, instead of one long case
+    running alone at the end while the other workers idle."""
+    return sorted(tasks, key=lambda task: -sizes[task])
 
 
 def write_all(tasks: list[Task], jobs: int, on_done=lambda task, size: None) -> None:

@@ -95,6 +95,20 @@ def test_only_the_thresholds_own_baseline_is_excused_by_the_cap():
     assert len(doc["findings"]) == 1
 
 
+def test_table_marks_findings_apart_from_cases_over_the_cap():
+    """'!' only where a group holds findings; a failure the docs' cap excuses is marked '^'."""
+    from harness.calibrate import BackendRun, calibration, table_lines
+
+    failing = {"metric": "diff1", "value": 0.03, "baseline": "mmcv", "baseline_value": 0.32, "cap": 0.03,
+               "actual": 0.31, "passed": False}
+    case = CaseResult(path="x.opcase", op="carafe_forward", suite="boundary", name="x-float16", dtype="float16",
+                      status="failed", thresholds={"output": [failing]})
+    rows = {b: next(line for line in table_lines(calibration([BackendRun(b, "test", [case])]))
+                    if line.startswith("carafe_forward")) for b in ("mmcv", "lowp")}
+    assert rows["mmcv"].endswith("^") and "!" not in rows["mmcv"]
+    assert rows["lowp"].endswith("!") and "^" not in rows["lowp"]
+
+
 def test_several_backends_in_one_calibration(tmp_path):
     code, output, doc = _calibration(tmp_path, COMMITTED, "--filter", "psamask_forward|carafe_forward/random",
                                      "--backend", "reference", "--backend", "lowp", "--backend", "reference")
@@ -240,9 +254,11 @@ def test_json_structure(tmp_path):
     for b in doc["backends"]:
         assert set(b) == {"backend", "origin", "cases", "counts", "judged", "findings"}
     for e in doc["headroom"]:
-        assert set(e) == {"kernel", "dtype", "suite", "backend", "cases", "counts", "measured", "worst", "median",
-                          "worst_case", "worst_metric", "worst_path"}
+        assert set(e) == {"kernel", "dtype", "suite", "backend", "cases", "counts", "findings", "over_cap", "measured",
+                          "worst", "median", "worst_case", "worst_metric", "worst_path"}
         assert sum(e["counts"].values()) == e["cases"]
+        assert e["findings"] == sum(f["backend"] == e["backend"] and f["case"].startswith(f"{e['kernel']}/{e['suite']}/")
+                                    and f["case"].endswith(e["dtype"]) for f in doc["findings"])
     for f in doc["findings"]:
         assert set(f) == {"backend", "case", "path", "status", "message", "headroom", "metric", "repro"}
     assert doc["summary"] == {"backends": 2, "findings": len(doc["findings"]),

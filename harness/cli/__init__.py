@@ -198,7 +198,8 @@ def _ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
               help="Skip cases whose tensors exceed this many bytes (e.g. 64MB); they are listed.")
 @click.option("--baseline", default=None, help="Backend for dynamic thresholds (default: the spec's, mmcv as the docs say; lowp is stricter).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
-              help="Generate cases in N worker processes (default 1).")
+              help="Generate cases in N worker processes (default: one per usable CPU when the cases "
+                   "to write take 64 MB or more, as memory allows; else 1).")
 @click.option("--device", default=None, help="Device for a torch --baseline: cpu, cuda, ...")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
               help="Seconds each call of a --baseline backend other than opcase's own may take (it runs in a "
@@ -224,8 +225,9 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     from gen.core.registry import UnknownOp  # lazily: fast --help
     from gen.core.spec import MAX_RANDOM_COUNT, SpecError, load_spec  # lazily: fast --help
     from gen.generate import (GenerationError, builds_in_memory, case_path, foreign_case,  # lazily: fast --help
-                              plan_suite, total_bytes, written_whole)
-    from gen.jobs import Task, write_all  # lazily: fast --help
+                              input_bytes_in_memory, plan_suite, total_bytes, written_whole)
+    from gen.core.casefile import physical_memory  # lazily: fast --help
+    from gen.jobs import Task, default_jobs, largest_first, write_all  # lazily: fast --help
     from harness.report import Heartbeat  # lazily: fast --help
     from harness.workers import check_loads, load_apart  # lazily: fast --help
     if descriptor is not None:
@@ -252,6 +254,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     except re.error as exc:
         raise InputError(f"--select: bad regular expression: {exc}") from None
     tasks, skipped, counts, needed, kept = [], [], {}, 0, 0
+    sizes, largest_in_memory = {}, 0
     # A baseline other than opcase's own runs in a worker process: gen never runs its code.
     loader = functools.partial(load_apart, timeout=timeout)
     try:
@@ -277,8 +280,12 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
                     needed += size
                     if builds_in_memory(spec, plan):
                         _refuse_over_memory(size, f"{spec.op}/{suite}/{plan.name}")
+                        largest_in_memory = max(largest_in_memory, size)
+                    else:
+                        largest_in_memory = max(largest_in_memory, input_bytes_in_memory(spec, plan))
                     tasks.append(Task(str(spec.path), spec.op, suite, plan.name, index, count, seed, baseline,
                                       str(path), loader))
+                    sizes[tasks[-1]] = size
     except (SpecError, GenerationError, BackendLoadError) as exc:
         raise InputError(str(exc)) from None
     _refuse_over_free_space(needed, out_dir)
@@ -293,7 +300,9 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
                 heartbeat.tick(task.op, f"{written[0] / 1e6:.1f} MB written")
         try:
             if resources is None:
-                write_all(tasks, jobs or 1, done)
+                if jobs is None:
+                    jobs = default_jobs(len(tasks), needed, largest_in_memory, physical_memory())
+                write_all(largest_first(tasks, sizes) if jobs > 1 else tasks, jobs, done)
             else:
                 _write_on_ray(tasks, done, address, resources)
         except (SpecError, GenerationError, BackendLoadError, UnknownOp) as exc:   # UnknownOp: op no baseline knows
