@@ -203,6 +203,28 @@ def test_deform_roi_pool_compiled_is_numpy_bit_for_bit(deform_compiled, monkeypa
         monkeypatch.undo()
 
 
+def test_deform_roi_pool_compiled_widens_every_finite_float16_exactly(deform_compiled, monkeypatch):
+    """The C loop converts float16 bits itself (no F16C): every finite half, subnormals and -0 included, comes
+    out as numpy widens it, sampled once with weight 1 both as the channels of one pixel (the 8-channel
+    vector loop) and as the pixels of a one-channel row, one roi each (the channel-by-channel tail)."""
+    halves = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    halves = halves[np.isfinite(halves)]
+    params = {"pooled_height": 1, "pooled_width": 1, "spatial_scale": 1.0, "sampling_ratio": 1, "gamma": 0.1}
+    # A roi of size 0 at pixel centre (x, 0) + 0.5 samples exactly that pixel: weights 1, 0, 0, 0.
+    as_channels = {"input": halves.reshape(1, 1, 1, -1), "rois": np.array([[0, 0.5, 0.5, 0.5, 0.5]])}
+    x = np.arange(halves.size) + 0.5
+    as_pixels = {"input": halves.reshape(1, 1, -1, 1), "rois": np.column_stack([0 * x, x, 0.5 + 0 * x, x, 0.5 + 0 * x])}
+    numpy_path = deform_roi_pool._bin_sums
+    for inputs in (as_channels, as_pixels):
+        monkeypatch.setattr(deform_roi_pool, "_bin_sums", lambda *a: pytest.fail("numpy's path ran"))
+        fast = deform_roi_pool.forward(inputs, params)["output"].reshape(-1)
+        assert np.array_equal(fast, halves.astype(np.float64))
+        monkeypatch.setattr(deform_roi_pool, "_bin_sums", numpy_path)
+        monkeypatch.setenv("OPCASE_NO_CC", "1")
+        assert _same_bits(fast, deform_roi_pool.forward(inputs, params)["output"].reshape(-1))
+        monkeypatch.delenv("OPCASE_NO_CC")
+
+
 def test_deform_roi_pool_runs_compiled_where_it_fits(deform_compiled, monkeypatch):
     """With a compiler, float64 goldens of finite inputs (float16 included) never run numpy's loops; a NaN
     output, a NaN roi with an adaptive grid (numpy's path makes its own grid of it) and a float32 golden do."""
