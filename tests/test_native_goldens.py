@@ -145,7 +145,7 @@ def test_committed_suites_come_out_byte_for_byte_with_or_without_the_compiled_lo
 @pytest.fixture
 def deform_compiled(tmp_path_factory, monkeypatch):
     _fresh_native_cache(tmp_path_factory, monkeypatch, "gen/ops/deform_roi_pool_kernel.c")
-    assert native.load(deform_roi_pool._KERNEL_SOURCE) is not None, "cc is on PATH but deform_roi_pool_kernel.c did not build"
+    assert native.load(deform_roi_pool._KERNEL_SOURCE) is not None, "cc is on PATH, the C file did not build"
 
 
 def _deform_case(rng, trial: int):
@@ -192,7 +192,8 @@ def test_deform_roi_pool_compiled_is_numpy_bit_for_bit(deform_compiled, monkeypa
     for trial in range(48):
         inputs, params = _deform_case(rng, trial)
         if trial % 2:
-            monkeypatch.setattr(deform_roi_pool, "_CHUNK_ELEMENTS", 4 * inputs["input"].shape[-1] * int(rng.integers(1, 12)))
+            samples = int(rng.integers(1, 12))                 # per chunk: _CHUNK_ELEMENTS // (4 C)
+            monkeypatch.setattr(deform_roi_pool, "_CHUNK_ELEMENTS", 4 * inputs["input"].shape[-1] * samples)
         for present in (inputs, {k: v for k, v in inputs.items() if k != "offset"}):
             monkeypatch.setenv("OPCASE_NO_CC", "1")
             reference = _deform_goldens(present, params)

@@ -242,7 +242,8 @@ def compiled_loop(name: str, features: np.ndarray, bins: Bins, dtype):
     function = getattr(library, f"deform_roi_pool_{name}_f{features.dtype.itemsize * 8}")
     function.restype = ctypes.c_int
     pixels = np.ascontiguousarray(features).reshape(-1, features.shape[-1])
-    per_bin = [np.ascontiguousarray(a, dtype=np.int64) for a in (bins.batch, bins.grid_h, bins.grid_w, bins.ends - counts)]
+    integers = (bins.batch, bins.grid_h, bins.grid_w, bins.ends - counts)     # - counts: each bin's first sample
+    per_bin = [np.ascontiguousarray(a, dtype=np.int64) for a in integers]
     per_bin += [np.ascontiguousarray(a, dtype=np.float64) for a in (bins.y0, bins.x0, bins.bin_h, bins.bin_w)]
     return function, pixels, per_bin
 

@@ -123,12 +123,14 @@ CLONES static void pairwise_rows(const double *a, long n, long C, double *out, d
             add_rows(r + j * C, r + j * C, a + (i + j) * C, C);
     long c = 0;
     for (; c + 8 <= C; c += 8) {
-        const vec8 r0 = load8(r + c), r1 = load8(r + C + c), r2 = load8(r + 2 * C + c), r3 = load8(r + 3 * C + c);
-        const vec8 r4 = load8(r + 4 * C + c), r5 = load8(r + 5 * C + c), r6 = load8(r + 6 * C + c), r7 = load8(r + 7 * C + c);
+        const vec8 r0 = load8(r + c), r1 = load8(r + C + c), r2 = load8(r + 2 * C + c);
+        const vec8 r3 = load8(r + 3 * C + c), r4 = load8(r + 4 * C + c), r5 = load8(r + 5 * C + c);
+        const vec8 r6 = load8(r + 6 * C + c), r7 = load8(r + 7 * C + c);
         store8(out + c, ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)));
     }
     for (; c < C; ++c)
-        out[c] = ((r[c] + r[C + c]) + (r[2 * C + c] + r[3 * C + c])) + ((r[4 * C + c] + r[5 * C + c]) + (r[6 * C + c] + r[7 * C + c]));
+        out[c] = ((r[c] + r[C + c]) + (r[2 * C + c] + r[3 * C + c]))
+                 + ((r[4 * C + c] + r[5 * C + c]) + (r[6 * C + c] + r[7 * C + c]));
     for (long i = whole; i < n; ++i)
         add_rows(out, out, a + i * C, C);
 }
