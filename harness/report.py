@@ -261,17 +261,24 @@ def _duration(seconds: float) -> str:
 
 class Heartbeat:
     """Progress lines for a log without a terminal (CI): one when a kernel's last item is done,
-    and one at least every HEARTBEAT_S seconds in between, with the counts so far and an ETA."""
+    and one at least every HEARTBEAT_S seconds in between, with the counts so far and an ETA.
+
+    The ETA assumes the work left goes at the pace of the work done, counted in items, or in
+    ``total_weight`` units when given (each tick then says its item's weight: gen's tensor bytes,
+    since it hands out the largest cases first and a count would promise hours at the start)."""
 
     def __init__(self, label: str, per_kernel: Counter, echo=click.echo, every: float = HEARTBEAT_S,
-                 clock=time.monotonic):
+                 clock=time.monotonic, total_weight: float | None = None):
         self.label, self.left, self.echo, self.every, self.clock = label, Counter(per_kernel), echo, every, clock
         self.total, self.done = sum(per_kernel.values()), 0
+        self.total_weight = float(self.total if total_weight is None else total_weight)
+        self.weight_done = 0.0
         self.started = self.last = clock()
 
-    def tick(self, kernel: str, counts: str) -> None:
+    def tick(self, kernel: str, counts: str, weight: float = 1.0) -> None:
         """One more item of ``kernel`` done; ``counts`` says how the items so far went."""
         self.done += 1
+        self.weight_done += weight
         self.left[kernel] -= 1
         now = self.clock()
         finished = self.left[kernel] == 0
@@ -283,8 +290,9 @@ class Heartbeat:
         elapsed = now - self.started
         text = f"{self.label} {self.done}/{self.total}" + (f" ({finished} done)" if finished else "")
         text += f": {counts}; {_duration(elapsed)} elapsed"
-        if 0 < self.done < self.total:
-            text += f", ETA {_duration(elapsed / self.done * (self.total - self.done))}"
+        if 0 < self.done < self.total and self.weight_done > 0:
+            left = max(self.total_weight - self.weight_done, 0.0)
+            text += f", ETA {_duration(elapsed / self.weight_done * left)}"
         return text
 
 

@@ -256,6 +256,16 @@ def test_heartbeat_every_30_s_and_per_kernel_with_an_eta():
     assert lines[-1] == "ran 4/4 (b done): 4 passed; 3m20s elapsed"
 
 
+def test_heartbeat_eta_by_weight_when_the_largest_items_go_first():
+    """gen hands out its largest cases first: a count-based ETA would promise ten times too long."""
+    now, lines = [0.0], []
+    beat = Heartbeat("generated", Counter({"a": 10}), echo=lines.append, every=0, clock=lambda: now[0],
+                     total_weight=100)
+    now[0] = 90.0
+    beat.tick("a", "90 MB written", 90)
+    assert lines == ["generated 1/10: 90 MB written; 1m30s elapsed, ETA 10s"]
+
+
 def test_gen_resumes_keeping_cases_written_whole(tmp_path):
     spec = REPO / "specs" / "psamask_forward.yaml"
     args = ["gen", spec, "--suite", "random,boundary", "--count", "3", "-o", tmp_path / "out"]

@@ -290,14 +290,15 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
         raise InputError(str(exc)) from None
     _refuse_over_free_space(needed, out_dir)
     written = [0]
-    heartbeat = None if sys.stdout.isatty() else Heartbeat("generated", Counter(task.op for task in tasks))
+    heartbeat = None if sys.stdout.isatty() else Heartbeat("generated", Counter(task.op for task in tasks),
+                                                           total_weight=sum(sizes.values()))
     with _progress(len(tasks), "generating") as advance:
         def done(task, size):
             counts[task.op][task.suite] += 1
             written[0] += size
             advance(f"{task.op}/{task.suite}/{task.name}")
             if heartbeat is not None:
-                heartbeat.tick(task.op, f"{written[0] / 1e6:.1f} MB written")
+                heartbeat.tick(task.op, f"{written[0] / 1e6:.1f} MB written", sizes[task])
         try:
             if resources is None:
                 if jobs is None:
