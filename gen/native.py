@@ -1,8 +1,9 @@
 """Optional compiled loops: a C source shipped in the package, built on first use with the system compiler.
 
 A reference may hand its hot loop to C when numpy has no fixed-order loop fast enough (carafe's
-taps).  The C code must do the same float64 operations in the same order as the numpy path, so the
-goldens are the same bits either way; which path ran is never visible in a case file.
+taps, deform_roi_pool's samples).  The C code must do the same float64 operations in the same
+order as the numpy path, so the goldens are the same bits either way; which path ran is never
+visible in a case file.
 
 - Built with ``cc`` (or ``gcc``) found on PATH and one fixed argument list, ``-O2 -ffp-contract=off
   -fno-fast-math -shared -fPIC``: no multiply-add is fused into one rounding and nothing is

@@ -1,9 +1,10 @@
 """Compiled golden loops (gen/native.py) give the numpy path's bits, and their absence changes nothing.
 
 carafe's forward and backward goldens run in C when a C compiler is there (gen/ops/carafe_kernel.c,
-gen/ops/carafe_backward_kernel.c), reading float16/float32 inputs widened by gen/widen.c; OPCASE_NO_CC=1
-forces numpy.  Both must give the same bits on every input (special values, float16/32/64, any shape),
-and the committed carafe cases must come out byte for byte with the C loops on.
+gen/ops/carafe_backward_kernel.c), reading float16/float32 inputs widened by gen/widen.c, and so do
+deform_roi_pool's forward and backward (gen/ops/deform_roi_pool_kernel.c); OPCASE_NO_CC=1 forces numpy.
+Both must give the same bits on every input (special values, float16/32/64, any shape), and the
+committed cases of these kernels must come out byte for byte with the C loops on.
 """
 from __future__ import annotations
 
@@ -19,19 +20,24 @@ import pytest
 import needs
 from conftest import REPO
 from gen import native, widen
-from gen.ops import carafe
+from gen.ops import carafe, deform_roi_pool, deform_roi_pool_backward
 
 SPECIALS = [np.nan, np.inf, -np.inf, -0.0, 0.0, 5e-324, -2.2250738585072014e-308, 1e300, -1e-300]
+
+
+def _fresh_native_cache(tmp_path_factory, monkeypatch, source: str) -> None:
+    """Compiled loops built in a cache of this test session's own (skips where there is no cc)."""
+    if native.compiler() is None:
+        needs.skip_without("cc", f"to build {source}")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "native-cache"))
+    monkeypatch.delenv("OPCASE_NO_CC", raising=False)
+    monkeypatch.setattr(native, "_loaded", {})
 
 
 @pytest.fixture
 def compiled(tmp_path_factory, monkeypatch):
     """The carafe forward's C loop, built in a cache of this test session's own (skips where there is no cc)."""
-    if native.compiler() is None:
-        needs.skip_without("cc", "to build gen/ops/carafe_kernel.c")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "native-cache"))
-    monkeypatch.delenv("OPCASE_NO_CC", raising=False)
-    monkeypatch.setattr(native, "_loaded", {})
+    _fresh_native_cache(tmp_path_factory, monkeypatch, "gen/ops/carafe_kernel.c")
     function = carafe._compiled_forward()
     assert function is not None, "a C compiler is on PATH but carafe_kernel.c did not build or load"
     return function
@@ -200,13 +206,14 @@ def test_carafe_forward_nan_rows_come_from_numpy(compiled, monkeypatch):
     assert np.isnan(fast).any() and _same_bits(reference, fast)
 
 
-def test_committed_carafe_suites_come_out_byte_for_byte_with_or_without_the_compiled_loop(compiled, tmp_path):
-    """cases/'s command for the carafe kernels, run with the C loop and with OPCASE_NO_CC=1: the same files,
-    byte for byte (tests/test_committed_cases.py compares the whole suite with cases/, whichever path this
-    machine takes)."""
+@pytest.mark.parametrize("specs_glob", ["carafe_*.yaml", "deform_roi_pool_*.yaml"])
+def test_committed_suites_come_out_byte_for_byte_with_or_without_the_compiled_loop(compiled, tmp_path, specs_glob):
+    """cases/'s command for the kernels with a compiled loop, run with the C loop and with OPCASE_NO_CC=1:
+    the same files, byte for byte (tests/test_committed_cases.py compares the whole suite with cases/,
+    whichever path this machine takes)."""
     line = next(l for l in (REPO / "cases" / "README.md").read_text().splitlines()
                 if l.strip().startswith("opcase gen"))
-    specs = sorted(str(p.relative_to(REPO)) for p in (REPO / "specs").glob("carafe_*.yaml"))
+    specs = sorted(str(p.relative_to(REPO)) for p in (REPO / "specs").glob(specs_glob))
     trees = {}
     for name, no_cc in (("compiled", {}), ("numpy", {"OPCASE_NO_CC": "1"})):
         args = [a for a in shlex.split(line)[2:] if a != "specs/*.yaml"]
@@ -219,6 +226,120 @@ def test_committed_carafe_suites_come_out_byte_for_byte_with_or_without_the_comp
     assert len(trees["compiled"]) > 50 and sorted(trees["compiled"]) == sorted(trees["numpy"])
     differing = [str(k) for k in trees["numpy"] if trees["compiled"][k] != trees["numpy"][k]]
     assert not differing, differing[:5]
+
+
+# ----------------------------------------------------------------------------- deform_roi_pool
+
+@pytest.fixture
+def deform_compiled(tmp_path_factory, monkeypatch):
+    _fresh_native_cache(tmp_path_factory, monkeypatch, "gen/ops/deform_roi_pool_kernel.c")
+    assert native.load(deform_roi_pool._KERNEL_SOURCE) is not None, "cc is on PATH, the C file did not build"
+
+
+def _deform_case(rng, trial: int):
+    """Random inputs for both deform_roi_pool kernels: rois anywhere from far outside the map to
+    inverted, zero-size and larger than it; special values (NaN, inf, -0, subnormals) sprinkled into
+    the input, offsets, grad_output and now and then the rois; all -0 inputs; float16/32/64."""
+    N, H, W = int(rng.integers(1, 3)), int(rng.integers(1, 10)), int(rng.integers(1, 10))
+    C = int(rng.choice([1, 3, 8, 9, 17, 130, 260]))        # off the vector widths; > 128: the pairwise halving
+    R, PH, PW = int(rng.integers(1, 6)), int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    dtype = [np.float16, np.float32, np.float64][trial % 3]
+    specials = [0, 0, 3, 40][trial % 4]
+    scale = float(rng.choice([1.0, 0.5, 0.25]))
+    corners = np.column_stack([rng.uniform(-4, W + 3, R), rng.uniform(-4, H + 3, R)])
+    sizes = rng.uniform(-2, 2.5, (R, 2)) * np.array([W, H])
+    sizes[rng.random((R, 2)) < 0.15] = 0.0
+    rois = np.column_stack([rng.integers(0, N, R), corners / scale, (corners + sizes) / scale]).astype(dtype)
+    sampling_ratio = int(rng.integers(0, 4))
+    if specials and trial % 8 == 3 and sampling_ratio:
+        # A fixed grid of NaN points (all outside); inf would be refused as unbounded samples, and a NaN
+        # roi's adaptive grid is a negative count numpy's path does not take.
+        rois[rng.integers(0, R), rng.integers(1, 5)] = np.nan
+    inputs = {"input": _draw(rng, (N, H, W, C), dtype, specials * 4),
+              "rois": rois,
+              "offset": _draw(rng, (R, 2, PH, PW), dtype, specials) * 0.3,
+              "grad_output": _draw(rng, (R, PH, PW, C), dtype, specials)}
+    if trial % 5 == 4:
+        inputs["input"][:] = -0.0
+    params = {"pooled_height": PH, "pooled_width": PW, "spatial_scale": scale,
+              "sampling_ratio": sampling_ratio, "gamma": float(rng.choice([0.1, 1.0]))}
+    return inputs, params
+
+
+def _deform_goldens(inputs, params):
+    forward_inputs = {k: v for k, v in inputs.items() if k != "grad_output"}
+    return {**deform_roi_pool.forward(forward_inputs, params), **deform_roi_pool_backward.backward(inputs, params)}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_deform_roi_pool_compiled_is_numpy_bit_for_bit(deform_compiled, monkeypatch, seed):
+    """Forward and backward goldens, with and without an offset, with the C loops and with numpy, on random
+    shapes and values (_deform_case), with the samples cut into chunks of the default size and of a few
+    samples (runs that continue a bin from an earlier chunk, in the forward's sums and the offset's)."""
+    rng = np.random.default_rng(seed)
+    for trial in range(48):
+        inputs, params = _deform_case(rng, trial)
+        if trial % 2:
+            samples = int(rng.integers(1, 12))                 # per chunk: _CHUNK_ELEMENTS // (4 C)
+            monkeypatch.setattr(deform_roi_pool, "_CHUNK_ELEMENTS", 4 * inputs["input"].shape[-1] * samples)
+        for present in (inputs, {k: v for k, v in inputs.items() if k != "offset"}):
+            monkeypatch.setenv("OPCASE_NO_CC", "1")
+            reference = _deform_goldens(present, params)
+            monkeypatch.delenv("OPCASE_NO_CC")
+            fast = _deform_goldens(present, params)
+            for name in reference:
+                assert _same_bits(reference[name], fast[name]), (name, trial, params, sorted(present))
+        monkeypatch.undo()
+
+
+def test_deform_roi_pool_compiled_widens_every_finite_float16_exactly(deform_compiled, monkeypatch):
+    """The C loop converts float16 bits itself (no F16C): every finite half, subnormals and -0 included, comes
+    out as numpy widens it, sampled once with weight 1 both as the channels of one pixel (the 8-channel
+    vector loop) and as the pixels of a one-channel row, one roi each (the channel-by-channel tail)."""
+    halves = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    halves = halves[np.isfinite(halves)]
+    params = {"pooled_height": 1, "pooled_width": 1, "spatial_scale": 1.0, "sampling_ratio": 1, "gamma": 0.1}
+    # A roi of size 0 at pixel centre (x, 0) + 0.5 samples exactly that pixel: weights 1, 0, 0, 0.
+    as_channels = {"input": halves.reshape(1, 1, 1, -1), "rois": np.array([[0, 0.5, 0.5, 0.5, 0.5]])}
+    x = np.arange(halves.size) + 0.5
+    as_pixels = {"input": halves.reshape(1, 1, -1, 1), "rois": np.column_stack([0 * x, x, 0.5 + 0 * x, x, 0.5 + 0 * x])}
+    numpy_path = deform_roi_pool._bin_sums
+    for inputs in (as_channels, as_pixels):
+        monkeypatch.setattr(deform_roi_pool, "_bin_sums", lambda *a: pytest.fail("numpy's path ran"))
+        fast = deform_roi_pool.forward(inputs, params)["output"].reshape(-1)
+        assert np.array_equal(fast, halves.astype(np.float64))
+        monkeypatch.setattr(deform_roi_pool, "_bin_sums", numpy_path)
+        monkeypatch.setenv("OPCASE_NO_CC", "1")
+        assert _same_bits(fast, deform_roi_pool.forward(inputs, params)["output"].reshape(-1))
+        monkeypatch.delenv("OPCASE_NO_CC")
+
+
+def test_deform_roi_pool_runs_compiled_where_it_fits(deform_compiled, monkeypatch):
+    """With a compiler, float64 goldens of finite inputs (float16 included) never run numpy's loops; a NaN
+    output, a NaN roi with an adaptive grid (numpy's path makes its own grid of it) and a float32 golden do."""
+    rng = np.random.default_rng(7)
+    calls = []
+    for module, name in ((deform_roi_pool, "_bin_sums"), (deform_roi_pool_backward, "_numpy_sums")):
+        numpy_path = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _f=numpy_path, **kw: calls.append(1) or _f(*a, **kw))
+    inputs, params = _deform_case(rng, 0)
+    params["sampling_ratio"] = 0
+    _, H, W, _ = inputs["input"].shape
+    inputs["rois"][:, 1:] = np.array([0, 0, W - 1, H - 1]) / params["spatial_scale"]     # every roi on the map
+    for dtype in (np.float16, np.float32, np.float64):
+        _deform_goldens({k: v.astype(dtype) for k, v in inputs.items()}, params)
+    assert not calls
+    for change in ("nan input", "nan roi"):
+        changed = {k: v.copy() for k, v in inputs.items()}
+        if change == "nan input":
+            changed["input"][:] = np.nan
+        else:
+            changed["rois"][0, 3] = np.nan
+        _deform_goldens(changed, params)
+        assert len(calls) == 2, change
+        calls.clear()
+    deform_roi_pool.forward({k: v for k, v in inputs.items() if k != "grad_output"}, params, compute_dtype=np.float32)
+    assert calls
 
 
 # ----------------------------------------------------------------------------- gen/native.py itself

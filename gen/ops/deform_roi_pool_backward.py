@@ -16,14 +16,19 @@ Both sums are scatter-adds: here in float64, sample by sample in (roi, ph, pw, i
 grad_input's takes a sample's four corners in turn, as np.add.at would, batch after batch of
 samples (gen.ops.ordered_scatter: the same bits, without np.add.at's element-by-element loop).
 grad_offset's per-bin sums keep the chunks of gen.ops.deform_roi_pool (each chunk's samples summed
-by np.bincount, then added to the bin).
+by np.bincount, then added to the bin).  Where a C compiler is at hand, the float64 golden runs
+as the compiled loop of gen.ops.deform_roi_pool (deform_roi_pool_kernel.c): both sums sample by
+sample in the same order, the same bits, several times faster (numpy's path recomputes a NaN).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from gen.ops.bilinear import bilinear_corners
-from gen.ops.deform_roi_pool import bin_geometry, sample_batches, sample_points, samples_per_chunk
+import ctypes
+
+from gen.ops.deform_roi_pool import (Bins, bin_geometry, compiled_loop, has_nan, pointer, sample_batches,
+                                     sample_points, samples_per_chunk)
 from gen.ops.ordered_scatter import add_rows_in_order
 
 # Elements [samples, C] per batch of samples: temporaries of a few times this size stay in cache.
@@ -49,18 +54,34 @@ def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):
     dtype = np.dtype(compute_dtype).type
     N, H, W, C = features.shape
     R, PH, PW = rois.shape[0], int(params["pooled_height"]), int(params["pooled_width"])
-    grad_input = np.zeros((N * H * W, C), dtype=dtype)
     grad_offset = np.zeros((R, 2, PH * PW), dtype=dtype)
     if grad_output.size == 0 or H == 0 or W == 0:
         # An empty map has no pixel to receive anything (zero H or W succeeds).
-        return {"grad_input": grad_input.reshape(N, H, W, C), "grad_offset": grad_offset.reshape(R, 2, PH, PW)}
+        return {"grad_input": np.zeros((N, H, W, C), dtype=dtype), "grad_offset": grad_offset.reshape(R, 2, PH, PW)}
 
     bins = bin_geometry(rois, offset, params, dtype)
     # grad_output / count; a bin with no samples never uses it (mmcv divides by count 0 there).
     bin_grad = grad_output.reshape(-1, C).astype(dtype) / np.maximum(bins.samples, 1).astype(dtype)[:, None]
+    sums = _compiled_sums(features, bins, bin_grad, offset is not None, dtype)
+    if sums is None:
+        sums = _numpy_sums(features, bins, bin_grad, offset is not None, dtype)
+    grad_input, offset_x, offset_y = sums
+    if offset is not None:
+        per_bin_roi = np.repeat(np.arange(R), PH * PW)
+        roi_w, roi_h = roi_sizes(rois, params, dtype)
+        gamma = dtype(params["gamma"])
+        grad_offset[:, 0] = (gamma * roi_w[per_bin_roi] * offset_x).reshape(R, PH * PW)
+        grad_offset[:, 1] = (gamma * roi_h[per_bin_roi] * offset_y).reshape(R, PH * PW)
+    return {"grad_input": grad_input.reshape(N, H, W, C), "grad_offset": grad_offset.reshape(R, 2, PH, PW)}
+
+
+def _numpy_sums(features, bins: Bins, bin_grad, with_offset: bool, dtype):
+    """(grad_input [N*H*W, C], offset_x, offset_y [bins]): both scatter-adds (the module doc), with numpy."""
+    N, H, W, C = features.shape
+    grad_input = np.zeros((N * H * W, C), dtype=dtype)
     # The offset terms read four corners per sample: converted once here (the same values; one more
     # input-sized array, 250 MB at the largest network case), faster than at every read.
-    pixels = features.reshape(-1, C).astype(dtype, copy=False) if offset is not None else None
+    pixels = features.reshape(-1, C).astype(dtype, copy=False) if with_offset else None
     total = int(bins.ends[-1]) if bins.ends.size else 0
     offset_terms = np.zeros((2, total), dtype=dtype)        # each sample's sum_c of the x and y terms (0 outside)
     pending = _PendingEntries(grad_input, bin_grad, max(1, _FLUSH_ELEMENTS // C))
@@ -73,7 +94,7 @@ def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):
         targets = (bins.batch[bin_of] * H + rows) * W + cols                    # [4, S]
         # Sample by sample, its four corners in turn.
         pending.add(targets.T.reshape(-1), weights.T.reshape(-1), np.repeat(bin_of, 4))
-        if offset is None:
+        if not with_offset:
             continue
         g = bin_grad[bin_of]                                                  # [S, C]
         # Corners (y_low, x_low), (y_low, x_high), (y_high, x_low), (y_high, x_high).
@@ -83,20 +104,35 @@ def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):
         for axis, term in enumerate(_offset_terms(g, v00, v10, v01, v11, y - y_low, y_high - y, x - x_low, x_high - x)):
             offset_terms[axis, first + inside_at] = term
     pending.flush()
-    if offset is not None:
-        offset_x = np.zeros(R * PH * PW, dtype=dtype)
-        offset_y = np.zeros(R * PH * PW, dtype=dtype)
+    offset_x = np.zeros(bins.samples.size, dtype=dtype)
+    offset_y = np.zeros(bins.samples.size, dtype=dtype)
+    if with_offset:
         step = samples_per_chunk(C)
         for first in range(0, total, step):
             bin_of = np.searchsorted(bins.ends, np.arange(first, min(total, first + step)), side="right")
             offset_x += np.bincount(bin_of, weights=offset_terms[0, first:first + step], minlength=offset_x.size)
             offset_y += np.bincount(bin_of, weights=offset_terms[1, first:first + step], minlength=offset_y.size)
-        per_bin_roi = np.repeat(np.arange(R), PH * PW)
-        roi_w, roi_h = roi_sizes(rois, params, dtype)
-        gamma = dtype(params["gamma"])
-        grad_offset[:, 0] = (gamma * roi_w[per_bin_roi] * offset_x).reshape(R, PH * PW)
-        grad_offset[:, 1] = (gamma * roi_h[per_bin_roi] * offset_y).reshape(R, PH * PW)
-    return {"grad_input": grad_input.reshape(N, H, W, C), "grad_offset": grad_offset.reshape(R, 2, PH, PW)}
+    return grad_input, offset_x, offset_y
+
+
+def _compiled_sums(features, bins: Bins, bin_grad, with_offset: bool, dtype):
+    """_numpy_sums by the C loop, or None where numpy's path must run (compiled_loop's cases; a NaN out)."""
+    loop = compiled_loop("grads", features, bins, dtype)
+    if loop is None:
+        return None
+    function, pixels, per_bin = loop
+    N, H, W, C = features.shape
+    grad_input = np.zeros((N * H * W, C), dtype=np.float64)
+    offset_x = np.zeros(bins.samples.size, dtype=np.float64)
+    offset_y = np.zeros(bins.samples.size, dtype=np.float64)
+    bin_grad = np.ascontiguousarray(bin_grad, dtype=np.float64)
+    work = np.empty(C, dtype=np.float64)
+    function(pointer(pixels), ctypes.c_long(H), ctypes.c_long(W), ctypes.c_long(C), ctypes.c_long(bins.samples.size),
+             *map(pointer, per_bin), ctypes.c_long(samples_per_chunk(C)), pointer(bin_grad), ctypes.c_int(with_offset),
+             pointer(grad_input), pointer(offset_x), pointer(offset_y), pointer(work))
+    if has_nan(grad_input) or has_nan(offset_x) or has_nan(offset_y):
+        return None
+    return grad_input, offset_x, offset_y
 
 
 class _PendingEntries:
