@@ -104,54 +104,73 @@ def _block_chunk(T: ScalarT, thread, grad_output, features, batch, geo: _Geometr
                  thread_by_thread: bool = False) -> tuple:
     """The atomicAdds of the threads ``thread`` (whole blocks, ascending) in the fixed order (or,
     ``thread_by_thread``, block by block, each thread's adds in turn, lane after lane): (targets,
-    values) into grad_input, and into grad_offset (None without an offset), for np.add.at."""
+    values) into grad_input, and into grad_offset (None without an offset), for np.add.at.
+
+    The sample geometry (point, corners, weights, inside) depends on the roi and the bin, not on
+    the channel: it is computed once per (roi, bin) of the chunk and gathered to the threads.
+    The threads are padded to whole blocks, so that [thread] is a view [block, lane]."""
     dtype = features.dtype.type
     _, PH, PW, C = grad_output.shape
     _, H, W, _ = features.shape
-    pw, ph = thread % PW, (thread // PW) % PH
-    c, n = (thread // (PW * PH)) % C, thread // (PW * PH * C)
-    grid_h, grid_w = geo.grid_h[n], geo.grid_w[n]
+    blocks = -(-thread.size // _BLOCK)
+    padded = thread[0] + np.arange(blocks * _BLOCK)
+    real = padded <= thread[-1]
+    padded = np.where(real, padded, thread[-1])       # padding threads repeat the last, unused
+    pw, ph = padded % PW, (padded // PW) % PH
+    c, n = (padded // (PW * PH)) % C, padded // (PW * PH * C)
+    first_roi = int(n[0])
+    rois = slice(first_roi, int(n[-1]) + 1)
+    bin_of_thread = ((n - first_roi) * PH + ph) * PW + pw         # into this chunk's [roi, PH, PW]
+    grid_h, grid_w = geo.grid_h[rois, None, None], geo.grid_w[rois, None, None]
     with np.errstate(divide="ignore", invalid="ignore"):      # count 0: a bin without samples
-        g = grad_output[n, ph, pw, c] / geo.count[n]
+        g = grad_output.reshape(-1)[((n * PH + ph) * PW + pw) * C + c] / geo.count[n]
         offset_x_scale = geo.gamma * geo.roi_w[n] * g      # (gamma * roi_width) * g, rounded twice
         offset_y_scale = geo.gamma * geo.roi_h[n] * g
-    y0, x0 = geo.bin_y0[n, ph, pw], geo.bin_x0[n, ph, pw]
-    image = batch[n]
+    y0, x0 = geo.bin_y0[rois], geo.bin_x0[rois]
+    bin_h, bin_w = geo.bin_h[rois, None, None], geo.bin_w[rois, None, None]
+    image_base = (batch[rois] * H)[:, None, None]
+    flat_features = features.reshape(-1)
 
     # Slots [block, step, corner, lane]; a slot a thread does not fill adds nothing.
-    blocks = -(-thread.size // _BLOCK)
     steps_h, steps_w = int(grid_h.max(initial=0)), int(grid_w.max(initial=0))
     slots = (blocks, max(steps_h * steps_w, 1), _BLOCK)
-    block, lane = np.divmod(np.arange(thread.size), _BLOCK)         # of each thread in the chunk
     input_target = np.zeros(slots[:2] + (4, _BLOCK), dtype=np.int64)
     input_value = np.zeros(slots[:2] + (4, _BLOCK), dtype=dtype)
     input_used = np.zeros(slots[:2] + (4, _BLOCK), dtype=bool)
     offset_value = np.zeros((2,) + slots, dtype=dtype)
     offset_used = np.zeros((2,) + slots, dtype=bool)
+
+    def by_block(per_thread):     # [..., padded threads] -> [block, ..., lane]
+        shaped = per_thread.reshape(per_thread.shape[:-1] + (blocks, _BLOCK))
+        return np.moveaxis(shaped, -2, 0)
+
     with np.errstate(divide="ignore", invalid="ignore"):
         for iy in range(steps_h):
-            step_y = as_t(iy + 0.5, dtype) * geo.bin_h[n] / as_t(grid_h, dtype)
+            step_y = as_t(iy + 0.5, dtype) * bin_h / as_t(grid_h, dtype)
             y = y0 + step_y
             for ix in range(steps_w):
                 step = iy * steps_w + ix
-                step_x = as_t(ix + 0.5, dtype) * geo.bin_w[n] / as_t(grid_w, dtype)
+                step_x = as_t(ix + 0.5, dtype) * bin_w / as_t(grid_w, dtype)
                 x = x0 + step_x
-                rows, cols, weights, inside = bilinear_corners(y, x, H, W)
-                used = inside & (iy < grid_h) & (ix < grid_w)
-                input_target[block, step, :, lane] = (((image * H + rows) * W + cols) * C + c).T
-                input_value[block, step, :, lane] = (g * weights).T
-                input_used[block, step, :, lane] = np.broadcast_to(used, (4, used.size)).T
+                rows, cols, weights, inside = bilinear_corners(y, x, H, W)     # per (roi, bin)
+                used = (inside & (iy < grid_h) & (ix < grid_w)).reshape(-1)[bin_of_thread] & real
+                pixel_index = (((image_base + rows) * W + cols) * C).reshape(4, -1)[:, bin_of_thread] + c
+                input_target[:, step] = by_block(pixel_index)
+                input_value[:, step] = by_block(g * weights.reshape(4, -1)[:, bin_of_thread])
+                input_used[:, step] = by_block(used)[:, None, :]
                 if not with_offset:
                     continue
-                pixel = features[image, rows, cols, c].astype(F32)             # v00, v10, v01, v11
+                pixel = flat_features[pixel_index].astype(F32)             # v00, v10, v01, v11
                 y_low, y_high = as_t(rows[0], dtype), as_t(rows[2], dtype)
                 x_low, x_high = as_t(cols[0], dtype), as_t(cols[1], dtype)
-                along_x = _four_terms(T, pixel, [y - y_low, y_high - y, y_low - y, y - y_high], (3, 1, 2, 0))
-                along_y = _four_terms(T, pixel, [x - x_low, x_high - x, x_low - x, x - x_high], (3, 2, 1, 0))
+                along_x = _four_terms(T, pixel, _per_thread([y - y_low, y_high - y, y_low - y, y - y_high],
+                                                            bin_of_thread), (3, 1, 2, 0))
+                along_y = _four_terms(T, pixel, _per_thread([x - x_low, x_high - x, x_low - x, x - x_high],
+                                                            bin_of_thread), (3, 2, 1, 0))
                 with np.errstate(over="ignore", invalid="ignore"):   # half overflows to ±inf, as mmcv's does
-                    offset_value[0, block, step, lane] = offset_x_scale * along_x.astype(dtype)
-                    offset_value[1, block, step, lane] = offset_y_scale * along_y.astype(dtype)
-                offset_used[0, block, step, lane] = offset_used[1, block, step, lane] = used
+                    offset_value[0, :, step] = by_block(offset_x_scale * along_x.astype(dtype))
+                    offset_value[1, :, step] = by_block(offset_y_scale * along_y.astype(dtype))
+                offset_used[0, :, step] = offset_used[1, :, step] = by_block(used)
     if thread_by_thread:   # [block, step, corner, lane] -> [block, lane, step, corner]
         input_target, input_value, input_used = (a.transpose(0, 3, 1, 2)
                                                  for a in (input_target, input_value, input_used))
@@ -159,14 +178,17 @@ def _block_chunk(T: ScalarT, thread, grad_output, features, batch, geo: _Geometr
     input_adds = (input_target.reshape(-1)[order], input_value.reshape(-1)[order])
     if not with_offset:
         return input_adds, None
-    target = np.zeros((2,) + slots, dtype=np.int64)
     bin_index = (n * 2 * PH + ph) * PW + pw
-    for channel in range(2):
-        target[channel, block, :, lane] = (bin_index + channel * PH * PW)[:, None]
+    target = np.broadcast_to(np.stack([bin_index, bin_index + PH * PW]).reshape(2, blocks, 1, _BLOCK), (2,) + slots)
     if thread_by_thread:   # [2, block, step, lane] -> [2, block, lane, step]
         target, offset_value, offset_used = (a.transpose(0, 1, 3, 2) for a in (target, offset_value, offset_used))
     order = offset_used.reshape(-1)
     return input_adds, (target.reshape(-1)[order], offset_value.reshape(-1)[order])
+
+
+def _per_thread(factors, bin_of_thread) -> list:
+    """Per (roi, bin) arrays, one per thread."""
+    return [factor.reshape(-1)[bin_of_thread] for factor in factors]
 
 
 def _four_terms(T: ScalarT, pixel, factors, corners) -> np.ndarray:
