@@ -52,22 +52,40 @@ def deform_roi_pool_backward(inputs: dict, params: dict, out_shapes: dict | None
         geometry = _Geometry(rois, offset, params, dtype)
         threads = R * C * PH * PW
         blocks = -(-threads // _BLOCK)
-        steps = max(1, int(geometry.grid_h.max(initial=0)) * int(geometry.grid_w.max(initial=0)))
-        chunk = max(1, _CHUNK_ELEMENTS // (steps * 4 * _BLOCK))
 
-        def adds(first):
-            thread = np.arange(first * _BLOCK, min(threads, (first + chunk) * _BLOCK))
+        def adds(block_range):
+            first, last = block_range
+            thread = np.arange(first * _BLOCK, min(threads, last * _BLOCK))
             return _block_chunk(T, thread, grad_output, features, batch, geometry, offset is not None,
                                 thread_by_thread)
         # Chunks are computed apart (two at a time, on threads) and their atomicAdds applied in
         # turn, chunk after chunk: the order of the adds, and so every sum, as in one thread.
-        for input_adds, offset_adds in ordered_map(adds, range(0, blocks, chunk)):
+        for input_adds, offset_adds in ordered_map(adds, _chunks(geometry, blocks, C * PH * PW)):
             np.add.at(grad_input, *input_adds)
             if offset_adds is not None:
                 with np.errstate(over="ignore", invalid="ignore"):   # inf + -inf is NaN in mmcv's half sums too
                     np.add.at(grad_offset, *offset_adds)
     return {"grad_input": T.result(grad_input.reshape(N, H, W, C)),
             "grad_offset": T.result(grad_offset.reshape(R, 2, PH, PW))}
+
+
+def _chunks(geo, blocks: int, threads_per_roi: int):
+    """Ranges [first, last) of blocks, each filling about _CHUNK_ELEMENTS slots: a chunk's
+    slots are its blocks times the sample steps of its largest grid.  The adds go block after
+    block whatever the chunks, so their sizes change no sum; sized by their own grids (not by
+    the largest of all rois) they keep numpy's arrays long and its calls few."""
+    first_roi = np.arange(blocks) * _BLOCK // threads_per_roi
+    last_roi = np.minimum((np.arange(blocks) + 1) * _BLOCK - 1, threads_per_roi * len(geo.grid_h) - 1) // threads_per_roi
+    first, grid_h, grid_w = 0, 0, 0
+    for block in range(blocks):
+        rois = slice(int(first_roi[block]), int(last_roi[block]) + 1)
+        high = max(grid_h, int(geo.grid_h[rois].max()))
+        wide = max(grid_w, int(geo.grid_w[rois].max()))
+        if block > first and (block + 1 - first) * max(1, high * wide) * 4 * _BLOCK > _CHUNK_ELEMENTS:
+            yield first, block
+            first, high, wide = block, int(geo.grid_h[rois].max()), int(geo.grid_w[rois].max())
+        grid_h, grid_w = high, wide
+    yield first, blocks
 
 
 class _Geometry:
@@ -187,17 +205,17 @@ def _block_chunk(T: ScalarT, thread, grad_output, features, batch, geo: _Geometr
 
 
 def _per_thread(factors, bin_of_thread) -> list:
-    """Per (roi, bin) arrays, one per thread."""
-    return [factor.reshape(-1)[bin_of_thread] for factor in factors]
+    """Per (roi, bin) arrays in T, one per thread, in the float32 carrier (cast before the gather: fewer elements)."""
+    return [factor.astype(F32).reshape(-1)[bin_of_thread] for factor in factors]
 
 
 def _four_terms(T: ScalarT, pixel, factors, corners) -> np.ndarray:
     """``p[a]*f0 + p[b]*f1 + p[c]*f2 + p[d]*f3`` in T (float32 fused as nvcc does: ScalarT.mac),
     the pixels p [4, S] (v00, v10, v01, v11) in the float32 carrier, the factors in T."""
     first = corners[0]
-    total = rounded(T, np.multiply(pixel[first], factors[0].astype(F32), dtype=F32))
+    total = rounded(T, np.multiply(pixel[first], factors[0].astype(F32, copy=False), dtype=F32))
     for corner, factor in zip(corners[1:], factors[1:]):
-        total = T.mac(total, pixel[corner], factor.astype(F32))
+        total = T.mac(total, pixel[corner], factor.astype(F32, copy=False))
     return total
 
 
