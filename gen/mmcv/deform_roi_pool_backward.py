@@ -172,9 +172,14 @@ def _block_chunk(T: ScalarT, thread, grad_output, features, batch, geo: _Geometr
                 x = x0 + step_x
                 rows, cols, weights, inside = bilinear_corners(y, x, H, W)     # per (roi, bin)
                 used = (inside & (iy < grid_h) & (ix < grid_w)).reshape(-1)[bin_of_thread] & real
-                pixel_index = (((image_base + rows) * W + cols) * C).reshape(4, -1)[:, bin_of_thread] + c
-                input_target[:, step] = by_block(pixel_index)
-                input_value[:, step] = by_block(g * weights.reshape(4, -1)[:, bin_of_thread])
+                # Only the threads that add (a chunk's grid is its largest roi's, so often many do
+                # not); the slots of the others stay 0 and unused.
+                active = np.flatnonzero(used)
+                active_bin = bin_of_thread[active]
+                pixel_index = (((image_base + rows) * W + cols) * C).reshape(4, -1)[:, active_bin] + c[active]
+                input_target[:, step] = by_block(_spread(pixel_index, active, padded.size))
+                input_value[:, step] = by_block(_spread(g[active] * weights.reshape(4, -1)[:, active_bin],
+                                                        active, padded.size))
                 input_used[:, step] = by_block(used)[:, None, :]
                 if not with_offset:
                     continue
@@ -182,12 +187,13 @@ def _block_chunk(T: ScalarT, thread, grad_output, features, batch, geo: _Geometr
                 y_low, y_high = as_t(rows[0], dtype), as_t(rows[2], dtype)
                 x_low, x_high = as_t(cols[0], dtype), as_t(cols[1], dtype)
                 along_x = _four_terms(T, pixel, _per_thread([y - y_low, y_high - y, y_low - y, y - y_high],
-                                                            bin_of_thread), (3, 1, 2, 0))
+                                                            active_bin), (3, 1, 2, 0))
                 along_y = _four_terms(T, pixel, _per_thread([x - x_low, x_high - x, x_low - x, x - x_high],
-                                                            bin_of_thread), (3, 2, 1, 0))
+                                                            active_bin), (3, 2, 1, 0))
                 with np.errstate(over="ignore", invalid="ignore"):   # half overflows to ±inf, as mmcv's does
-                    offset_value[0, :, step] = by_block(offset_x_scale * along_x.astype(dtype))
-                    offset_value[1, :, step] = by_block(offset_y_scale * along_y.astype(dtype))
+                    for channel, scale, along in ((0, offset_x_scale, along_x), (1, offset_y_scale, along_y)):
+                        value = scale[active] * along.astype(dtype)
+                        offset_value[channel, :, step] = by_block(_spread(value, active, padded.size))
                 offset_used[0, :, step] = offset_used[1, :, step] = by_block(used)
     if thread_by_thread:   # [block, step, corner, lane] -> [block, lane, step, corner]
         input_target, input_value, input_used = (a.transpose(0, 3, 1, 2)
@@ -202,6 +208,13 @@ def _block_chunk(T: ScalarT, thread, grad_output, features, batch, geo: _Geometr
         target, offset_value, offset_used = (a.transpose(0, 1, 3, 2) for a in (target, offset_value, offset_used))
     order = offset_used.reshape(-1)
     return input_adds, (target.reshape(-1)[order], offset_value.reshape(-1)[order])
+
+
+def _spread(values, active, threads: int) -> np.ndarray:
+    """[..., active threads] -> [..., threads], 0 for the others."""
+    spread = np.zeros(values.shape[:-1] + (threads,), dtype=values.dtype)
+    spread[..., active] = values
+    return spread
 
 
 def _per_thread(factors, bin_of_thread) -> list:
