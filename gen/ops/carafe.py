@@ -336,7 +336,10 @@ def _grad_mask_of_image(image, grad_output, k, G, s, dtype):
                                         i0, i1, dtype)
             yield i0, i1, block
         return
-    for i0, i1, windows in _input_windows(image, k, G, _rows_for_input_windows(W, C, k, s), dtype):
+    # The same chunks as the C loop's: a streamed case's float32 baseline (numpy) must yield the
+    # pieces its float64 golden (C) yields; rows are independent, so chunks change no bits.
+    for i0, i1 in _compiled_chunks(H, s * s * W * max(C, G * k * k), _COMPILED_CHUNK_ELEMENTS):
+        windows = _chunk_windows(image, k, G, i0, i1, dtype)
         yield i0, i1, _grad_mask_rows(grad_pixels, row_ok, col_ok, windows, i0, i1, dtype)
 
 
@@ -377,10 +380,11 @@ def _grad_input_of_image(mask, grad_output, k, G, s, dtype):
                 block = _grad_input_rows(mask7, grad_output, stack, i0, i1, k, s, dtype)
             yield i0, i1, block
         return
-    rows = _rows_per_chunk(max((s * W + 2 * r * s) * span * C, W * span * span * G))
-    stack = _new_row_stack(min(rows, H), s * W, span, r * s, C, dtype)
-    for i0 in range(0, H, rows):
-        i1 = min(H, i0 + rows)
+    # The C loop's chunks, as grad_mask's above.
+    stack = None
+    for i0, i1 in _compiled_chunks(H, s * s * W * (C + G * k * k), _COMPILED_HALO_CHUNK_ELEMENTS):
+        if stack is None:
+            stack = _new_row_stack(i1 - i0, s * W, span, r * s, C, dtype)
         yield i0, i1, _grad_input_rows(mask7, grad_output, stack[:i1 - i0], i0, i1, k, s, dtype)
 
 
