@@ -323,24 +323,21 @@ def _grad_mask_of_image(image, grad_output, k, G, s, dtype):
     grad_pixels = _per_pixel(grad_output.reshape(H, s, W, s, G, C // G))
     row_ok, col_ok = _taps_inside(H, k), _taps_inside(W, k)
     compiled = _compiled_backward("carafe_grad_mask_rows", image.shape, G, dtype)
-    if compiled is not None:
-        float64_rows = _Float64Rows()
-        # No halo on grad_output here: the forward's smaller chunks, whose buffers stay in cache, measured faster.
-        for i0, i1 in _compiled_chunks(H, s * s * W * max(C, G * k * k), _COMPILED_CHUNK_ELEMENTS):
+    float64_rows = _Float64Rows()
+    # One chunking whichever path runs: a streamed case's float32 baseline (numpy) must yield the
+    # pieces its float64 golden (C) yields; rows are independent, so chunks change no bits.  No halo
+    # on grad_output here: the forward's smaller chunks, whose buffers stay in cache, measured faster.
+    for i0, i1 in _compiled_chunks(H, s * s * W * max(C, G * k * k), _COMPILED_CHUNK_ELEMENTS):
+        if compiled is not None:
             block = np.empty(((i1 - i0) * s, W * s, G * k * k), dtype=dtype)
             lo, hi = _halo_rows(H, k, i0, i1)
-            if _call_compiled(compiled, float64_rows("image", image[lo:hi]), lo,
-                              float64_rows("grad", grad_output[i0 * s:i1 * s]), block,
-                              H, W, C, G, k, s, i0, i1):
-                block = _grad_mask_rows(grad_pixels, row_ok, col_ok, _chunk_windows(image, k, G, i0, i1, dtype),
-                                        i0, i1, dtype)
-            yield i0, i1, block
-        return
-    # The same chunks as the C loop's: a streamed case's float32 baseline (numpy) must yield the
-    # pieces its float64 golden (C) yields; rows are independent, so chunks change no bits.
-    for i0, i1 in _compiled_chunks(H, s * s * W * max(C, G * k * k), _COMPILED_CHUNK_ELEMENTS):
-        windows = _chunk_windows(image, k, G, i0, i1, dtype)
-        yield i0, i1, _grad_mask_rows(grad_pixels, row_ok, col_ok, windows, i0, i1, dtype)
+            if not _call_compiled(compiled, float64_rows("image", image[lo:hi]), lo,
+                                  float64_rows("grad", grad_output[i0 * s:i1 * s]), block,
+                                  H, W, C, G, k, s, i0, i1):
+                yield i0, i1, block
+                continue
+        yield i0, i1, _grad_mask_rows(grad_pixels, row_ok, col_ok, _chunk_windows(image, k, G, i0, i1, dtype),
+                                      i0, i1, dtype)
 
 
 def _grad_mask_rows(grad_pixels, row_ok, col_ok, windows, i0, i1, dtype) -> np.ndarray:
@@ -368,21 +365,17 @@ def _grad_input_of_image(mask, grad_output, k, G, s, dtype):
     r, span = (k - 1) // 2, k * s
     mask7 = mask.reshape(H, s, W, s, G, k, k)
     compiled = _compiled_backward("carafe_grad_input_rows", (H, W, C), G, dtype, layout=3)
-    if compiled is not None:
-        float64_rows = _Float64Rows()
-        for i0, i1 in _compiled_chunks(H, s * s * W * (C + G * k * k), _COMPILED_HALO_CHUNK_ELEMENTS):
+    float64_rows, stack = _Float64Rows(), None
+    # One chunking whichever path runs, as grad_mask's above.
+    for i0, i1 in _compiled_chunks(H, s * s * W * (C + G * k * k), _COMPILED_HALO_CHUNK_ELEMENTS):
+        if compiled is not None:
             block = np.empty((i1 - i0, W, C), dtype=dtype)
             lo, hi = _halo_rows(H, k, i0, i1)
             grad_rows = float64_rows.blocked("grad", grad_output[lo * s:hi * s], _channel_block(C // G))
-            if _call_compiled(compiled, grad_rows, lo * s, float64_rows("mask", mask[lo * s:hi * s]), block,
-                              H, W, C, G, k, s, i0, i1):
-                stack = _new_row_stack(i1 - i0, s * W, span, r * s, C, dtype)
-                block = _grad_input_rows(mask7, grad_output, stack, i0, i1, k, s, dtype)
-            yield i0, i1, block
-        return
-    # The C loop's chunks, as grad_mask's above.
-    stack = None
-    for i0, i1 in _compiled_chunks(H, s * s * W * (C + G * k * k), _COMPILED_HALO_CHUNK_ELEMENTS):
+            if not _call_compiled(compiled, grad_rows, lo * s, float64_rows("mask", mask[lo * s:hi * s]), block,
+                                  H, W, C, G, k, s, i0, i1):
+                yield i0, i1, block
+                continue
         if stack is None:
             stack = _new_row_stack(i1 - i0, s * W, span, r * s, C, dtype)
         yield i0, i1, _grad_input_rows(mask7, grad_output, stack[:i1 - i0], i0, i1, k, s, dtype)
