@@ -19,7 +19,7 @@ from google.protobuf.message import DecodeError
 from gen.core.registry import spec_for
 from gen.core.casefile import NotARegularFile, SpillFile, element_count, regular_file_bytes
 from harness.mluops import mluops_case_pb2 as pb
-from harness.mluops import random_data
+from harness.mluops import random_data, text_runs
 from harness.mluops.schema import (DTYPES, METRICS, KernelFormat, MluopsFormatError,
                                    UnsupportedKernel, kernel_format, layout_name,
                                    nominal_shape_of_absent)
@@ -126,7 +126,7 @@ def _parse_text(path: Path, raw: bytes) -> pb.Node:
         raise MluopsFormatError(f"{path}: not a text mlu-ops case (not UTF-8 at byte {exc.start})") from None
     node = pb.Node()
     try:
-        text_format.Parse(text, node)
+        text_runs.parse(text, node)
     except text_format.ParseError as exc:
         _raise_if_other_kernel(path, text)
         raise MluopsFormatError(f"{path}:{exc}") from None
