@@ -102,3 +102,26 @@ def test_degenerate_rois_include_zero_size_and_inverted():
     rois = drp.proposals(np.random.default_rng(26), ctx, mode="degenerate")
     width, height = rois[:, 3] - rois[:, 1], rois[:, 4] - rois[:, 2]
     assert (width == 0).any() and (height == 0).any() and (width < 0).any()
+
+
+def test_a_nan_roi_with_an_adaptive_grid_has_no_samples_forward_and_backward():
+    """sampling_ratio 0 takes the grid from ceil(roi / pooled): NaN for a NaN roi, which CUDA's
+    float-to-int conversion makes 0 (no samples).  Its bins are 0 and add nothing to grad_input;
+    the other rois are untouched."""
+    from gen.ops.deform_roi_pool_backward import backward
+    params = _params(2, 2, 0.5, 0, 0.1)
+    features, rois, offset = _case(23, 1, 8, 8, 3, 4, params)
+    clean = drp.forward({"input": features, "rois": rois, "offset": offset}, params)["output"]
+    rois = rois.copy()
+    rois[1, 3] = np.nan
+    with np.errstate(invalid="raise"):
+        got = drp.forward({"input": features, "rois": rois, "offset": offset}, params)["output"]
+    assert not got[1].any() and np.array_equal(np.delete(got, 1, 0), np.delete(clean, 1, 0))
+    grad_output = np.random.default_rng(1).normal(size=got.shape)
+    inputs = {"grad_output": grad_output, "input": features, "rois": rois, "offset": offset}
+    grads = backward(inputs, params)
+    others = backward({**inputs, "rois": np.delete(rois, 1, 0), "offset": np.delete(offset, 1, 0),
+                       "grad_output": np.delete(grad_output, 1, 0)}, params)
+    np.testing.assert_array_equal(grads["grad_input"], others["grad_input"])
+    assert not grads["grad_offset"][1].any()          # nothing added, as in mmcv
+    np.testing.assert_array_equal(np.delete(grads["grad_offset"], 1, 0), others["grad_offset"])

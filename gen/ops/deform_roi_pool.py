@@ -76,11 +76,12 @@ def bin_geometry(rois, offset, params, dtype) -> Bins:
         grid_h = np.full(R, sampling_ratio, dtype=np.int64)
         grid_w = grid_h.copy()
     else:
-        # ceil(roi/pooled) is negative for an inverted roi: no samples, like an empty loop.
-        grid_h = np.maximum(np.ceil(roi_h / dtype(PH)), 0)
-        grid_w = np.maximum(np.ceil(roi_w / dtype(PW)), 0)
-        # Counted in float64 before the int64 cast (a roi of 1e30 pixels would wrap); a NaN roi's
-        # grid is left to the cast, as before (it comes to no samples).
+        # ceil(roi/pooled) is negative for an inverted roi: no samples, like an empty loop.  A NaN
+        # roi's grid is 0 too (fmax drops the NaN), as CUDA's float-to-int conversion makes NaN 0;
+        # left to numpy's cast it would be INT64_MIN, a negative sample count.
+        grid_h = np.fmax(np.ceil(roi_h / dtype(PH)), 0)
+        grid_w = np.fmax(np.ceil(roi_w / dtype(PW)), 0)
+        # Counted in float64 before the int64 cast (a roi of 1e30 pixels would wrap).
         check_sample_points("deform_roi_pool", float(np.nansum(grid_h.astype(np.float64) * grid_w)) * PH * PW)
         grid_h, grid_w = grid_h.astype(np.int64), grid_w.astype(np.int64)
     start_h = np.broadcast_to(start_h[:, None, None], (R, PH, PW))
@@ -226,8 +227,8 @@ _SCRATCH_ROWS = 1 + 8 + 64
 def compiled_loop(name: str, features: np.ndarray, bins: Bins, dtype):
     """(the C function deform_roi_pool_<name> for this input dtype, the input's pixel rows it reads,
     the per-bin arguments) or None where the numpy path must run: no compiler, a golden not in float64,
-    an input dtype it has no loop for, or bins numpy's path handles its own way (a negative grid from a
-    NaN roi, an image index outside the batch)."""
+    an input dtype it has no loop for, or bins numpy's path handles its own way (a negative grid, an
+    image index outside the batch)."""
     if dtype is not np.float64 or features.dtype not in (np.float16, np.float32, np.float64):
         return None
     counts = bins.samples

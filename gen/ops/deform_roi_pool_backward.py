@@ -70,9 +70,16 @@ def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):
         per_bin_roi = np.repeat(np.arange(R), PH * PW)
         roi_w, roi_h = roi_sizes(rois, params, dtype)
         gamma = dtype(params["gamma"])
-        grad_offset[:, 0] = (gamma * roi_w[per_bin_roi] * offset_x).reshape(R, PH * PW)
-        grad_offset[:, 1] = (gamma * roi_h[per_bin_roi] * offset_y).reshape(R, PH * PW)
+        # A bin without samples adds nothing in mmcv (its adds are per sample); its sum here is 0,
+        # and 0 times a NaN roi size (the only such bins whose product is not 0) is made 0 again.
+        empty = bins.samples == 0
+        grad_offset[:, 0] = _nan_to_zero_where(gamma * roi_w[per_bin_roi] * offset_x, empty).reshape(R, PH * PW)
+        grad_offset[:, 1] = _nan_to_zero_where(gamma * roi_h[per_bin_roi] * offset_y, empty).reshape(R, PH * PW)
     return {"grad_input": grad_input.reshape(N, H, W, C), "grad_offset": grad_offset.reshape(R, 2, PH, PW)}
+
+
+def _nan_to_zero_where(values: np.ndarray, where: np.ndarray) -> np.ndarray:
+    return np.where(where & np.isnan(values), values.dtype.type(0), values)
 
 
 def _numpy_sums(features, bins: Bins, bin_grad, with_offset: bool, dtype):
