@@ -88,6 +88,10 @@ def compare(specs: list[Path], root: Path, baseline: str | None, other: Path, se
     print("| --- | ---: | ---: | ---: | ---: | --- |")
     totals = [0.0, 0.0]
     for position, spec in enumerate(specs):
+        if not (other / "specs" / spec.name).is_file():
+            # a kernel the other checkout does not have: nothing to compare, and not in the totals
+            print(f"| {spec.stem} | not in {other.name} | | | | |", flush=True)
+            continue
         sides = [("against", other), ("this", REPO)]
         if position % 2:
             sides.reverse()
