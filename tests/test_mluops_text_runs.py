@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from google.protobuf import text_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -136,3 +137,21 @@ def test_mluops_own_case_files_read_the_same_and_mostly_by_the_fast_path(monkeyp
         assert outcome(text_runs.parse, text) == outcome(reference, text), path
         fast += whole == [False]
     assert fast, "no conformance file took the fast path"
+
+
+@pytest.mark.parametrize("prefilled", [False, True], ids=["empty node", "node with content"])
+def test_merges_into_the_node_as_text_format_does(prefilled):
+    """An empty node is filled in place, one with content through a copy; both end as text_format's."""
+    run = "\n".join(f"  value_i: {v}" for v in range(text_runs.MIN_RUN))
+    texts = [f'op_name: "carafe"\ninput {{\n  id: "t"\n{run}\n}}\n',
+             f'op_name: "carafe"\ninput {{\n  id: "t"\n{run}\n  value_i: 010\n}}\n']    # the second falls back
+    for text in texts:
+        nodes = []
+        for parse in (text_runs.parse, text_format.Parse):
+            node = pb.Node()
+            if prefilled:
+                node.device = pb.GPU
+                node.output.add(id="kept")
+            parse(text, node)
+            nodes.append(node.SerializePartialToString(deterministic=True))
+        assert nodes[0] == nodes[1]

@@ -58,16 +58,22 @@ def parse(text: str, node) -> None:
     if not runs:
         text_format.Parse(text, node)
         return
+    # An empty node is filled in place (a copy of a case's values would double its memory) and
+    # cleared if the fast path gives up; a node with content is merged into through a copy.
+    target = node if not node.ListFields() else type(node)()
     try:
         skeleton, places = _skeleton(text, runs)
-        scratch = type(node)()
-        scratch.CopyFrom(node)
-        text_format.Parse(skeleton, scratch)
-        _append_runs(scratch, text, runs, places)
+        if target is not node:
+            target.CopyFrom(node)
+        text_format.Parse(skeleton, target)
+        _append_runs(target, text, runs, places)
     except (_NotSure, text_format.ParseError, ValueError, TypeError, OverflowError):
+        if target is node:
+            node.Clear()
         text_format.Parse(text, node)
         return
-    node.CopyFrom(scratch)
+    if target is not node:
+        node.CopyFrom(target)
 
 
 def _skeleton(text: str, runs: list) -> tuple[str, list]:
