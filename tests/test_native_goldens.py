@@ -2,7 +2,8 @@
 
 carafe's forward and backward goldens run in C when a C compiler is there (gen/ops/carafe_kernel.c,
 gen/ops/carafe_backward_kernel.c), reading float16/float32 inputs widened by gen/widen.c, and so do
-deform_roi_pool's forward and backward (gen/ops/deform_roi_pool_kernel.c); OPCASE_NO_CC=1 forces numpy.
+deform_roi_pool's forward and backward (gen/ops/deform_roi_pool_kernel.c) and border_align's backward
+(gen/ops/border_align_backward_kernel.c); OPCASE_NO_CC=1 forces numpy.
 Both must give the same bits on every input (special values, float16/32/64, any shape), and the
 committed cases of these kernels must come out byte for byte with the C loops on.
 """
@@ -20,7 +21,7 @@ import pytest
 import needs
 from conftest import REPO
 from gen import native, widen
-from gen.ops import carafe, deform_roi_pool, deform_roi_pool_backward
+from gen.ops import border_align, carafe, deform_roi_pool, deform_roi_pool_backward
 
 SPECIALS = [np.nan, np.inf, -np.inf, -0.0, 0.0, 5e-324, -2.2250738585072014e-308, 1e300, -1e-300]
 
@@ -206,7 +207,7 @@ def test_carafe_forward_nan_rows_come_from_numpy(compiled, monkeypatch):
     assert np.isnan(fast).any() and _same_bits(reference, fast)
 
 
-@pytest.mark.parametrize("specs_glob", ["carafe_*.yaml", "deform_roi_pool_*.yaml"])
+@pytest.mark.parametrize("specs_glob", ["carafe_*.yaml", "deform_roi_pool_*.yaml", "border_align_*.yaml"])
 def test_committed_suites_come_out_byte_for_byte_with_or_without_the_compiled_loop(compiled, tmp_path, specs_glob):
     """cases/'s command for the kernels with a compiled loop, run with the C loop and with OPCASE_NO_CC=1:
     the same files, byte for byte (tests/test_committed_cases.py compares the whole suite with cases/,
@@ -340,6 +341,94 @@ def test_deform_roi_pool_runs_compiled_where_it_fits(deform_compiled, monkeypatc
         calls.clear()
     deform_roi_pool.forward({k: v for k, v in inputs.items() if k != "grad_output"}, params, compute_dtype=np.float32)
     assert calls
+
+
+# ----------------------------------------------------------------------------- border_align backward
+
+@pytest.fixture
+def border_compiled(tmp_path_factory, monkeypatch):
+    _fresh_native_cache(tmp_path_factory, monkeypatch, "gen/ops/border_align_backward_kernel.c")
+    assert border_align._backward_loop() is not None, "cc is on PATH, the C file did not build"
+
+
+def _border_case(rng, trial: int):
+    """A random border_align backward call: maps from 1 x 1 up, channels off the vector widths and both sides
+    of pool_size (the loop tables the points only where pool_size < C), boxes inside, on the edges' bands,
+    past them, zero-size, inverted and now and then NaN or inf; argmax_idx in range, at the ends, or out of
+    it (negative, past pool_size: every element then its own point); special values (NaN, inf, -0,
+    subnormals) sprinkled into grad_output; float16/32/64."""
+    N, H, W = int(rng.integers(1, 4)), int(rng.integers(1, 9)), int(rng.integers(1, 9))
+    K = int(rng.choice([1, 3, H * W, 2 * H * W + 1]))
+    C = int(rng.choice([1, 2, 3, 9, 17, 40]))
+    pool_size = int(rng.choice([1, 2, 5, 12, 33]))
+    dtype = [np.float16, np.float32, np.float64][trial % 3]
+    specials = [0, 0, 1, 12][trial % 4]
+    corner = rng.uniform(-3, [W + 2, H + 2], (N, K, 2))
+    boxes = np.concatenate([corner, corner + rng.uniform(-1, 0.6, (N, K, 2)) * [W, H]], axis=-1)
+    boxes[rng.random((N, K, 4)) < 0.1] = rng.choice([-1.0, 0.0, -0.0, 0.5, H - 1.0, float(H), W - 1.0, float(W)])
+    if trial % 8 == 5:
+        boxes.reshape(-1)[rng.integers(0, boxes.size, 2)] = rng.choice([np.nan, np.inf, -np.inf], 2)
+    argmax = rng.integers(0, pool_size, (N, K, 4, C), endpoint=True)
+    if trial % 5 == 3:
+        argmax = np.where(rng.random(argmax.shape) < 0.5, 0, pool_size)
+    if trial % 7 == 6:
+        argmax.reshape(-1)[rng.integers(0, argmax.size, 3)] = rng.choice([-2, -1, pool_size + 1, 1000], 3)
+    inputs = {"grad_output": _draw(rng, (N, K, 4, C), dtype, specials), "boxes": boxes.astype(dtype),
+              "argmax_idx": argmax.astype(np.int32)}
+    return inputs, {"pool_size": pool_size}, {"grad_input": (N, H, W, 4 * C)}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_border_align_backward_compiled_is_numpy_bit_for_bit(border_compiled, monkeypatch, seed):
+    """Random calls (_border_case) with the C loop and with numpy: the same bits; most of them really ran in C
+    (an output with a NaN is recomputed by numpy, so the count of C runs is checked too)."""
+    rng = np.random.default_rng(300 + seed)
+    ran_compiled = 0
+    for trial in range(60):
+        inputs, params, shapes = _border_case(rng, trial)
+        with np.errstate(invalid="ignore"):           # NaN and inf boxes: numpy's path says so
+            monkeypatch.setenv("OPCASE_NO_CC", "1")
+            reference = border_align.backward(inputs, params, out_shapes=shapes)["grad_input"]
+            monkeypatch.delenv("OPCASE_NO_CC")
+            grad_input = np.zeros(shapes["grad_input"])
+            ran_compiled += border_align._compiled_backward(*inputs.values(), params["pool_size"], grad_input)
+            fast = border_align.backward(inputs, params, out_shapes=shapes)["grad_input"]
+        assert _same_bits(reference, fast), (trial, params, {n: (a.shape, a.dtype) for n, a in inputs.items()})
+    assert ran_compiled >= 30
+
+
+def test_border_align_backward_runs_compiled_where_it_fits(border_compiled, monkeypatch):
+    """With a compiler, a float64 golden (float16 inputs included) never runs numpy's scatter, whichever way
+    its points are found (tabled, or per element: pool_size >= C, an index out of range); a NaN output, a
+    float32 golden and inputs whose shapes the loop does not take do, and keep numpy's bits and errors."""
+    calls = []
+    numpy_path = border_align._scatter_backward
+    monkeypatch.setattr(border_align, "_scatter_backward", lambda *a: calls.append(1) or numpy_path(*a))
+    rng = np.random.default_rng(11)
+    shapes = {"grad_input": (2, 4, 5, 4 * 6)}
+    inputs = {"grad_output": rng.standard_normal((2, 20, 4, 6)), "boxes": np.tile([0.5, 0.25, 3.5, 2.75], (2, 20, 1)),
+              "argmax_idx": rng.integers(0, 4, (2, 20, 4, 6)).astype(np.int32)}
+    for dtype in (np.float16, np.float32, np.float64):
+        for pool_size in (3, 8):
+            floats = {k: v.astype(dtype) if k != "argmax_idx" else v for k, v in inputs.items()}
+            border_align.backward(floats, {"pool_size": pool_size}, out_shapes=shapes)
+    outside = {**inputs, "argmax_idx": inputs["argmax_idx"].copy()}
+    outside["argmax_idx"][0, 0, 0, 0] = -5
+    border_align.backward(outside, {"pool_size": 3}, out_shapes=shapes)
+    assert not calls
+    with_nan = {**inputs, "grad_output": inputs["grad_output"].copy()}
+    with_nan["grad_output"][1, 2, 3, 4] = np.nan
+    border_align.backward(with_nan, {"pool_size": 3}, out_shapes=shapes)
+    border_align.backward(inputs, {"pool_size": 3}, compute_dtype=np.float32, out_shapes=shapes)
+    assert len(calls) == 2
+    mismatched = {**inputs, "argmax_idx": inputs["argmax_idx"][:, :10]}
+    monkeypatch.setenv("OPCASE_NO_CC", "1")
+    with pytest.raises(Exception) as numpy_error:
+        border_align.backward(mismatched, {"pool_size": 3}, out_shapes=shapes)
+    monkeypatch.delenv("OPCASE_NO_CC")
+    with pytest.raises(type(numpy_error.value)):
+        border_align.backward(mismatched, {"pool_size": 3}, out_shapes=shapes)
+    assert len(calls) == 4
 
 
 # ----------------------------------------------------------------------------- gen/native.py itself

@@ -12,15 +12,25 @@ Borders e = 0 top, 1 left, 2 bottom, 3 right of box (x1, y1, x2, y2) start at (x
 
 The map size H, W of the backward's grad_input is not in its inputs: the generator
 passes the output shapes, ``out_shapes={'grad_input': (N, H, W, 4C)}``.
+
+Where a C compiler is at hand (gen.native), the backward's float64 golden runs as a compiled loop
+(border_align_backward_kernel.c): the same operations and additions in the same order, the same
+bits; numpy's path runs where there is none, for other compute dtypes and inputs the loop does not
+take, and recomputes an output the loop made NaN (which NaN comes out is numpy's choice).
 """
 from __future__ import annotations
 
+import ctypes
+from pathlib import Path
+
 import numpy as np
 
+from gen import native, widen
 from gen.ops import check_sample_points
 from gen.ops.bilinear import bilinear_corners
 
 BORDERS = 4   # top, left, bottom, right
+_BACKWARD_SOURCE = Path(__file__).with_name("border_align_backward_kernel.c")
 
 
 def _pool_size(params) -> int:
@@ -97,6 +107,51 @@ def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):
     grad_input = np.zeros((N, H, W, C4), dtype=dtype)
     if grad_input.size == 0 or grad_output.size == 0:
         return {"grad_input": grad_input}
+    if dtype is np.float64 and _compiled_backward(grad_output, boxes, argmax_idx, pool_size, grad_input):
+        return {"grad_input": grad_input}
+    _scatter_backward(grad_output, boxes, argmax_idx, pool_size, grad_input)
+    return {"grad_input": grad_input}
+
+
+def _compiled_backward(grad_output, boxes, argmax_idx, pool_size: int, grad_input: np.ndarray) -> bool:
+    """grad_input (zeros, float64) filled by the C loop; False, with grad_input zeros again, where numpy's path
+    must run: no compiler, inputs whose shapes or dtypes the loop does not take, or a NaN in the result."""
+    function = _backward_loop()
+    N, H, W, C4 = grad_input.shape
+    C = C4 // BORDERS
+    K = boxes.shape[1] if boxes.ndim == 3 else -1
+    if (function is None or C4 != BORDERS * C or boxes.shape != (N, K, BORDERS)
+            or grad_output.shape != (N, K, BORDERS, C) or argmax_idx.shape != grad_output.shape
+            or argmax_idx.dtype != np.int32 or not 1 <= pool_size < 1 << 31
+            or any(a.dtype not in (np.float16, np.float32, np.float64) for a in (grad_output, boxes))):
+        return False
+    gradients = widen.to_float64(np.ascontiguousarray(grad_output))
+    corners = widen.to_float64(np.ascontiguousarray(boxes))
+    indices = np.ascontiguousarray(argmax_idx)
+    status = function(*(ctypes.c_void_p(a.ctypes.data) for a in (gradients, corners, indices)),
+                      N, K, C, H, W, pool_size, _channel_block(H * W, C), ctypes.c_void_p(grad_input.ctypes.data))
+    if status == 0 and not np.isnan(grad_input.min()):
+        return True
+    grad_input[...] = 0
+    return False
+
+
+def _backward_loop():
+    """border_align_backward of the compiled loop, or None (no compiler, OPCASE_NO_CC)."""
+    library = native.load(_BACKWARD_SOURCE)
+    if library is None:
+        return None
+    function = library.border_align_backward
+    if function.argtypes is None:
+        function.restype = ctypes.c_int
+        function.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long] * 7 + [ctypes.c_void_p]
+    return function
+
+
+def _scatter_backward(grad_output, boxes, argmax_idx, pool_size: int, grad_input: np.ndarray) -> None:
+    """grad_input (zeros) filled by numpy, in grad_input's dtype."""
+    N, H, W, C4 = grad_input.shape
+    dtype = grad_input.dtype.type
     C = C4 // BORDERS
     K = boxes.shape[1]
     start_x, start_y, step_x, step_y = _border_lines(boxes, pool_size, dtype)
@@ -123,7 +178,6 @@ def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):
                                           for c in range(4)])
                 sums = _scatter_add(target.reshape(-1), contributions.reshape(-1), (H * W + 1) * width)
                 flat[:, e, c0:c1] = sums[:H * W * width].reshape(H * W, width)[:, :c1 - c0]
-    return {"grad_input": grad_input}
 
 
 def _channel_block(pixels: int, channels: int) -> int:

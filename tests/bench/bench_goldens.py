@@ -9,7 +9,7 @@ busy, so this is a little under the true peak) and one core's copy bandwidth (np
 wall clock: on a shared machine time spent waiting for a core would count against whatever
 was measured then (caches and memory shared with other work still slow both sides).  Then, per kernel found in specs/ and per case of its
 network suite (the first dtype of each), the golden's time (the reference in float64: best and
-median of R calls; a reference that yields its outputs in pieces is timed piece by piece, as
+median of R calls, a call under 20 ms timed as the mean of a batch; a reference that yields its outputs in pieces is timed piece by piece, as
 `opcase gen` streams it) and its throughput as a fraction of both limits:
 
     of FMA peak = theory_ops / (seconds * 2 * multiply-adds per second)   (the spec's theory_ops,
@@ -83,6 +83,17 @@ def _seconds(fn) -> float:
     return time.process_time() - start
 
 
+def _seconds_per_call(fn, batch: int) -> float:
+    """CPU seconds per call of fn, over `batch` calls in a row."""
+    return _seconds(lambda: [fn() for _ in range(batch)]) / batch
+
+
+def _batch(fn) -> int:
+    """How many calls of fn take about 20 ms: a shorter call is timed as the mean of that many, since the
+    timers' resolution and the machine's noise are tens of microseconds."""
+    return max(1, min(10000, int(0.02 / max(_seconds(fn), 1e-6))))
+
+
 def golden_call(spec, plan, case):
     """A function computing the case's float64 golden the way `opcase gen` does (whole, or in pieces)."""
     present = {n: t.data for n, t in case.inputs.items() if not t.absent}
@@ -124,7 +135,8 @@ def bench_goldens(select: str, max_elements: int | None, repeat: int, peak: floa
         total = {"seconds": 0.0, "ops": 0.0, "bytes": 0}
         for plan, case in network_cases(op, max_elements):
             call = golden_call(spec, plan, case)
-            times = [_seconds(call) for _ in range(repeat)]
+            batch = _batch(call)
+            times = [_seconds_per_call(call, batch) for _ in range(repeat)]
             best = min(times)
             ops, _ = theory_ops(case)
             io_bytes = theory_io_bytes(case)
@@ -142,7 +154,7 @@ def bench_goldens(select: str, max_elements: int | None, repeat: int, peak: floa
 
 # Times one network case's float64 golden with the code of the checkout first on sys.path (any
 # version of opcase with gen.generate's Generator and plan_suite); prints CPU and wall seconds
-# (best of R) and a digest of the outputs.
+# (best of R; a call under 20 ms as the mean of a batch of calls) and a digest of the outputs.
 _GOLDEN_PROBE = """
 import hashlib, json, sys, time
 sys.path.insert(0, sys.argv[1])
@@ -155,12 +167,18 @@ plan = next(p for p in plan_suite(spec, "network") if p.name == name)
 case = Generator(spec)._with_inputs(plan)
 present = {n: t.data for n, t in case.inputs.items() if not t.absent}
 shapes = {n: tuple(t.shape) for n, t in case.outputs.items()}
+golden = lambda: spec.reference_fn(present, dict(case.params), compute_dtype=np.float64, out_shapes=shapes)
+# A call far shorter than the timers' noise is timed as the mean of a batch of calls lasting about 20 ms.
+c = time.process_time()
+result = golden()
+batch = max(1, min(10000, int(0.02 / max(time.process_time() - c, 1e-6))))
 cpu, wall = [], []
 for _ in range(repeat):
     c, w = time.process_time(), time.perf_counter()
-    result = spec.reference_fn(present, dict(case.params), compute_dtype=np.float64, out_shapes=shapes)
-    cpu.append(time.process_time() - c)
-    wall.append(time.perf_counter() - w)
+    for _ in range(batch):
+        result = golden()
+    cpu.append((time.process_time() - c) / batch)
+    wall.append((time.perf_counter() - w) / batch)
 digest = hashlib.sha256(b"".join(np.ascontiguousarray(result[k]).tobytes() for k in sorted(result))).hexdigest()
 print(json.dumps({"cpu": min(cpu), "wall": min(wall), "digest": digest}))
 """
@@ -175,7 +193,7 @@ def _probe(checkout: Path, op: str, name: str, repeat: int) -> dict:
 
 def compare_goldens(select: str, against: Path, repeat: int, rounds: int, max_elements: int | None) -> None:
     """Old (``against``) against new (this checkout) golden times per network case, alternating."""
-    print(f"\n{'kernel / network case':<48} {'old cpu s':>9} {'new cpu s':>9} {'old/new':>8}  bits       load")
+    print(f"\n{'kernel / network case':<48} {'old cpu ms':>10} {'new cpu ms':>10} {'old/new':>8}  bits       load")
     for op in known_ops():
         if select not in op:
             continue
@@ -186,7 +204,7 @@ def compare_goldens(select: str, against: Path, repeat: int, rounds: int, max_el
                 new.append(_probe(REPO, op, plan.name, repeat))
             best_old, best_new = min(o["cpu"] for o in old), min(n["cpu"] for n in new)
             same = "same" if {o["digest"] for o in old} == {n["digest"] for n in new} else "DIFFERENT"
-            print(f"{op + ' ' + plan.name.rsplit('-', 1)[0]:<48} {best_old:9.3f} {best_new:9.3f} "
+            print(f"{op + ' ' + plan.name.rsplit('-', 1)[0]:<48} {best_old * 1e3:10.3f} {best_new * 1e3:10.3f} "
                   f"{best_old / best_new:7.2f}x  {same:<9}  {load()}", flush=True)
 
 
