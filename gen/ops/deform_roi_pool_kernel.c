@@ -32,6 +32,7 @@ typedef double vec8 __attribute__((vector_size(64), aligned(8)));   /* 8 channel
 typedef float vecf8 __attribute__((vector_size(32), aligned(4)));
 typedef unsigned short vech8 __attribute__((vector_size(16), aligned(2)));   /* 8 float16 bit patterns */
 typedef unsigned long long vecu8 __attribute__((vector_size(64)));
+typedef unsigned int vecu32x8 __attribute__((vector_size(32)));
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -52,10 +53,14 @@ INLINE void store8(double *p, vec8 v) { *(vec8 *)p = v; }
 #define HALF_SCALE 0x1p1008
 INLINE vec8 load8h(const unsigned short *p)
 {
-    const vecu8 h = __builtin_convertvector(*(const vech8 *)p, vecu8);
+    /* Written so that GCC keeps every step in vector registers without AVX-512: 16 to 32 to 64 bits (a
+     * direct 16 to 64-bit conversion, or any 64-bit compare, it does element by element through the
+     * stack, which made the whole loop 5x slower on an AVX2 CPU); "magnitude >= 0x7c00" as the carry
+     * out of bit 15 (magnitude < 2^15), negated into an all-ones mask. */
+    const vecu8 h = __builtin_convertvector(__builtin_convertvector(*(const vech8 *)p, vecu32x8), vecu8);
     const vecu8 magnitude = h & 0x7fff;
     const vecu8 finite = (vecu8)((vec8)(magnitude << 42) * HALF_SCALE);
-    const vecu8 special = (vecu8)(magnitude >= 0x7c00);
+    const vecu8 special = -((magnitude + (0x10000 - 0x7c00)) >> 16);
     const vecu8 inf_nan = (0x7ffULL << 52) | ((magnitude & 0x3ff) << 42);
     return (vec8)((finite & ~special) | (inf_nan & special) | ((h & 0x8000) << 48));
 }
