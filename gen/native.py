@@ -13,12 +13,15 @@ visible in a case file.
   library is never loaded; the library is written under a temporary name and renamed into place,
   so processes building at once never load a half-written file.
 - No compiler, a failed build or ``OPCASE_NO_CC=1``: ``load`` returns None and the caller runs numpy.
+- A loop that is faster than numpy only on some CPUs asks ``suits_this_cpu(flag)`` first
+  (``OPCASE_NATIVE_ANY_CPU=1`` runs it on any CPU).
   Why is logged once per source at debug level (logger ``gen.native``), or printed to stderr with
   ``OPCASE_NATIVE_DEBUG=1``.
 """
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import logging
 import os
@@ -44,6 +47,26 @@ def compiler() -> str | None:
 
 def disabled() -> bool:
     return os.environ.get("OPCASE_NO_CC", "") not in ("", "0")
+
+
+@functools.cache
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags as Linux lists them in /proc/cpuinfo ("avx2", "avx512f", ...); empty where
+    there is no such file.  A loop that is only faster than numpy on some CPUs asks here."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
+            for line in info:
+                if line.startswith("flags"):
+                    return frozenset(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def suits_this_cpu(flag: str) -> bool:
+    """Whether a loop that beats numpy only on CPUs with `flag` should run here: the CPU lists it, or
+    OPCASE_NATIVE_ANY_CPU=1 (the tests check the bits of the clone this CPU runs that way)."""
+    return flag in cpu_flags() or os.environ.get("OPCASE_NATIVE_ANY_CPU", "") not in ("", "0")
 
 
 def _note(source: Path, why: str) -> None:

@@ -37,8 +37,10 @@ def _fresh_native_cache(tmp_path_factory, monkeypatch, source: str) -> None:
 
 @pytest.fixture
 def compiled(tmp_path_factory, monkeypatch):
-    """The carafe forward's C loop, built in a cache of this test session's own (skips where there is no cc)."""
+    """The carafe forward's C loop, built in a cache of this test session's own (skips where there is no cc),
+    used on this CPU whatever its vector width, so that the clone this CPU runs is checked."""
     _fresh_native_cache(tmp_path_factory, monkeypatch, "gen/ops/carafe_kernel.c")
+    monkeypatch.setenv("OPCASE_NATIVE_ANY_CPU", "1")
     function = carafe._compiled_forward()
     assert function is not None, "a C compiler is on PATH but carafe_kernel.c did not build or load"
     return function
@@ -139,6 +141,35 @@ def test_carafe_backward_runs_compiled_where_it_fits(compiled, monkeypatch):
     calls.clear()
     run(18, compute_dtype=np.float32)
     assert calls
+
+
+def test_carafe_runs_numpy_on_a_cpu_without_wide_vectors(compiled, monkeypatch):
+    """carafe's C loops are slower than numpy's einsum where the CPU lacks AVX-512: there numpy runs, with the
+    same bits; where the CPU has it, the C loops run."""
+    rng = np.random.default_rng(12)
+    inputs = {"input": rng.standard_normal((1, 6, 7, 18)), "mask": rng.random((1, 12, 14, 50)),
+              "grad_output": rng.standard_normal((1, 12, 14, 18))}
+    params = {"kernel_size": 5, "group_size": 2, "scale_factor": 2}
+    einsum = np.einsum
+    calls = []
+    monkeypatch.setattr(np, "einsum", lambda *a, **kw: calls.append(1) or einsum(*a, **kw))
+    monkeypatch.delenv("OPCASE_NATIVE_ANY_CPU")
+    outputs = {}
+    for flags in (frozenset({"sse2", "avx2"}), frozenset({"sse2", "avx2", "avx512f"})):
+        monkeypatch.setattr(native, "cpu_flags", lambda _flags=flags: _flags)
+        outputs[flags] = {**carafe.forward(inputs, params), **carafe.backward(inputs, params)}
+        assert bool(calls) == ("avx512f" not in flags), sorted(flags)
+        calls.clear()
+    first, second = outputs.values()
+    assert all(_same_bits(first[name], second[name]) for name in first)
+
+
+def test_native_reads_the_cpu_flags():
+    """Where Linux lists the flags, an x86-64 CPU has at least SSE2 (the C loops' default clone)."""
+    flags = native.cpu_flags()
+    if not Path("/proc/cpuinfo").exists() or not flags:
+        pytest.skip("no flags line in /proc/cpuinfo on this machine")
+    assert "sse2" in flags or not {"fpu", "sse"} & flags
 
 
 def test_carafe_backward_nan_rows_come_from_numpy(compiled, monkeypatch):
