@@ -13,10 +13,10 @@ visible in a case file.
   library is never loaded; the library is written under a temporary name and renamed into place,
   so processes building at once never load a half-written file.
 - No compiler, a failed build or ``OPCASE_NO_CC=1``: ``load`` returns None and the caller runs numpy.
-- A loop that is faster than numpy only on some CPUs asks ``suits_this_cpu(flag)`` first
-  (``OPCASE_NATIVE_ANY_CPU=1`` runs it on any CPU).
   Why is logged once per source at debug level (logger ``gen.native``), or printed to stderr with
   ``OPCASE_NATIVE_DEBUG=1``.
+- A loop that is faster than numpy only on some CPUs asks ``suits_this_cpu(flag)`` first
+  (``OPCASE_NATIVE_ANY_CPU=1`` runs it on any CPU).
 """
 from __future__ import annotations
 
