@@ -9,6 +9,7 @@ committed cases of these kernels must come out byte for byte with the C loops on
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import shlex
 import subprocess
@@ -143,9 +144,9 @@ def test_carafe_backward_runs_compiled_where_it_fits(compiled, monkeypatch):
     assert calls
 
 
-def test_carafe_runs_numpy_on_a_cpu_without_wide_vectors(compiled, monkeypatch):
-    """carafe's C loops are slower than numpy's einsum where the CPU lacks AVX-512: there numpy runs, with the
-    same bits; where the CPU has it, the C loops run."""
+def test_carafe_runs_numpy_where_it_is_faster(compiled, monkeypatch):
+    """Each of carafe's C files runs only on the CPUs where it beats numpy's einsum (carafe.FASTER_THAN_NUMPY_WITH:
+    the forward's with AVX2, the backward's with AVX-512); elsewhere numpy runs, with the same bits."""
     rng = np.random.default_rng(12)
     inputs = {"input": rng.standard_normal((1, 6, 7, 18)), "mask": rng.random((1, 12, 14, 50)),
               "grad_output": rng.standard_normal((1, 12, 14, 18))}
@@ -154,14 +155,29 @@ def test_carafe_runs_numpy_on_a_cpu_without_wide_vectors(compiled, monkeypatch):
     calls = []
     monkeypatch.setattr(np, "einsum", lambda *a, **kw: calls.append(1) or einsum(*a, **kw))
     monkeypatch.delenv("OPCASE_NATIVE_ANY_CPU")
-    outputs = {}
-    for flags in (frozenset({"sse2", "avx2"}), frozenset({"sse2", "avx2", "avx512f"})):
-        monkeypatch.setattr(native, "cpu_flags", lambda _flags=flags: _flags)
-        outputs[flags] = {**carafe.forward(inputs, params), **carafe.backward(inputs, params)}
-        assert bool(calls) == ("avx512f" not in flags), sorted(flags)
-        calls.clear()
-    first, second = outputs.values()
-    assert all(_same_bits(first[name], second[name]) for name in first)
+    outputs = []
+    for flags, numpy_runs in (({"sse2"}, ("forward", "backward")), ({"sse2", "avx2"}, ("backward",)),
+                              ({"sse2", "avx2", "avx512f"}, ())):
+        monkeypatch.setattr(native, "cpu_flags", lambda _flags=frozenset(flags): _flags)
+        outputs.append({})
+        for direction in ("forward", "backward"):
+            outputs[-1].update(getattr(carafe, direction)(inputs, params))
+            assert bool(calls) == (direction in numpy_runs), (sorted(flags), direction)
+            calls.clear()
+    for other in outputs[1:]:
+        assert all(_same_bits(outputs[0][name], other[name]) for name in outputs[0])
+
+
+def test_carafe_forward_narrow_loops_are_numpy_bit_for_bit(compiled, monkeypatch):
+    """The forward's loops for CPUs without AVX-512 (vectors of 4 channels), forced on whatever this CPU is."""
+    flag = ctypes.c_int.in_dll(native.load(carafe._KERNEL_SOURCE), "carafe_narrow_only")
+    monkeypatch.setattr(flag, "value", 1)
+    rng = np.random.default_rng(20)
+    for trial in range(40):
+        inputs, params = _random_carafe(rng, trial, ("input", "mask"))
+        reference, fast, blocks, fast_blocks = _both_paths(monkeypatch, inputs, params)
+        assert _same_bits(reference, fast), (params, {n: (a.shape, a.dtype) for n, a in inputs.items()})
+        assert _same_pieces(blocks, fast_blocks), params
 
 
 def test_native_reads_the_cpu_flags():

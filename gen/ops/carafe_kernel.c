@@ -14,17 +14,26 @@
  *
  * Built with -ffp-contract=off (no multiply-add fused into one rounding) and without fast-math, so
  * the compiler may widen the channel loop but not change what is rounded where.  target_clones picks
- * AVX-512, AVX2 or plain SSE2 at load time: the same bits, at different speeds.
+ * AVX-512, AVX2 or plain SSE2 at load time: the same bits, at different speeds.  With AVX-512 the sums
+ * are vectors of 8 channels; without it, of 4 (see four_phases_narrow).
  */
 #include <stddef.h>
 
 typedef double vec8 __attribute__((vector_size(64), aligned(8)));   /* 8 channels, unaligned access */
 typedef long long mask8 __attribute__((vector_size(64)));
+typedef double vec4 __attribute__((vector_size(32), aligned(8)));   /* 4 channels, for CPUs without AVX-512 */
+typedef long long mask4 __attribute__((vector_size(32)));
+
+/* Set to 1 (from Python, by ctypes) to run the narrow loops on any CPU: the tests check their bits too. */
+int carafe_narrow_only = 0;
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+/* Whether the AVX-512 clone runs (32 registers of 8 doubles) or a narrower one (16 or fewer, of 4 or 2). */
+static int wide_vectors(void) { return !carafe_narrow_only && __builtin_cpu_supports("avx512f"); }
 #else
 #define CLONES
+static int wide_vectors(void) { return 0; }
 #endif
 
 /* The taps of one input pixel's window, for the channel loops below: output channel c of phase p is
@@ -73,6 +82,71 @@ static inline __attribute__((always_inline)) int four_phases(const struct window
     return made_nan;
 }
 
+/* four_phases and one_phase for a CPU without AVX-512: in 4-double vectors, the width of its registers.
+ * GCC keeps a wider vector type in memory there, moving it in pieces through general registers at every
+ * tap, which made these loops slower than numpy's einsum.  Each channel is its own sum either way. */
+static inline __attribute__((always_inline)) int four_phases_narrow(const struct window *w, const double *const m[4],
+                                                                      double *const o[4], long c0, long c1, long *done)
+{
+    mask4 nan = {0};
+    long c = c0;
+    for (; c + 8 <= c1; c += 8) {
+        vec4 a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0}, d0 = {0}, d1 = {0}, e0 = {0}, e1 = {0};
+        TAPS(w, {
+            const vec4 x0 = *(const vec4 *)(xt + c), x1 = *(const vec4 *)(xt + c + 4);
+            const double wa = m[0][tap], wb = m[1][tap], wd = m[2][tap], we = m[3][tap];
+            a0 = wa * x0 + a0; a1 = wa * x1 + a1;
+            b0 = wb * x0 + b0; b1 = wb * x1 + b1;
+            d0 = wd * x0 + d0; d1 = wd * x1 + d1;
+            e0 = we * x0 + e0; e1 = we * x1 + e1;
+        })
+        *(vec4 *)(o[0] + c) = a0; *(vec4 *)(o[0] + c + 4) = a1;
+        *(vec4 *)(o[1] + c) = b0; *(vec4 *)(o[1] + c + 4) = b1;
+        *(vec4 *)(o[2] + c) = d0; *(vec4 *)(o[2] + c + 4) = d1;
+        *(vec4 *)(o[3] + c) = e0; *(vec4 *)(o[3] + c + 4) = e1;
+        nan |= (a0 != a0) | (a1 != a1) | (b0 != b0) | (b1 != b1) | (d0 != d0) | (d1 != d1) | (e0 != e0) | (e1 != e1);
+    }
+    *done = c;
+    int made_nan = 0;
+    for (int lane = 0; lane < 4; ++lane)
+        made_nan |= nan[lane] != 0;
+    return made_nan;
+}
+
+static inline __attribute__((always_inline)) int one_phase_narrow(const struct window *w, const double *m, double *o,
+                                                                    long c, long c1)
+{
+    mask4 nan = {0};
+    for (; c + 32 <= c1; c += 32) {
+        vec4 acc[8] = {{0}};
+        TAPS(w, {
+            const double wt = m[tap];
+            for (int q = 0; q < 8; ++q)
+                acc[q] = wt * *(const vec4 *)(xt + c + 4 * q) + acc[q];
+        })
+        for (int q = 0; q < 8; ++q) {
+            *(vec4 *)(o + c + 4 * q) = acc[q];
+            nan |= acc[q] != acc[q];
+        }
+    }
+    for (; c + 4 <= c1; c += 4) {
+        vec4 acc = {0};
+        TAPS(w, { acc = m[tap] * *(const vec4 *)(xt + c) + acc; })
+        *(vec4 *)(o + c) = acc;
+        nan |= acc != acc;
+    }
+    int made_nan = 0;
+    for (; c < c1; ++c) {
+        double acc = 0.0;
+        TAPS(w, { acc = m[tap] * xt[c] + acc; })
+        o[c] = acc;
+        made_nan |= acc != acc;
+    }
+    for (int lane = 0; lane < 4; ++lane)
+        made_nan |= nan[lane] != 0;
+    return made_nan;
+}
+
 /* One phase, 64 channels per step (8 sums in flight), then 8, then one by one.  Returns whether a NaN came out. */
 static inline __attribute__((always_inline)) int one_phase(const struct window *w, const double *m, double *o,
                                                            long c, long c1)
@@ -108,6 +182,38 @@ static inline __attribute__((always_inline)) int one_phase(const struct window *
     return made_nan;
 }
 
+/* Every phase (a, b) of one input pixel's window and group: output pixel (row0 + a, col0 + b).  `wide` is a
+ * constant at each call, so each of the two copies keeps its sums in registers: 8 sums of 8 channels in
+ * flight where the CPU has AVX-512's 32 registers, 8 sums of 4 where it has fewer and narrower ones. */
+static inline __attribute__((always_inline)) int window_phases(const struct window *w, const double *mask, double *out,
+                                                                 long row0, long col0, long g, long s, long Ws,
+                                                                 long taps_stride, long kk, long C, long Cg,
+                                                                 const int wide)
+{
+    int made_nan = 0;
+    long phase = 0;
+    for (; phase + 4 <= s * s; phase += 4) {
+        const double *m[4];
+        double *o[4];
+        for (int q = 0; q < 4; ++q) {
+            const long pixel = (row0 + (phase + q) / s) * Ws + col0 + (phase + q) % s;
+            m[q] = mask + pixel * taps_stride + g * kk;
+            o[q] = out + pixel * C + g * Cg;
+        }
+        long c;
+        made_nan |= wide ? four_phases(w, m, o, 0, Cg, &c) : four_phases_narrow(w, m, o, 0, Cg, &c);
+        for (int q = 0; q < 4; ++q)
+            made_nan |= wide ? one_phase(w, m[q], o[q], c, Cg) : one_phase_narrow(w, m[q], o[q], c, Cg);
+    }
+    for (; phase < s * s; ++phase) {
+        const long pixel = (row0 + phase / s) * Ws + col0 + phase % s;
+        const double *m = mask + pixel * taps_stride + g * kk;
+        double *o = out + pixel * C + g * Cg;
+        made_nan |= wide ? one_phase(w, m, o, 0, Cg) : one_phase_narrow(w, m, o, 0, Cg);
+    }
+    return made_nan;
+}
+
 /* Output rows i*s .. i*s + s-1 of input rows i0 <= i < i1.
  *
  * image:  float64 rows [rows_lo, rows_hi) of the [H, W, C] input, row rows_lo first, pixel (y, x) at
@@ -122,6 +228,7 @@ CLONES int carafe_forward_rows(const double *image, long rows_lo, const double *
                                long row_stride, long pixel_stride)
 {
     const long r = (k - 1) / 2, Cg = C / G, kk = k * k, Ws = W * s, taps_stride = G * kk;
+    const int wide = wide_vectors();
     int made_nan = 0;
     for (long i = i0; i < i1; ++i) {
         for (long j = 0; j < W; ++j) {
@@ -132,26 +239,8 @@ CLONES int carafe_forward_rows(const double *image, long rows_lo, const double *
                     .h_lo = r - i > 0 ? r - i : 0, .h_hi = H - i + r < k ? H - i + r : k,
                     .v_lo = r - j > 0 ? r - j : 0, .v_hi = W - j + r < k ? W - j + r : k,
                 };
-                long phase = 0;
-                for (; phase + 4 <= s * s; phase += 4) {
-                    const double *m[4];
-                    double *o[4];
-                    for (int q = 0; q < 4; ++q) {
-                        const long a = (phase + q) / s, b = (phase + q) % s;
-                        const long pixel = ((i - i0) * s + a) * Ws + j * s + b;
-                        m[q] = mask + pixel * taps_stride + g * kk;
-                        o[q] = out + pixel * C + g * Cg;
-                    }
-                    long c;
-                    made_nan |= four_phases(&w, m, o, 0, Cg, &c);
-                    for (int q = 0; q < 4; ++q)
-                        made_nan |= one_phase(&w, m[q], o[q], c, Cg);
-                }
-                for (; phase < s * s; ++phase) {
-                    const long a = phase / s, b = phase % s;
-                    const long pixel = ((i - i0) * s + a) * Ws + j * s + b;
-                    made_nan |= one_phase(&w, mask + pixel * taps_stride + g * kk, out + pixel * C + g * Cg, 0, Cg);
-                }
+                made_nan |= wide ? window_phases(&w, mask, out, (i - i0) * s, j * s, g, s, Ws, taps_stride, kk, C, Cg, 1)
+                                 : window_phases(&w, mask, out, (i - i0) * s, j * s, g, s, Ws, taps_stride, kk, C, Cg, 0);
             }
         }
     }
