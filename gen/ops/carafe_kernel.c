@@ -15,7 +15,7 @@
  * Built with -ffp-contract=off (no multiply-add fused into one rounding) and without fast-math, so
  * the compiler may widen the channel loop but not change what is rounded where.  target_clones picks
  * AVX-512, AVX2 or plain SSE2 at load time: the same bits, at different speeds.  With AVX-512 the sums
- * are vectors of 8 channels; without it, of 4 (see four_phases_narrow).
+ * are vectors of 8 channels; without it, of 4 (see CHANNEL_LOOPS).
  */
 #include <stddef.h>
 
@@ -52,135 +52,80 @@ struct window {
             __VA_ARGS__                                                            \
         }
 
-/* Four phases at once, 16 channels per step: 8 independent sums in flight, and each load of the
- * input serves four products.  Returns whether a NaN came out; *done: the channels done. */
-static inline __attribute__((always_inline)) int four_phases(const struct window *w, const double *const m[4],
-                                                               double *const o[4], long c0, long c1, long *done)
-{
-    mask8 nan = {0};
-    long c = c0;
-    for (; c + 16 <= c1; c += 16) {
-        vec8 a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0}, d0 = {0}, d1 = {0}, e0 = {0}, e1 = {0};
-        TAPS(w, {
-            const vec8 x0 = *(const vec8 *)(xt + c), x1 = *(const vec8 *)(xt + c + 8);
-            const double wa = m[0][tap], wb = m[1][tap], wd = m[2][tap], we = m[3][tap];
-            a0 = wa * x0 + a0; a1 = wa * x1 + a1;
-            b0 = wb * x0 + b0; b1 = wb * x1 + b1;
-            d0 = wd * x0 + d0; d1 = wd * x1 + d1;
-            e0 = we * x0 + e0; e1 = we * x1 + e1;
-        })
-        *(vec8 *)(o[0] + c) = a0; *(vec8 *)(o[0] + c + 8) = a1;
-        *(vec8 *)(o[1] + c) = b0; *(vec8 *)(o[1] + c + 8) = b1;
-        *(vec8 *)(o[2] + c) = d0; *(vec8 *)(o[2] + c + 8) = d1;
-        *(vec8 *)(o[3] + c) = e0; *(vec8 *)(o[3] + c + 8) = e1;
-        nan |= (a0 != a0) | (a1 != a1) | (b0 != b0) | (b1 != b1) | (d0 != d0) | (d1 != d1) | (e0 != e0) | (e1 != e1);
-    }
-    *done = c;
-    int made_nan = 0;
-    for (int lane = 0; lane < 8; ++lane)
-        made_nan |= nan[lane] != 0;
-    return made_nan;
+/* The channel loops, written once for a vector type VEC of L doubles (MASK: its comparison result) and
+ * defined twice below: 8-double vectors where the CPU has AVX-512, 4-double ones where it has fewer and
+ * narrower registers (GCC keeps a vector wider than the CPU's registers in memory, moving it through
+ * general registers at every tap, which made the loops slower than numpy's einsum on an AVX2 CPU).
+ * Each channel is its own sum, in the same order, whatever the vector width.
+ *
+ * FOUR_PHASES: four phases at once, 2L channels per step: 8 independent sums in flight, and each load of
+ * the input serves four products.  Returns whether a NaN came out; *done: the channels done.
+ * ONE_PHASE: one phase, 8L channels per step (8 sums in flight), then L, then one by one. */
+#define CHANNEL_LOOPS(FOUR_PHASES, ONE_PHASE, VEC, MASK, L)                                                   \
+static inline __attribute__((always_inline)) int FOUR_PHASES(const struct window *w, const double *const m[4], \
+                                                             double *const o[4], long c0, long c1, long *done) \
+{                                                                                                          \
+    MASK nan = {0};                                                                                        \
+    long c = c0;                                                                                           \
+    for (; c + 2 * L <= c1; c += 2 * L) {                                                                  \
+        VEC a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0}, d0 = {0}, d1 = {0}, e0 = {0}, e1 = {0};                \
+        TAPS(w, {                                                                                          \
+            const VEC x0 = *(const VEC *)(xt + c), x1 = *(const VEC *)(xt + c + L);                        \
+            const double wa = m[0][tap], wb = m[1][tap], wd = m[2][tap], we = m[3][tap];                   \
+            a0 = wa * x0 + a0; a1 = wa * x1 + a1;                                                          \
+            b0 = wb * x0 + b0; b1 = wb * x1 + b1;                                                          \
+            d0 = wd * x0 + d0; d1 = wd * x1 + d1;                                                          \
+            e0 = we * x0 + e0; e1 = we * x1 + e1;                                                          \
+        })                                                                                                 \
+        *(VEC *)(o[0] + c) = a0; *(VEC *)(o[0] + c + L) = a1;                                              \
+        *(VEC *)(o[1] + c) = b0; *(VEC *)(o[1] + c + L) = b1;                                              \
+        *(VEC *)(o[2] + c) = d0; *(VEC *)(o[2] + c + L) = d1;                                              \
+        *(VEC *)(o[3] + c) = e0; *(VEC *)(o[3] + c + L) = e1;                                              \
+        nan |= (a0 != a0) | (a1 != a1) | (b0 != b0) | (b1 != b1) | (d0 != d0) | (d1 != d1) | (e0 != e0) | (e1 != e1); \
+    }                                                                                                      \
+    *done = c;                                                                                             \
+    int made_nan = 0;                                                                                      \
+    for (int lane = 0; lane < L; ++lane)                                                                   \
+        made_nan |= nan[lane] != 0;                                                                        \
+    return made_nan;                                                                                       \
+}                                                                                                          \
+                                                                                                           \
+static inline __attribute__((always_inline)) int ONE_PHASE(const struct window *w, const double *m, double *o, \
+                                                           long c, long c1)                                \
+{                                                                                                          \
+    MASK nan = {0};                                                                                        \
+    for (; c + 8 * L <= c1; c += 8 * L) {                                                                  \
+        VEC acc[8] = {{0}};                                                                                \
+        TAPS(w, {                                                                                          \
+            const double wt = m[tap];                                                                      \
+            for (int q = 0; q < 8; ++q)                                                                    \
+                acc[q] = wt * *(const VEC *)(xt + c + L * q) + acc[q];                                     \
+        })                                                                                                 \
+        for (int q = 0; q < 8; ++q) {                                                                      \
+            *(VEC *)(o + c + L * q) = acc[q];                                                              \
+            nan |= acc[q] != acc[q];                                                                       \
+        }                                                                                                  \
+    }                                                                                                      \
+    for (; c + L <= c1; c += L) {                                                                          \
+        VEC acc = {0};                                                                                     \
+        TAPS(w, { acc = m[tap] * *(const VEC *)(xt + c) + acc; })                                          \
+        *(VEC *)(o + c) = acc;                                                                             \
+        nan |= acc != acc;                                                                                 \
+    }                                                                                                      \
+    int made_nan = 0;                                                                                      \
+    for (; c < c1; ++c) {                                                                                  \
+        double acc = 0.0;                                                                                  \
+        TAPS(w, { acc = m[tap] * xt[c] + acc; })                                                           \
+        o[c] = acc;                                                                                        \
+        made_nan |= acc != acc;                                                                            \
+    }                                                                                                      \
+    for (int lane = 0; lane < L; ++lane)                                                                   \
+        made_nan |= nan[lane] != 0;                                                                        \
+    return made_nan;                                                                                       \
 }
 
-/* four_phases and one_phase for a CPU without AVX-512: in 4-double vectors, the width of its registers.
- * GCC keeps a wider vector type in memory there, moving it in pieces through general registers at every
- * tap, which made these loops slower than numpy's einsum.  Each channel is its own sum either way. */
-static inline __attribute__((always_inline)) int four_phases_narrow(const struct window *w, const double *const m[4],
-                                                                      double *const o[4], long c0, long c1, long *done)
-{
-    mask4 nan = {0};
-    long c = c0;
-    for (; c + 8 <= c1; c += 8) {
-        vec4 a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0}, d0 = {0}, d1 = {0}, e0 = {0}, e1 = {0};
-        TAPS(w, {
-            const vec4 x0 = *(const vec4 *)(xt + c), x1 = *(const vec4 *)(xt + c + 4);
-            const double wa = m[0][tap], wb = m[1][tap], wd = m[2][tap], we = m[3][tap];
-            a0 = wa * x0 + a0; a1 = wa * x1 + a1;
-            b0 = wb * x0 + b0; b1 = wb * x1 + b1;
-            d0 = wd * x0 + d0; d1 = wd * x1 + d1;
-            e0 = we * x0 + e0; e1 = we * x1 + e1;
-        })
-        *(vec4 *)(o[0] + c) = a0; *(vec4 *)(o[0] + c + 4) = a1;
-        *(vec4 *)(o[1] + c) = b0; *(vec4 *)(o[1] + c + 4) = b1;
-        *(vec4 *)(o[2] + c) = d0; *(vec4 *)(o[2] + c + 4) = d1;
-        *(vec4 *)(o[3] + c) = e0; *(vec4 *)(o[3] + c + 4) = e1;
-        nan |= (a0 != a0) | (a1 != a1) | (b0 != b0) | (b1 != b1) | (d0 != d0) | (d1 != d1) | (e0 != e0) | (e1 != e1);
-    }
-    *done = c;
-    int made_nan = 0;
-    for (int lane = 0; lane < 4; ++lane)
-        made_nan |= nan[lane] != 0;
-    return made_nan;
-}
-
-static inline __attribute__((always_inline)) int one_phase_narrow(const struct window *w, const double *m, double *o,
-                                                                    long c, long c1)
-{
-    mask4 nan = {0};
-    for (; c + 32 <= c1; c += 32) {
-        vec4 acc[8] = {{0}};
-        TAPS(w, {
-            const double wt = m[tap];
-            for (int q = 0; q < 8; ++q)
-                acc[q] = wt * *(const vec4 *)(xt + c + 4 * q) + acc[q];
-        })
-        for (int q = 0; q < 8; ++q) {
-            *(vec4 *)(o + c + 4 * q) = acc[q];
-            nan |= acc[q] != acc[q];
-        }
-    }
-    for (; c + 4 <= c1; c += 4) {
-        vec4 acc = {0};
-        TAPS(w, { acc = m[tap] * *(const vec4 *)(xt + c) + acc; })
-        *(vec4 *)(o + c) = acc;
-        nan |= acc != acc;
-    }
-    int made_nan = 0;
-    for (; c < c1; ++c) {
-        double acc = 0.0;
-        TAPS(w, { acc = m[tap] * xt[c] + acc; })
-        o[c] = acc;
-        made_nan |= acc != acc;
-    }
-    for (int lane = 0; lane < 4; ++lane)
-        made_nan |= nan[lane] != 0;
-    return made_nan;
-}
-
-/* One phase, 64 channels per step (8 sums in flight), then 8, then one by one.  Returns whether a NaN came out. */
-static inline __attribute__((always_inline)) int one_phase(const struct window *w, const double *m, double *o,
-                                                           long c, long c1)
-{
-    mask8 nan = {0};
-    for (; c + 64 <= c1; c += 64) {
-        vec8 acc[8] = {{0}};
-        TAPS(w, {
-            const double wt = m[tap];
-            for (int q = 0; q < 8; ++q)
-                acc[q] = wt * *(const vec8 *)(xt + c + 8 * q) + acc[q];
-        })
-        for (int q = 0; q < 8; ++q) {
-            *(vec8 *)(o + c + 8 * q) = acc[q];
-            nan |= acc[q] != acc[q];
-        }
-    }
-    for (; c + 8 <= c1; c += 8) {
-        vec8 acc = {0};
-        TAPS(w, { acc = m[tap] * *(const vec8 *)(xt + c) + acc; })
-        *(vec8 *)(o + c) = acc;
-        nan |= acc != acc;
-    }
-    int made_nan = 0;
-    for (; c < c1; ++c) {
-        double acc = 0.0;
-        TAPS(w, { acc = m[tap] * xt[c] + acc; })
-        o[c] = acc;
-        made_nan |= acc != acc;
-    }
-    for (int lane = 0; lane < 8; ++lane)
-        made_nan |= nan[lane] != 0;
-    return made_nan;
-}
+CHANNEL_LOOPS(four_phases, one_phase, vec8, mask8, 8)
+CHANNEL_LOOPS(four_phases_narrow, one_phase_narrow, vec4, mask4, 4)
 
 /* Every phase (a, b) of one input pixel's window and group: output pixel (row0 + a, col0 + b).  `wide` is a
  * constant at each call, so each of the two copies keeps its sums in registers: 8 sums of 8 channels in
