@@ -31,8 +31,8 @@ Where a C compiler is found (gen/native.py), float64 goldens with 2 or more chan
 those contractions as C loops instead (carafe_kernel.c: the forward; carafe_backward_kernel.c:
 grad_mask and grad_input), each doing numpy's float64 operations in numpy's order, so the bits are
 the same either way; their float16/float32 inputs are widened by gen/widen.c into buffers reused
-from chunk to chunk.  They run on the CPUs where they are faster than numpy (FASTER_THAN_NUMPY_WITH:
-the forward's with AVX2, the backward's with AVX-512).  OPCASE_NO_CC=1 runs numpy.
+from chunk to chunk.  They run on the CPUs where they were measured faster than numpy, those with
+AVX2 (FASTER_THAN_NUMPY_WITH).  OPCASE_NO_CC=1 runs numpy.
 
 Rows are processed in chunks (down to a single row), so temporaries are bounded by one
 row's stack: at most about 170 MB at the largest network shape (W = 512, C = 2048).
@@ -229,19 +229,19 @@ def _compiled_forward():
     return _compiled(_KERNEL_SOURCE, "carafe_forward_rows")
 
 
-# The CPU feature each C file needs to beat numpy's einsum (README, "Compiled loops").  The backward's
-# loops keep 8 sums of 8 channels in flight, 16 of AVX-512's 32 registers; with AVX2's 16 registers of
-# half the width GCC keeps them in memory, and they ran 1.3x slower than numpy on an AVX2-only CPU, so
-# numpy runs there.  The forward has loops of 4-channel vectors for such CPUs.  OPCASE_NATIVE_ANY_CPU=1
-# runs both anyway.
-FASTER_THAN_NUMPY_WITH = {"carafe_kernel.c": "avx2", "carafe_backward_kernel.c": "avx512f"}
+# The CPU feature carafe's C loops need to beat numpy's einsum (README, "Compiled loops"): measured faster
+# with AVX-512 and, since their sums come in 4-double vectors where the CPU has no AVX-512, with AVX2
+# (GCC keeps a vector wider than the CPU's registers in memory: the 8-double loops alone ran up to 3.8x
+# slower than numpy on an AVX2 CPU).  The SSE2 clone was never measured, so numpy runs there.
+# OPCASE_NATIVE_ANY_CPU=1 runs the C loops anyway.
+FASTER_THAN_NUMPY_WITH = "avx2"
 
 
 def _compiled(source: Path, name: str, layout: int = 2):
     """The C function `name` of `source`, or None (no compiler, OPCASE_NO_CC, a CPU on which numpy is faster):
     every loop of carafe's C files takes (rows of one input from row `lo`, long lo, rows of another, output,
     H, W, C, G, k, s, i0, i1), then the first input's layout in `layout` numbers (see _call_compiled)."""
-    if not native.suits_this_cpu(FASTER_THAN_NUMPY_WITH[source.name]):
+    if not native.suits_this_cpu(FASTER_THAN_NUMPY_WITH):
         return None
     library = native.load(source)
     if library is None:

@@ -28,11 +28,19 @@
 typedef double vec8 __attribute__((vector_size(64), aligned(8)));   /* unaligned access */
 typedef long long mask8 __attribute__((vector_size(64)));
 typedef double vec2 __attribute__((vector_size(16), aligned(8)));
+typedef double vec4 __attribute__((vector_size(32), aligned(8)));   /* for CPUs without AVX-512 */
+typedef long long mask4 __attribute__((vector_size(32)));
+
+/* Set to 1 (from Python, by ctypes) to run grad_input's narrow loops on any CPU: the tests check their bits too. */
+int carafe_backward_narrow_only = 0;
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+/* Whether the AVX-512 clone runs (32 registers of 8 doubles) or a narrower one (16 or fewer, of 4 or 2). */
+static int wide_vectors(void) { return !carafe_backward_narrow_only && __builtin_cpu_supports("avx512f"); }
 #else
 #define CLONES
+static int wide_vectors(void) { return 0; }
 #endif
 #define INLINE static inline __attribute__((always_inline))
 
@@ -204,52 +212,58 @@ int carafe_grad_mask_rows(const double *image, long image_lo, const double *grad
     return any_nan(nan);
 }
 
-/* grad_input's sums for channels c .. c + 8*V of a group, over a block of input pixels: o[p, c] = sum over
+/* grad_input's sums for channels c .. c + L*V of a group, over a block of input pixels: o[p, c] = sum over
  * pixel p's entries e of w[e] * x[e][c], from +0, x[e] = grad + offset[e]; two pixels at a time where their
- * windows have as many entries (8 sums in flight for V = 4). */
-INLINE mask8 entry_sums(int V, long pixels, const long *entries, long most, const double *w, const long *offset,
-                        const double *grad, double *o, long C)
-{
-    mask8 nan = {0};
-    for (long p = 0; p < pixels;) {
-        const int two = p + 1 < pixels && entries[p] == entries[p + 1];
-        const double *w0 = w + p * most, *w1 = w0 + (two ? most : 0);
-        const long *x0 = offset + p * most, *x1 = x0 + (two ? most : 0);
-        vec8 acc0[4], acc1[4];
-#pragma GCC unroll 4
-        for (int q = 0; q < V; ++q)
-            acc0[q] = acc1[q] = (vec8){0};
-        if (two)
-            for (long e = 0; e < entries[p]; ++e) {
-                const double we0 = w0[e], we1 = w1[e], *xe0 = grad + x0[e], *xe1 = grad + x1[e];
-#pragma GCC unroll 4
-                for (int q = 0; q < V; ++q) {
-                    acc0[q] = we0 * *(const vec8 *)(xe0 + 8 * q) + acc0[q];
-                    acc1[q] = we1 * *(const vec8 *)(xe1 + 8 * q) + acc1[q];
-                }
-            }
-        else
-            for (long e = 0; e < entries[p]; ++e) {
-                const double we0 = w0[e], *xe0 = grad + x0[e];
-#pragma GCC unroll 4
-                for (int q = 0; q < V; ++q)
-                    acc0[q] = we0 * *(const vec8 *)(xe0 + 8 * q) + acc0[q];
-            }
-#pragma GCC unroll 4
-        for (int q = 0; q < V; ++q) {
-            *(vec8 *)(o + p * C + 8 * q) = acc0[q];
-            nan |= acc0[q] != acc0[q];
-        }
-        if (two)
-#pragma GCC unroll 4
-            for (int q = 0; q < V; ++q) {
-                *(vec8 *)(o + (p + 1) * C + 8 * q) = acc1[q];
-                nan |= acc1[q] != acc1[q];
-            }
-        p += 1 + two;
-    }
-    return nan;
+ * windows have as many entries (8 sums in flight for V = 4).  Returns whether a NaN came out.  Written once
+ * for a vector type VEC of L doubles (MASK: its comparison result) and defined twice below: 8-double
+ * vectors where the CPU has AVX-512, 4-double ones where it has fewer and narrower registers (GCC keeps a
+ * vector wider than the CPU's registers in memory, which made this loop slower than numpy's einsum on an
+ * AVX2 CPU).  Each channel is its own sum, in the same order, whatever the width. */
+#define ENTRY_SUMS(NAME, VEC, MASK, L)                                                                     \
+INLINE int NAME(int V, long pixels, const long *entries, long most, const double *w, const long *offset,   \
+                const double *grad, double *o, long C)                                                    \
+{                                                                                                         \
+    MASK nan = {0};                                                                                       \
+    for (long p = 0; p < pixels;) {                                                                       \
+        const int two = p + 1 < pixels && entries[p] == entries[p + 1];                                   \
+        const double *w0 = w + p * most, *w1 = w0 + (two ? most : 0);                                     \
+        const long *x0 = offset + p * most, *x1 = x0 + (two ? most : 0);                                 \
+        VEC acc0[4], acc1[4];                                                                             \
+        _Pragma("GCC unroll 4") for (int q = 0; q < V; ++q)                                               \
+            acc0[q] = acc1[q] = (VEC){0};                                                                 \
+        if (two)                                                                                          \
+            for (long e = 0; e < entries[p]; ++e) {                                                       \
+                const double we0 = w0[e], we1 = w1[e], *xe0 = grad + x0[e], *xe1 = grad + x1[e];          \
+                _Pragma("GCC unroll 4") for (int q = 0; q < V; ++q) {                                     \
+                    acc0[q] = we0 * *(const VEC *)(xe0 + L * q) + acc0[q];                                \
+                    acc1[q] = we1 * *(const VEC *)(xe1 + L * q) + acc1[q];                                \
+                }                                                                                         \
+            }                                                                                             \
+        else                                                                                              \
+            for (long e = 0; e < entries[p]; ++e) {                                                       \
+                const double we0 = w0[e], *xe0 = grad + x0[e];                                            \
+                _Pragma("GCC unroll 4") for (int q = 0; q < V; ++q)                                       \
+                    acc0[q] = we0 * *(const VEC *)(xe0 + L * q) + acc0[q];                                \
+            }                                                                                             \
+        _Pragma("GCC unroll 4") for (int q = 0; q < V; ++q) {                                             \
+            *(VEC *)(o + p * C + L * q) = acc0[q];                                                        \
+            nan |= acc0[q] != acc0[q];                                                                    \
+        }                                                                                                 \
+        if (two)                                                                                          \
+            _Pragma("GCC unroll 4") for (int q = 0; q < V; ++q) {                                         \
+                *(VEC *)(o + (p + 1) * C + L * q) = acc1[q];                                              \
+                nan |= acc1[q] != acc1[q];                                                                \
+            }                                                                                             \
+        p += 1 + two;                                                                                     \
+    }                                                                                                     \
+    int made_nan = 0;                                                                                     \
+    for (int lane = 0; lane < L; ++lane)                                                                  \
+        made_nan |= nan[lane] != 0;                                                                       \
+    return made_nan;                                                                                      \
 }
+
+ENTRY_SUMS(entry_sums, vec8, mask8, 8)
+ENTRY_SUMS(entry_sums_narrow, vec4, mask4, 4)
 
 /* Input rows per block of carafe_grad_input_rows: the entries of a block's pixels stay in cache. */
 #define ROW_BLOCK 4
@@ -277,8 +291,8 @@ CLONES int carafe_grad_input_rows(const double *grad, long out_lo, const double 
         free(w); free(m); free(offset); free(entries);
         return -1;
     }
-    mask8 nan = {0};
-    int scalar_nan = 0;
+    const int wide = wide_vectors();
+    int made_nan = 0;
     for (long b0 = i0; b0 < i1; b0 += ROW_BLOCK) {
         const long b1 = b0 + ROW_BLOCK < i1 ? b0 + ROW_BLOCK : i1, count = (b1 - b0) * W;
         /* Each pixel's entries in numpy's order: v, b outer, u, a inner; output pixel (i' s + a, j' s + b)
@@ -313,21 +327,28 @@ CLONES int carafe_grad_input_rows(const double *grad, long out_lo, const double 
                 const double *band = grad + block * block_stride;
                 double *o = out + (b0 - i0) * W * C + block * B;
                 long c = 0;
-                for (; c + 32 <= B; c += 32)
-                    nan |= entry_sums(4, count, entries, most, w, offset, band + c, o + c, C);
-                for (; c + 8 <= B; c += 8)
-                    nan |= entry_sums(1, count, entries, most, w, offset, band + c, o + c, C);
+                if (wide) {
+                    for (; c + 32 <= B; c += 32)
+                        made_nan |= entry_sums(4, count, entries, most, w, offset, band + c, o + c, C);
+                    for (; c + 8 <= B; c += 8)
+                        made_nan |= entry_sums(1, count, entries, most, w, offset, band + c, o + c, C);
+                } else {
+                    for (; c + 16 <= B; c += 16)
+                        made_nan |= entry_sums_narrow(4, count, entries, most, w, offset, band + c, o + c, C);
+                    for (; c + 4 <= B; c += 4)
+                        made_nan |= entry_sums_narrow(1, count, entries, most, w, offset, band + c, o + c, C);
+                }
                 for (; c < B; ++c)
                     for (long p = 0; p < count; ++p) {
                         double acc = 0.0;
                         for (long e = 0; e < entries[p]; ++e)
                             acc = w[p * most + e] * band[offset[p * most + e] + c] + acc;
                         o[p * C + c] = acc;
-                        scalar_nan |= acc != acc;
+                        made_nan |= acc != acc;
                     }
             }
         }
     }
     free(w); free(m); free(offset); free(entries);
-    return scalar_nan || any_nan(nan);
+    return made_nan;
 }
