@@ -169,8 +169,9 @@ def test_carafe_runs_numpy_where_it_is_faster(compiled, monkeypatch):
 
 
 def test_carafe_narrow_loops_are_numpy_bit_for_bit(compiled, monkeypatch):
-    """The forward's and grad_input's loops for CPUs without AVX-512 (vectors of 4 channels), forced on
-    whatever this CPU is, against numpy on random calls."""
+    """The loops for CPUs without AVX-512, forced on whatever this CPU is, against numpy on random calls: the
+    forward's and grad_input's (vectors of 4 channels) and, where the CPU has AVX2, grad_mask's (each tap's
+    four phases in two 4-double vectors, its taps 5 at a time)."""
     for source, name in ((carafe._KERNEL_SOURCE, "carafe_narrow_only"),
                          (carafe._BACKWARD_SOURCE, "carafe_backward_narrow_only")):
         monkeypatch.setattr(ctypes.c_int.in_dll(native.load(source), name), "value", 1)

@@ -32,14 +32,17 @@ those contractions as C loops instead (carafe_kernel.c: the forward; carafe_back
 grad_mask and grad_input), each doing numpy's float64 operations in numpy's order, so the bits are
 the same either way; their float16/float32 inputs are widened by gen/widen.c into buffers reused
 from chunk to chunk.  They run on the CPUs where they were measured faster than numpy, those with
-AVX2 (FASTER_THAN_NUMPY_WITH).  OPCASE_NO_CC=1 runs numpy.
+AVX2 (FASTER_THAN_NUMPY_WITH), two chunks at a time on two threads (each chunk whole on one, so the
+same bits).  OPCASE_NO_CC=1 runs numpy.
 
 Rows are processed in chunks (down to a single row), so temporaries are bounded by one
-row's stack: at most about 170 MB at the largest network shape (W = 512, C = 2048).
+row's stack per thread: at most about 170 MB at the largest network shape (W = 512, C = 2048),
+and three chunks' outputs in flight (gen.core.overlap.ordered_map).
 """
 from __future__ import annotations
 
 import ctypes
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +51,7 @@ from gen.values import softmax_groups
 from numpy.lib.stride_tricks import as_strided
 
 from gen import native, widen
+from gen.core.overlap import ordered_map
 from gen.ops import assemble
 
 # Elements of the largest per-chunk array (a row stack, or the outputs a chunk writes):
@@ -187,16 +191,17 @@ def _forward_image(image, mask, k, G, s, dtype, target=None):
     compiled = _compiled_forward() if fits and dtype == np.float64 else None
     if compiled is not None:
         float64_rows = _Float64Rows()
-        # Larger chunks than numpy's (no row stack to keep in cache): fewer input rows converted twice.
-        rows = max(1, _COMPILED_CHUNK_ELEMENTS // (s * s * W * C))
-        for i0 in range(0, H, rows):
-            i1 = min(H, i0 + rows)
+
+        def rows_of(chunk):
+            i0, i1 = chunk
             block = (np.empty(((i1 - i0) * s, W * s, C), dtype=dtype) if target is None
                      else target[i0 * s:i1 * s])
             if _forward_rows_compiled(compiled, image, mask, k, G, s, i0, i1, block, float64_rows):
                 block[...] = _forward_rows(mask_pixels, row_ok, col_ok, _chunk_windows(image, k, G, i0, i1, dtype),
                                            i0, i1, s, dtype)
-            yield i0, i1, block
+            return i0, i1, block
+        # Larger chunks than numpy's (no row stack to keep in cache): fewer input rows converted twice.
+        yield from ordered_map(rows_of, _compiled_chunks(H, s * s * W * C, _COMPILED_CHUNK_ELEMENTS))
         return
     for i0, i1, windows in _input_windows(image, k, G, _rows_for_input_windows(W, C, k, s), dtype):
         yield i0, i1, _forward_rows(mask_pixels, row_ok, col_ok, windows, i0, i1, s, dtype)
@@ -268,26 +273,47 @@ def _halo_rows(H: int, k: int, i0: int, i1: int) -> tuple[int, int]:
     return max(0, i0 - r), min(H, i1 + r)
 
 
-class _Float64Rows:
-    """The rows a C loop reads, as C-ordered float64 (widened by gen/widen.py), in buffers reused from chunk
-    to chunk: a fresh array per chunk costs its page faults, as much as the widening itself."""
+class _PerThread:
+    """Buffers by name, each thread its own: the C loops' chunks are computed on two threads at once
+    (_chunk_by_chunk), and each reuses its buffers from chunk to chunk."""
 
     def __init__(self):
-        self._buffers: dict[str, np.ndarray] = {}
+        self._local = threading.local()
+
+    def buffers(self) -> dict:
+        """This thread's buffers by name."""
+        if not hasattr(self._local, "buffers"):
+            self._local.buffers = {}
+        return self._local.buffers
+
+
+class _Float64Rows(_PerThread):
+    """The rows a C loop reads, as C-ordered float64 (widened by gen/widen.py), in buffers reused from chunk
+    to chunk (each thread its own): a fresh array per chunk costs its page faults, as much as the widening
+    itself."""
 
     def __call__(self, name: str, rows: np.ndarray) -> np.ndarray:
         """`rows` as C-ordered float64."""
         if rows.dtype == np.float64 and rows.flags.c_contiguous:
             return rows
-        buffer = self._buffers.get(name)
+        buffers = self.buffers()
+        buffer = buffers.get(name)
         if buffer is None or buffer.size < rows.size:
-            buffer = self._buffers[name] = np.empty(rows.size, dtype=np.float64)
+            buffer = buffers[name] = np.empty(rows.size, dtype=np.float64)
         return widen.to_float64(rows, buffer[:rows.size].reshape(rows.shape))
 
     def blocked(self, name: str, rows: np.ndarray, B: int) -> np.ndarray:
         """[rows, pixels, C] `rows` as float64 [C/B, rows, pixels, B] (widen.to_float64_blocked)."""
-        view, self._buffers[name] = widen.to_float64_blocked(rows, B, self._buffers.get(name))
+        buffers = self.buffers()
+        view, buffers[name] = widen.to_float64_blocked(rows, B, buffers.get(name))
         return view
+
+
+def _chunk_by_chunk(rows_of, chunks, compiled: bool):
+    """rows_of(chunk) for each chunk, in order: with the C loops, computed on two threads (the loops release
+    the GIL, and each chunk is computed whole by one thread, so the bits are the same), which keeps both
+    cores busy where nothing else runs beside a large case's golden; numpy's path, one after the other."""
+    return ordered_map(rows_of, chunks) if compiled else map(rows_of, chunks)
 
 
 def _call_compiled(function, rows, lo, other, block, *sizes) -> bool:
@@ -335,20 +361,23 @@ def _grad_mask_of_image(image, grad_output, k, G, s, dtype):
     row_ok, col_ok = _taps_inside(H, k), _taps_inside(W, k)
     compiled = _compiled_backward("carafe_grad_mask_rows", image.shape, G, dtype)
     float64_rows = _Float64Rows()
-    # One chunking whichever path runs: a streamed case's float32 baseline (numpy) must yield the
-    # pieces its float64 golden (C) yields; rows are independent, so chunks change no bits.  No halo
-    # on grad_output here: the forward's smaller chunks, whose buffers stay in cache, measured faster.
-    for i0, i1 in _compiled_chunks(H, s * s * W * max(C, G * k * k), _COMPILED_CHUNK_ELEMENTS):
+
+    def rows_of(chunk):
+        i0, i1 = chunk
         if compiled is not None:
             block = np.empty(((i1 - i0) * s, W * s, G * k * k), dtype=dtype)
             lo, hi = _halo_rows(H, k, i0, i1)
             if not _call_compiled(compiled, float64_rows("image", image[lo:hi]), lo,
                                   float64_rows("grad", grad_output[i0 * s:i1 * s]), block,
                                   H, W, C, G, k, s, i0, i1):
-                yield i0, i1, block
-                continue
-        yield i0, i1, _grad_mask_rows(grad_pixels, row_ok, col_ok, _chunk_windows(image, k, G, i0, i1, dtype),
-                                      i0, i1, dtype)
+                return i0, i1, block
+        return i0, i1, _grad_mask_rows(grad_pixels, row_ok, col_ok, _chunk_windows(image, k, G, i0, i1, dtype),
+                                       i0, i1, dtype)
+    # One chunking whichever path runs: a streamed case's float32 baseline (numpy) must yield the
+    # pieces its float64 golden (C) yields; rows are independent, so chunks change no bits.  No halo
+    # on grad_output here: the forward's smaller chunks, whose buffers stay in cache, measured faster.
+    yield from _chunk_by_chunk(rows_of, _compiled_chunks(H, s * s * W * max(C, G * k * k), _COMPILED_CHUNK_ELEMENTS),
+                               compiled is not None)
 
 
 def _grad_mask_rows(grad_pixels, row_ok, col_ok, windows, i0, i1, dtype) -> np.ndarray:
@@ -376,20 +405,24 @@ def _grad_input_of_image(mask, grad_output, k, G, s, dtype):
     r, span = (k - 1) // 2, k * s
     mask7 = mask.reshape(H, s, W, s, G, k, k)
     compiled = _compiled_backward("carafe_grad_input_rows", (H, W, C), G, dtype, layout=3)
-    float64_rows, stack = _Float64Rows(), None
-    # One chunking whichever path runs, as grad_mask's above.
-    for i0, i1 in _compiled_chunks(H, s * s * W * (C + G * k * k), _COMPILED_HALO_CHUNK_ELEMENTS):
+    float64_rows, stacks = _Float64Rows(), _PerThread()
+
+    def rows_of(chunk):
+        i0, i1 = chunk
         if compiled is not None:
             block = np.empty((i1 - i0, W, C), dtype=dtype)
             lo, hi = _halo_rows(H, k, i0, i1)
             grad_rows = float64_rows.blocked("grad", grad_output[lo * s:hi * s], _channel_block(C // G))
             if not _call_compiled(compiled, grad_rows, lo * s, float64_rows("mask", mask[lo * s:hi * s]), block,
                                   H, W, C, G, k, s, i0, i1):
-                yield i0, i1, block
-                continue
-        if stack is None:
-            stack = _new_row_stack(i1 - i0, s * W, span, r * s, C, dtype)
-        yield i0, i1, _grad_input_rows(mask7, grad_output, stack[:i1 - i0], i0, i1, k, s, dtype)
+                return i0, i1, block
+        stack = stacks.buffers().get("stack")
+        if stack is None or len(stack) < i1 - i0:
+            stack = stacks.buffers()["stack"] = _new_row_stack(i1 - i0, s * W, span, r * s, C, dtype)
+        return i0, i1, _grad_input_rows(mask7, grad_output, stack[:i1 - i0], i0, i1, k, s, dtype)
+    # One chunking whichever path runs, as grad_mask's above.
+    yield from _chunk_by_chunk(rows_of, _compiled_chunks(H, s * s * W * (C + G * k * k), _COMPILED_HALO_CHUNK_ELEMENTS),
+                               compiled is not None)
 
 
 def _grad_input_rows(mask7, grad_output, stack, i0, i1, k, s, dtype) -> np.ndarray:
