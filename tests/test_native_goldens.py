@@ -186,6 +186,24 @@ def test_carafe_narrow_loops_are_numpy_bit_for_bit(compiled, monkeypatch):
             assert _same_bits(reference[name], fast[name]), (name, params, {n: a.shape for n, a in inputs.items()})
 
 
+def test_carafe_numpy_grad_input_takes_a_chunk_a_part_at_a_time(monkeypatch):
+    """numpy's grad_input runs a chunk of the C loop's (64 MB) a few rows at a time, which bounds its row stack:
+    the same bits as the chunk whole, and as the C loop where there is one."""
+    rng = np.random.default_rng(7)
+    H, W, C, k, G, s = 40, 64, 256, 5, 1, 2
+    per_row = s * s * W * (C + G * k * k)
+    assert carafe._NUMPY_HALO_CHUNK_ELEMENTS // per_row < H <= carafe._COMPILED_HALO_CHUNK_ELEMENTS // per_row
+    inputs = {"input": rng.standard_normal((1, H, W, C)), "grad_output": rng.standard_normal((1, s * H, s * W, C)),
+              "mask": rng.random((1, s * H, s * W, G * k * k))}
+    params = {"kernel_size": k, "group_size": G, "scale_factor": s}
+    compiled_or_numpy = carafe.backward(inputs, params)["grad_input"]
+    monkeypatch.setenv("OPCASE_NO_CC", "1")
+    in_parts = carafe.backward(inputs, params)["grad_input"]
+    monkeypatch.setattr(carafe, "_NUMPY_HALO_CHUNK_ELEMENTS", carafe._COMPILED_HALO_CHUNK_ELEMENTS)
+    whole = carafe.backward(inputs, params)["grad_input"]
+    assert _same_bits(in_parts, whole) and _same_bits(in_parts, compiled_or_numpy)
+
+
 def test_native_reads_the_cpu_flags():
     """Where Linux lists the flags, an x86-64 CPU has at least SSE2 (the C loops' default clone)."""
     flags = native.cpu_flags()

@@ -416,10 +416,18 @@ def _grad_input_of_image(mask, grad_output, k, G, s, dtype):
             if not _call_compiled(compiled, grad_rows, lo * s, float64_rows("mask", mask[lo * s:hi * s]), block,
                                   H, W, C, G, k, s, i0, i1):
                 return i0, i1, block
+        # numpy's row stack holds k*s grad_output rows per input row: a chunk's rows a few at a time.
+        stack_rows = min(i1 - i0, max(1, _NUMPY_HALO_CHUNK_ELEMENTS // (s * s * W * (C + G * k * k))))
         stack = stacks.buffers().get("stack")
-        if stack is None or len(stack) < i1 - i0:
-            stack = stacks.buffers()["stack"] = _new_row_stack(i1 - i0, s * W, span, r * s, C, dtype)
-        return i0, i1, _grad_input_rows(mask7, grad_output, stack[:i1 - i0], i0, i1, k, s, dtype)
+        if stack is None or len(stack) < stack_rows:
+            stack = stacks.buffers()["stack"] = _new_row_stack(stack_rows, s * W, span, r * s, C, dtype)
+        if stack_rows == i1 - i0:
+            return i0, i1, _grad_input_rows(mask7, grad_output, stack[:i1 - i0], i0, i1, k, s, dtype)
+        block = np.empty((i1 - i0, W, C), dtype=dtype)
+        for a in range(i0, i1, stack_rows):
+            b = min(i1, a + stack_rows)
+            block[a - i0:b - i0] = _grad_input_rows(mask7, grad_output, stack[:b - a], a, b, k, s, dtype)
+        return i0, i1, block
     # One chunking whichever path runs, as grad_mask's above.
     yield from _chunk_by_chunk(rows_of, _compiled_chunks(H, s * s * W * (C + G * k * k), _COMPILED_HALO_CHUNK_ELEMENTS),
                                compiled is not None)
@@ -440,10 +448,12 @@ def _grad_input_rows(mask7, grad_output, stack, i0, i1, k, s, dtype) -> np.ndarr
 # The backward's loops in C (carafe_backward_kernel.c), in numpy's order of additions as the forward's are,
 # under the same condition (2 or more channels per group: np.einsum's loops run over the channels then).
 _BACKWARD_SOURCE = Path(__file__).with_name("carafe_backward_kernel.c")
-# Elements widened to float64 per call of grad_input's C loop (16 MB): each call widens the grad_output rows
-# of its k-1 halo input rows again, so larger chunks than the forward's; 64 MB measured slower (its buffers
-# leave the cache).
-_COMPILED_HALO_CHUNK_ELEMENTS = 1 << 21
+# Elements widened to float64 per call of grad_input's C loop (64 MB): each call widens the grad_output rows
+# of its k-1 halo input rows again, so larger chunks than the forward's.  On an AVX2 CPU (2026-11-28) 64 MB
+# took half the time of 16 MB at the network shapes (fewer rows widened twice), and 128 MB was no faster.
+_COMPILED_HALO_CHUNK_ELEMENTS = 1 << 23
+# numpy's grad_input runs each such chunk a part of this many elements at a time, which bounds its row stack.
+_NUMPY_HALO_CHUNK_ELEMENTS = 1 << 21
 
 
 def _compiled_backward(name: str, image_shape, G: int, dtype, layout: int = 2):
