@@ -144,7 +144,10 @@ def assert_each_missing_check_caught(invalid_dir: Path, op: str) -> None:
 
     def compute(request):
         out_shapes = {name: o.shape for name, o in request.outputs.items()}
-        return gen.golden(request.op, request.inputs, request.params, out_shapes=out_shapes)
+        # Without its check, a call computes on what the check refuses (a pooled size of 0, say):
+        # numpy's warnings there are the point of the case, not a defect of the reference.
+        with np.errstate(all="ignore"):
+            return gen.golden(request.op, request.inputs, request.params, out_shapes=out_shapes)
 
     testable = [c.id for c in spec_for(op).checks if c.violate is not None]
     assert testable
