@@ -22,7 +22,7 @@ from gen.core.descriptor import case_seed
 from gen.core.expr import ExprError, evaluate
 from gen.core.metrics import StreamingCompare, compare
 from gen.core.overlap import Background, Prefetched
-from gen.core.registry import kernel_function
+from gen.core.registry import MMCV_EMULATION, kernel_function
 from gen.core.rounding import round_to
 from gen.core.spec import CHECK_STATUSES, SUITES, Spec, SpecError, absent_tensors, line_of
 from gen.core.timing import call
@@ -940,10 +940,10 @@ class Generator:
 
 def baseline_units_fn(baseline: str, spec: Spec):
     """``<op>_units`` beside the baseline's kernel (gen.sampled), for the built-in baselines that
-    have one (mmcv: gen.mmcv.<family>); None for any other baseline or kernel."""
+    have one (mmcv: the family's mmcv_emulation); None for any other baseline or kernel."""
     if baseline != "mmcv":
         return None
-    function = kernel_function("gen.mmcv", spec.op)
+    function = kernel_function(MMCV_EMULATION, spec.op)
     if function is None:
         return None
     return getattr(sys.modules[function.__module__], f"{function.__name__}_units", None)

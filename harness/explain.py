@@ -5,12 +5,12 @@ A *variant* is a computation of the kernel on a case's inputs that some implemen
     float32 (the lowp backend; its final cast to half also toward zero or ties away), float16
     throughout, the final cast toward zero, half away from zero or twice (through float32),
     subnormals flushed on input, on output or both;
-  - the mmcv emulation (gen.mmcv: mmcv's half arithmetic, FMA and loop orders) and the kernel's own
+  - the mmcv emulation (its mmcv_emulation part: mmcv's half arithmetic, FMA and loop orders) and the kernel's own
     variants, found by convention (gen.core.registry.explain_variants: another order of atomic
     adds, say);
   - every generic mutant of `opcase power` (harness.mutants: a tail block zeroed or copied, a row or
     column repeated, batch 0 everywhere, H and W swapped, an int param off by one, ...) and the
-    kernel's planted bugs and controls (gen.planted).
+    kernel's planted bugs and controls (its planted part).
 Each is computed on the case's own inputs, one at a time: of each only its scores and two bits per
 element (equal to the backend's bits; within one ulp) are kept, so memory stays near the outputs
 three times over (the backend's, the reference's, one variant's) plus two bits per element per
@@ -160,7 +160,7 @@ def variant_name(m: Mutant) -> str:
 
 def _what(m: Mutant) -> str:
     if m.backend == "mmcv":
-        return ("the mmcv emulation (gen.mmcv): accumulation in the tensor dtype, in half with every product "
+        return ("the mmcv emulation: accumulation in the tensor dtype, in half with every product "
                 "and sum rounded, in float32 with nvcc's FMA contractions, in mmcv's loop and reduction orders")
     return m.what
 

@@ -447,7 +447,7 @@ def _negative_zero(call: Call) -> dict:
 
 def mutants(spec, base_name: str) -> list[Mutant]:
     """The generic mutants of a kernel (from its spec: layouts, optional inputs, int params,
-    checks) and its planted bugs (gen.planted), in report order."""
+    checks) and its planted bugs (its planted part), in report order."""
     found = [Mutant("round_toward_zero", GENERIC, "round toward zero instead of to nearest",
                     "outputs where an ulp is over the thresholds: subnormal ones (there an ulp is a large "
                     "relative error), or a golden of one sign and diff4 among the criteria (the direction "
@@ -502,7 +502,7 @@ def mutants(spec, base_name: str) -> list[Mutant]:
         found.append(Mutant(f"{NO_CHECK}{check.id}", CHECKS, f"parameter check '{check.id}' left out",
                             f"an invalid case that breaks '{check.id}'", _without_check(check.id)))
     for name, compute in planted_bugs(spec.op).items():
-        found.append(Mutant(name, PLANTED, f"planted bug: {name.replace('_', ' ')} (gen/planted)",
+        found.append(Mutant(name, PLANTED, f"planted bug: {name.replace('_', ' ')} (planted)",
                             "a case on which this bug's error is over the thresholds", _planted(compute)))
     return found
 
@@ -519,6 +519,6 @@ def controls(spec) -> list[Mutant]:
                "thresholds from mmcv, on a kernel mmcv has", _mmcv, _mmcv_baseline, backend="mmcv"),
     ]
     for name, compute in planted_controls(spec.op).items():
-        found.append(Mutant(name, CONTROL, f"{name.replace('_', ' ')} (gen/planted)", "a float output",
+        found.append(Mutant(name, CONTROL, f"{name.replace('_', ' ')} (planted)", "a float output",
                             _planted(compute)))
     return found

@@ -80,7 +80,7 @@ _STOP_GRACE_S = 1.0
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 # Backends whose code is opcase's own, run in process unless --jobs or --timeout ask for workers.
 # Every other Python backend runs in a worker: its code never shares a process with the judge.
-# mmcv is opcase's numpy emulation of mmcv's kernels (gen.mmcv), no foreign code either.
+# mmcv is opcase's numpy emulation of mmcv's kernels (gen/kernels/*/mmcv_emulation*.py), no foreign code either.
 _OWN_BACKENDS = ("reference", "lowp", "mmcv")
 # The workers' directory of a run: its name carries the run's process id (remove_stale).
 _DIR_PREFIX = "opcase-workers-"

@@ -1,4 +1,4 @@
-"""Planted bugs (gen/planted) as backends, loadable by worker processes as `planted_backends:NAME`.
+"""Planted bugs (gen/kernels/<family>/planted*.py) as backends, loadable by worker processes as `planted_backends:NAME`.
 
 ``first_planted``: in every kernel that has some, its first planted bug, for tests that compare two
 ways of judging it; a kernel without planted bugs runs the float64 reference, so its cases pass.

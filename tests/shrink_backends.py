@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness.backends.builtin import reference
-from gen.planted.carafe import carafe_forward
+from gen.kernels.carafe.planted import carafe_forward
 
 _reference = reference()
 # Channels are processed in blocks of this many (three 32-lane vectors); the last, partial

@@ -9,8 +9,9 @@ import pytest
 from conftest import REPO
 from gen import golden
 from gen.core.casefile import load
-from gen.mmcv.border_align_forward import border_align_forward as mmcv_forward
-from gen.ops import border_align, border_align_forward as values
+from gen.kernels.border_align.mmcv_emulation_forward import border_align_forward as mmcv_forward
+from gen.kernels.border_align import reference as border_align
+from gen.kernels.border_align import reference_forward as values
 from gen.core.registry import planted_bugs, planted_controls
 from harness.backends import load_backend
 from harness.mluops import case_from_mluops, load_mluops

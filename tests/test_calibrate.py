@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gen.planted.deform_roi_pool import deform_roi_pool_compute
+from gen.kernels.deform_roi_pool.planted import deform_roi_pool_compute
 from conftest import REPO, checked_backend
 from harness.calibrate import headroom, threshold_ratio
 from gen.core.casefile import find, load, save

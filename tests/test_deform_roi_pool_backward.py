@@ -110,7 +110,7 @@ def test_without_an_offset_grad_offset_is_zero_and_grad_input_is_the_zero_offset
     """Every implementation takes offset None (mlu-ops' 3-input form, the spec's `no_offset` cases, where
     grad_offset goes with the offset and is not asked for): grad_input is that of a zero offset, and a
     grad_offset computed anyway stays 0."""
-    from gen.mmcv.deform_roi_pool_backward import deform_roi_pool_backward as mmcv_kernel
+    from gen.kernels.deform_roi_pool.mmcv_emulation_backward import deform_roi_pool_backward as mmcv_kernel
 
     inputs, absent, params, expected = _offsetless_call()
     zero = {**inputs, "offset": np.zeros_like(inputs["offset"])}
@@ -125,7 +125,7 @@ def test_without_an_offset_grad_offset_is_zero_and_grad_input_is_the_zero_offset
 @pytest.mark.needs("torch")
 def test_torch_kernel_takes_the_offsetless_call():
     # Imported here: the module imports torch, which the needs mark has checked is installed.
-    from harness.backends.torch_kernels.deform_roi_pool_backward import deform_roi_pool_backward as torch_kernel
+    from gen.kernels.deform_roi_pool.torch_kernel_backward import deform_roi_pool_backward as torch_kernel
 
     _, absent, params, expected = _offsetless_call()
     got = {name: t.double().numpy() for name, t in torch_kernel(absent, params, None, "cpu").items()}

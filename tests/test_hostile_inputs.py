@@ -69,7 +69,7 @@ def test_spec_baseline_cannot_name_a_program(tmp_path):
 
 def test_spec_reference_only_from_own_package_unless_trusted(tmp_path, monkeypatch):
     monkeypatch.delenv(TRUST_ENV, raising=False)
-    path = _spec(tmp_path, PSAMASK, "reference: gen.ops.psamask:forward", "reference: subprocess:getoutput")
+    path = _spec(tmp_path, PSAMASK, "reference: gen.kernels.psamask.reference:forward", "reference: subprocess:getoutput")
     with pytest.raises(SpecError, match=f"{TRUST_ENV}=1") as err:
         load_spec(path)
     assert err.value.line == _line_of(path, "subprocess:getoutput")
@@ -79,13 +79,13 @@ def test_spec_reference_only_from_own_package_unless_trusted(tmp_path, monkeypat
 
 def test_spec_value_fn_must_be_defined_in_own_package(tmp_path, monkeypatch):
     monkeypatch.delenv(TRUST_ENV, raising=False)
-    # as_strided is imported by gen.ops.carafe, not defined there: it reads any memory it is told to
-    path = _spec(tmp_path, CARAFE, 'fn: "gen.ops.carafe:softmax_masks", std: 1.0}',
-                 'fn: "gen.ops.carafe:as_strided", std: 1.0}')
-    with pytest.raises(SpecError, match="not a function defined in gen.ops.carafe"):
+    # as_strided is imported by gen.kernels.carafe.reference, not defined there: it reads any memory it is told to
+    path = _spec(tmp_path, CARAFE, 'fn: "gen.kernels.carafe.reference:softmax_masks", std: 1.0}',
+                 'fn: "gen.kernels.carafe.reference:as_strided", std: 1.0}')
+    with pytest.raises(SpecError, match="not a function defined in gen.kernels.carafe.reference"):
         load_spec(path)
-    path = _spec(tmp_path, CARAFE, 'fn: "gen.ops.carafe:softmax_masks", std: 1.0}', 'fn: "os:system", std: 1.0}')
-    with pytest.raises(SpecError, match="may name functions of gen.ops only"):
+    path = _spec(tmp_path, CARAFE, 'fn: "gen.kernels.carafe.reference:softmax_masks", std: 1.0}', 'fn: "os:system", std: 1.0}')
+    with pytest.raises(SpecError, match="may name functions of gen.kernels only"):
         load_spec(path)
 
 
@@ -735,7 +735,8 @@ def test_import_reads_only_regular_files(tmp_path, special):
                                     "deform_roi_pool adaptive roi"])
 def test_a_call_far_beyond_any_network_cannot_keep_the_reference_sampling(kernel):
     """The long fuzz run's hang: a case file's pool_size of 1e308 kept the reference looping."""
-    from gen.ops import border_align, deform_roi_pool
+    from gen.kernels.border_align import reference as border_align
+    from gen.kernels.deform_roi_pool import reference as deform_roi_pool
     started = time.monotonic()
     with pytest.raises(ValueError, match="sample points"):
         if kernel.startswith("border_align"):

@@ -197,10 +197,10 @@ def test_backend_passes_generated_suite(suites, op, backend):
 @pytest.mark.parametrize("op", OPS)
 def test_correct_copy_and_controls_pass(suites, op):
     """The bug-free copy the planted bugs are made from, and the legitimate variants (controls) of
-    gen/planted, pass every case: a bug's failure is then the bug's."""
+    gen/kernels/<family>/planted*.py, pass every case: a bug's failure is then the bug's."""
     if not planted_bugs(op) and bug_free_copy(op) is None:
-        pytest.skip(f"{op} has no planted bugs (gen/planted is optional)")
-    assert bug_free_copy(op) is not None, f"{op}: gen/planted has bugs and no bug-free copy (CORRECT) to check them by"
+        pytest.skip(f"{op} has no planted bugs (gen/kernels/<family>/planted*.py is optional)")
+    assert bug_free_copy(op) is not None, f"{op}: gen/kernels/<family>/planted*.py has bugs and no bug-free copy (CORRECT) to check them by"
     for name, compute in {"the bug-free copy": bug_free_copy(op), **planted_controls(op)}.items():
         results = run_dir(suites(op), checked_backend(f"{op} {name}", compute))
         assert not _failing(results), f"{op}: {name} fails: {_summary(results)}"

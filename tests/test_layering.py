@@ -2,9 +2,8 @@
 
 gen.core is the layer gen (the generator) and harness (the judge) both stand on: it imports
 neither.  gen never imports harness; harness imports gen only through gen.core, except in its
-CLI layer (harness.cli: the commands that compose the two).  A kernel's parts outside core
-(gen.ops, gen.mmcv, gen.planted, harness.backends.torch_kernels) are found by convention
-(gen.core.registry), never imported across the line.  A first-party import inside a function
+CLI layer (harness.cli: the commands that compose the two).  A kernel's parts (gen.kernels:
+one folder per family) are found by convention (gen.core.registry), never imported across the line.  A first-party import inside a function
 says why on its line (a comment), and no private name is imported from another module.
 """
 from __future__ import annotations

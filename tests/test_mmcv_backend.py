@@ -1,4 +1,4 @@
-"""The `mmcv` backend: a built-in name, kernels found by convention in gen.mmcv, the spec's checks first.
+"""The `mmcv` backend: a built-in name, kernels found by convention in each family's mmcv_emulation, the spec's checks first.
 (That it passes the generated suites of every kernel it emulates: tests/test_kernels.py.)"""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from gen.core import registry
 from gen.core.registry import known_ops
 from click.testing import CliRunner
 
-from gen.mmcv import carafe
+from gen.kernels.carafe import mmcv_emulation as carafe
 from gen.core.backend import BUILTIN_NAMES, InvalidArgument, Request, TensorInfo
 from harness.backends import load_backend
 from harness.backends import mmcv_backend
@@ -35,7 +35,7 @@ def backward_request(params=PARAMS, dtype="float16"):
 def test_mmcv_is_a_builtin_backend():
     assert "mmcv" in BUILTIN_NAMES
     backend = load_backend("mmcv")
-    assert backend.name == "mmcv" and "gen.mmcv" in backend.origin
+    assert backend.name == "mmcv" and "mmcv_emulation" in backend.origin
 
 
 def test_kernels_are_found_by_op_name():
@@ -49,7 +49,7 @@ def test_kernels_are_found_by_op_name():
     ("carafe_forward", "float64", False), ("carafe_forward", "int32", False), ("carafe_forward", "bogus", False),
     ("psamask_forward", "float32", False),          # a spec without an emulation
     ("roi_align_forward", "float32", False),        # no such spec
-    ("half", "float32", False),                     # gen.mmcv.half.half exists, but is no op
+    ("half", "float32", False),                     # gen.kernels.shared.mmcv_half.half exists, but is no op
     ("carafe", "float32", False), ("carafe.carafe_forward", "float32", False),
     ("../carafe_forward", "float32", False), (None, "float32", False),
 ])

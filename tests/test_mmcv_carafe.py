@@ -1,4 +1,4 @@
-"""gen.mmcv.carafe (and the scalar arithmetic of gen.mmcv.half) against mmcv's own CUDA outputs, bit for bit,
+"""gen.kernels.carafe.mmcv_emulation (and the scalar arithmetic of gen.kernels.shared.mmcv_half) against mmcv's own CUDA outputs, bit for bit,
 and against a literal, one-thread-at-a-time transcription of mmcv's kernels where that data does not reach."""
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from conftest import generate, mmcv_cuda_case, mmcv_cuda_case_ids, raw_bits, run_cli
-from gen.mmcv import carafe, half
+from gen.kernels.carafe import mmcv_emulation as carafe
+from gen.kernels.shared import mmcv_half as half
 
 KERNELS = ("carafe_forward", "carafe_backward")
 
@@ -141,7 +142,7 @@ def test_canonical_nan():
 # ----------------------------------------------------------------------------- literal transcription of the kernels
 
 class Thread:
-    """One CUDA thread's scalar_t arithmetic, a value at a time (independent of gen.mmcv.half.ScalarT)."""
+    """One CUDA thread's scalar_t arithmetic, a value at a time (independent of gen.kernels.shared.mmcv_half.ScalarT)."""
 
     def __init__(self, dtype):
         self.half = np.dtype(dtype) == np.float16

@@ -9,7 +9,7 @@ import hashlib
 import numpy as np
 import pytest
 
-import gen.mmcv.deform_roi_pool_backward as emulation
+import gen.kernels.deform_roi_pool.mmcv_emulation_backward as emulation
 
 
 def _inputs(dtype, with_offset: bool):

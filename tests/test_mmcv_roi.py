@@ -1,4 +1,4 @@
-"""The mmcv emulations of deform_roi_pool forward and border_align backward (gen/mmcv) against
+"""The mmcv emulations of deform_roi_pool forward and border_align backward (gen/kernels/<family>/mmcv_emulation*.py) against
 mmcv 2.2.0's own CUDA outputs (conformance/mmcv-cuda): deform_roi_pool bit for bit, border_align
 (whose atomicAdds have no fixed order) by diff1 / diff2 within 10 % of mmcv's own."""
 from __future__ import annotations
@@ -8,9 +8,10 @@ import pytest
 
 import gen
 import harness
-from gen.mmcv import border_align, deform_roi_pool
-from gen.mmcv.deform_roi_pool import bilinear_corners, deform_roi_pool_forward, to_int
-from gen.mmcv.border_align import border_align_backward
+from gen.kernels.border_align import mmcv_emulation as border_align
+from gen.kernels.deform_roi_pool import mmcv_emulation as deform_roi_pool
+from gen.kernels.deform_roi_pool.mmcv_emulation import bilinear_corners, deform_roi_pool_forward, to_int
+from gen.kernels.border_align.mmcv_emulation import border_align_backward
 from conftest import mmcv_cuda_case, mmcv_cuda_case_ids, raw_bits
 
 METRIC_TOLERANCE = 0.10    # the issue's rule for kernels whose sums have no fixed order

@@ -1,9 +1,9 @@
 """Compiled golden loops (gen/native.py) give the numpy path's bits, and their absence changes nothing.
 
-carafe's forward and backward goldens run in C when a C compiler is there (gen/ops/carafe_kernel.c,
-gen/ops/carafe_backward_kernel.c), reading float16/float32 inputs widened by gen/widen.c, and so do
-deform_roi_pool's forward and backward (gen/ops/deform_roi_pool_kernel.c) and border_align's backward
-(gen/ops/border_align_backward_kernel.c); OPCASE_NO_CC=1 forces numpy.
+carafe's forward and backward goldens run in C when a C compiler is there (gen/kernels/carafe/carafe_kernel.c,
+gen/kernels/carafe/carafe_backward_kernel.c), reading float16/float32 inputs widened by gen/widen.c, and so do
+deform_roi_pool's forward and backward (gen/kernels/deform_roi_pool/deform_roi_pool_kernel.c) and border_align's backward
+(gen/kernels/border_align/border_align_backward_kernel.c); OPCASE_NO_CC=1 forces numpy.
 Both must give the same bits on every input (special values, float16/32/64, any shape), and the
 committed cases of these kernels must come out byte for byte with the C loops on.
 """
@@ -22,7 +22,10 @@ import pytest
 import needs
 from conftest import REPO
 from gen import native, widen
-from gen.ops import border_align, carafe, deform_roi_pool, deform_roi_pool_backward
+from gen.kernels.border_align import reference as border_align
+from gen.kernels.carafe import reference as carafe
+from gen.kernels.deform_roi_pool import reference as deform_roi_pool
+from gen.kernels.deform_roi_pool import reference_backward as deform_roi_pool_backward
 
 SPECIALS = [np.nan, np.inf, -np.inf, -0.0, 0.0, 5e-324, -2.2250738585072014e-308, 1e300, -1e-300]
 
@@ -40,7 +43,7 @@ def _fresh_native_cache(tmp_path_factory, monkeypatch, source: str) -> None:
 def compiled(tmp_path_factory, monkeypatch):
     """The carafe forward's C loop, built in a cache of this test session's own (skips where there is no cc),
     used on this CPU whatever its vector width, so that the clone this CPU runs is checked."""
-    _fresh_native_cache(tmp_path_factory, monkeypatch, "gen/ops/carafe_kernel.c")
+    _fresh_native_cache(tmp_path_factory, monkeypatch, "gen/kernels/carafe/carafe_kernel.c")
     monkeypatch.setenv("OPCASE_NATIVE_ANY_CPU", "1")
     function = carafe._compiled_forward()
     assert function is not None, "a C compiler is on PATH but carafe_kernel.c did not build or load"
@@ -304,7 +307,7 @@ def test_committed_suites_come_out_byte_for_byte_with_or_without_the_compiled_lo
 
 @pytest.fixture
 def deform_compiled(tmp_path_factory, monkeypatch):
-    _fresh_native_cache(tmp_path_factory, monkeypatch, "gen/ops/deform_roi_pool_kernel.c")
+    _fresh_native_cache(tmp_path_factory, monkeypatch, "gen/kernels/deform_roi_pool/deform_roi_pool_kernel.c")
     assert native.load(deform_roi_pool._KERNEL_SOURCE) is not None, "cc is on PATH, the C file did not build"
 
 
@@ -421,7 +424,7 @@ def test_deform_roi_pool_runs_compiled_where_it_fits(deform_compiled, monkeypatc
 
 @pytest.fixture
 def border_compiled(tmp_path_factory, monkeypatch):
-    _fresh_native_cache(tmp_path_factory, monkeypatch, "gen/ops/border_align_backward_kernel.c")
+    _fresh_native_cache(tmp_path_factory, monkeypatch, "gen/kernels/border_align/border_align_backward_kernel.c")
     assert border_align._backward_loop() is not None, "cc is on PATH, the C file did not build"
 
 

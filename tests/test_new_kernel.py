@@ -17,12 +17,13 @@ import pytest
 from conftest import REPO
 
 OP = "synthetic_square_forward"
+FAMILY = "synthetic_square"
 
 SPEC = f"""\
 # A synthetic kernel written by tests/test_new_kernel.py: y = x * x, elementwise.
 op: {OP}
 doc: none (synthetic)
-reference: gen.ops.{OP}:forward
+reference: gen.kernels.{FAMILY}.reference:forward
 dtypes: [float32]
 mluops:
   inputs: [x]
@@ -132,7 +133,10 @@ def _env(root: Path) -> dict:
 def _add_synthetic_kernel(root: Path) -> None:
     """What a contributor writes: the kernel's own files, and nothing else."""
     (root / "specs" / f"{OP}.yaml").write_text(SPEC)
-    (root / "gen" / "ops" / f"{OP}.py").write_text(REFERENCE)
+    folder = root / "gen" / "kernels" / FAMILY
+    folder.mkdir()
+    (folder / "__init__.py").write_text("")
+    (folder / "reference.py").write_text(REFERENCE)
     (root / "tests" / "kernels" / f"{OP}.py").write_text(RECORD)
     # Its mlu-ops case file: a case of its own, exported by opcase (mlu-ops has no such kernel).
     made = root / "made"

@@ -1,10 +1,10 @@
-"""gen.ops.ordered_scatter: row scatter-adds bit for bit np.add.at's, signed zeros included (which NaN
+"""gen.kernels.shared.ordered_scatter: row scatter-adds bit for bit np.add.at's, signed zeros included (which NaN
 comes out where two NaNs meet is numpy's SIMD loop's choice: compared as NaN)."""
 import numpy as np
 import pytest
 
-from gen.ops import ordered_scatter
-from gen.ops.ordered_scatter import add_rows_in_order
+from gen.kernels.shared import ordered_scatter
+from gen.kernels.shared.ordered_scatter import add_rows_in_order
 
 
 def _by_add_at(target, rows, scale, source, source_rows):

@@ -176,8 +176,8 @@ def test_mmcv_chunks_on_threads_give_the_serial_bits(monkeypatch, op):
     """The mmcv emulations whose chunks run on two threads (gen.core.overlap.ordered_map), with small
     chunks so that there are many: the same bits as the chunks one after the other."""
     from harness.backends import mmcv_backend
-    import gen.mmcv.deform_roi_pool as forward_module
-    import gen.mmcv.deform_roi_pool_backward as backward_module
+    import gen.kernels.deform_roi_pool.mmcv_emulation as forward_module
+    import gen.kernels.deform_roi_pool.mmcv_emulation_backward as backward_module
     monkeypatch.setattr(forward_module, "_CHUNK_ELEMENTS", 64)
     monkeypatch.setattr(backward_module, "_CHUNK_ELEMENTS", 2048)
     spec = spec_for(op)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from conftest import checked_backend, failed_metrics, run_dir, statuses
-from gen.planted.border_align import border_align_backward_compute
+from gen.kernels.border_align.planted import border_align_backward_compute
 from gen.core.rounding import round_toward_zero
 from gen.core.verdict import FAILED
 

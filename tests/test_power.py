@@ -103,7 +103,7 @@ def test_committed_suite_kills_every_missing_check_it_has_a_case_for(committed):
 
 
 def test_committed_suite_kills_the_planted_bugs_of_the_tests(committed):
-    """The kernel-specific bugs of gen/planted are part of the measure."""
+    """The kernel-specific bugs of gen/kernels/<family>/planted*.py are part of the measure."""
     _, _, doc = committed
     planted = {(m["kernel"], m["name"]): m["verdict"] for m in doc["mutants"] if m["kind"] == "planted"}
     assert planted[("carafe_forward", "mask_order_kw_kh")] == "killed"

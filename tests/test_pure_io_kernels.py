@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from conftest import CONFORMANCE
-from gen.ops import masked_im2col, psamask
+from gen.kernels.masked_im2col import reference as masked_im2col
+from gen.kernels.psamask import reference as psamask
 from kernels import mmcv_array
 
 MMCV = CONFORMANCE / "mmcv"

@@ -1,10 +1,10 @@
-"""The border_align reference (gen/ops/border_align.py): doc 003's worked example, mmcv's test data, its
+"""The border_align reference (gen/kernels/border_align/reference.py): doc 003's worked example, mmcv's test data, its
 float32 path and value generators.  (Forward and backward against their records' slow loops on every
 generated plan: tests/test_kernels.py.)"""
 import numpy as np
 import pytest
 
-from gen.ops import border_align as ba
+from gen.kernels.border_align import reference as ba
 from gen.values import ValueContext
 
 

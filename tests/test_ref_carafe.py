@@ -1,9 +1,9 @@
-"""The carafe reference (gen/ops/carafe.py) against the slow loops of its records (tests/kernels/carafe_*.py)
+"""The carafe reference (gen/kernels/carafe/reference.py) against the slow loops of its records (tests/kernels/carafe_*.py)
 where non-finite values and half inputs meet them, its float32 path and its mask generator.  (Against
 the slow loops on every generated plan, and against mmcv's own data: tests/test_kernels.py.)"""
 import numpy as np
 
-from gen.ops import carafe
+from gen.kernels.carafe import reference as carafe
 from gen.values import ValueContext
 from kernels.carafe_backward import oracle as slow_backward
 from kernels.carafe_forward import oracle as slow_forward

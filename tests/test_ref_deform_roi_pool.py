@@ -1,9 +1,9 @@
-"""The deform_roi_pool reference (gen/ops/deform_roi_pool.py) against its record's slow loops
+"""The deform_roi_pool reference (gen/kernels/deform_roi_pool/reference.py) against its record's slow loops
 (tests/kernels/deform_roi_pool_forward.py) where it must give zeros or split its work, and its value
 generators.  (Against the slow loops on every generated plan: tests/test_kernels.py.)"""
 import numpy as np
 
-from gen.ops import deform_roi_pool as drp
+from gen.kernels.deform_roi_pool import reference as drp
 from gen.values import ValueContext
 from kernels.deform_roi_pool_forward import oracle as slow_forward
 
@@ -108,7 +108,7 @@ def test_a_nan_roi_with_an_adaptive_grid_has_no_samples_forward_and_backward():
     """sampling_ratio 0 takes the grid from ceil(roi / pooled): NaN for a NaN roi, which CUDA's
     float-to-int conversion makes 0 (no samples).  Its bins are 0 and add nothing to grad_input;
     the other rois are untouched."""
-    from gen.ops.deform_roi_pool_backward import backward
+    from gen.kernels.deform_roi_pool.reference_backward import backward
     params = _params(2, 2, 0.5, 0, 0.1)
     features, rois, offset = _case(23, 1, 8, 8, 3, 4, params)
     clean = drp.forward({"input": features, "rois": rois, "offset": offset}, params)["output"]

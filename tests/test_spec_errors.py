@@ -244,8 +244,8 @@ def test_a_spec_may_leave_params_out(tmp_path):
     """A kernel without parameters (a point-cloud op) leaves `params` out; once it had to write
     `params: {}` or be refused with "missing 'params'"."""
     from test_new_kernel import SPEC
-    text = SPEC.replace("params: {}\n", "").replace("reference: gen.ops.synthetic_square_forward:forward",
-                                                      "reference: gen.ops.psamask:forward")
+    text = SPEC.replace("params: {}\n", "").replace("reference: gen.kernels.synthetic_square.reference:forward",
+                                                      "reference: gen.kernels.psamask.reference:forward")
     assert "params:" not in text
     spec = load_spec(_write(tmp_path, text))
     assert spec.params == {}

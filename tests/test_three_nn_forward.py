@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gen.ops import three_nn_forward as ref
+from gen.kernels.three_nn import reference as ref
 
 
 def test_doc_example_gives_the_idx_the_doc_prints():

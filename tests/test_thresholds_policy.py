@@ -94,7 +94,7 @@ def _sampled_network_case(op: str) -> str:
     """The record's SAMPLED_NETWORK_CASE (tests/kernels/__init__.py): a small network case the docs give that
     is still large enough for the baseline to be sampled (more units than gen.sampled takes first)."""
     name = getattr(kernels.record(op), "SAMPLED_NETWORK_CASE", None)
-    assert name, (f"{op}'s baseline samples (gen/mmcv/ has {op}_units): name its smallest network case that it "
+    assert name, (f"{op}'s baseline samples (gen/kernels/<family>/mmcv_emulation*.py has {op}_units): name its smallest network case that it "
                   f"samples in tests/kernels/{op}.py, SAMPLED_NETWORK_CASE")
     return name
 

@@ -107,7 +107,7 @@ def test_installed_opcase_passes_the_committed_suite(installed, tmp_path):
 
 
 def test_installed_opcase_power_runs_the_planted_bugs(installed, tmp_path):
-    """The kernel-specific planted bugs are data inside the wheel (gen/planted), not only in tests/."""
+    """The kernel-specific planted bugs are data inside the wheel (gen/kernels/<family>/planted*.py), not only in tests/."""
     run([installed / "opcase", "power", REPO / "cases" / "psamask_forward", "--json", "power.json"], cwd=tmp_path)
     doc = json.loads((tmp_path / "power.json").read_text())
     planted = {m["name"]: m["verdict"] for m in doc["mutants"] if m["kind"] == "planted"}

@@ -1,12 +1,11 @@
 """Where the committed specs live, loading them by operator name, and finding each kernel's parts
 by convention.
 
-A kernel ``<op>`` is its spec ``specs/<op>.yaml`` plus, in each package that holds one kind of
-part (gen.ops: the float64 reference the spec names; gen.mmcv: the mmcv emulation; gen.planted:
-the planted bugs; harness.backends.torch_kernels: the torch implementation), a module named
-after the kernel, ``<package>.<op>``, or after its family, ``<package>.<family>``, where a forward
-and a backward share code (family: the op without ``_forward``/``_backward``).  Nothing lists
-kernels: a new kernel is its own files.
+A kernel ``<op>`` is its spec ``specs/<op>.yaml`` plus its family's folder ``gen/kernels/<family>/``
+(family: the op without ``_forward``/``_backward``, so a forward and a backward share one folder).
+Each part of a kernel is a module of that folder named after the part: ``<part>_<direction>``
+where the part is written per direction, else ``<part>`` (gen/kernels/README.md lists the parts and
+what each holds).  Nothing lists kernels: a new kernel is its own files.
 """
 from __future__ import annotations
 
@@ -51,21 +50,36 @@ def family_of(op: str) -> str:
     return re.sub(r"_(forward|backward)\Z", "", op)
 
 
-def kernel_module(package: str, op: str):
-    """The module of ``package`` that holds ``op``'s part (``<package>.<op>``, else
-    ``<package>.<family>``), or None.  Only the specs' op names are looked up: a name read from a
-    case file never picks a module itself."""
+KERNELS_PACKAGE = "gen.kernels"
+# The parts a family folder may hold (gen/kernels/README.md): the float64 reference and its value
+# generators, the numpy emulation of mmcv's CUDA kernels, the planted bugs, the torch kernels.
+REFERENCE, MMCV_EMULATION, PLANTED, TORCH_KERNEL = "reference", "mmcv_emulation", "planted", "torch_kernel"
+
+
+def part_module_names(part: str, op: str) -> list[str]:
+    """The modules that may hold ``op``'s ``part``, the more specific first."""
+    family = family_of(op)
+    direction = op[len(family) + 1:]
+    names = [f"{KERNELS_PACKAGE}.{family}.{part}_{direction}"] if direction else []
+    return names + [f"{KERNELS_PACKAGE}.{family}.{part}"]
+
+
+def kernel_module(part: str, op: str):
+    """The module that holds ``op``'s ``part`` (see part_module_names), or None.  Only the specs' op
+    names are looked up: a name read from a case file never picks a module itself."""
     if op not in known_ops():
         return None
-    for name in dict.fromkeys((op, family_of(op))):
-        module_name = f"{package}.{name}"
+    names = part_module_names(part, op)
+    for module_name in names:
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
-            if exc.name == module_name:
+            # Absent (the family folder or this part of it) is fine; a module that fails to import is not.
+            if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
                 continue
             raise
-        if name == op or callable(getattr(module, op, None)) or _holds_tables_for(module, op):
+        # The family-wide module must say it holds this op (a forward's part need not be the backward's).
+        if module_name == names[0] or callable(getattr(module, op, None)) or _holds_tables_for(module, op):
             return module
     return None
 
@@ -75,24 +89,21 @@ def _holds_tables_for(module, op: str) -> bool:
     return any(isinstance(table, dict) and op in table for table in vars(module).values())
 
 
-def kernel_function(package: str, op: str):
-    """The function named ``op`` in ``op``'s module of ``package`` (see kernel_module), or None."""
-    module = kernel_module(package, op)
+def kernel_function(part: str, op: str):
+    """The function named ``op`` in ``op``'s module of ``part`` (see kernel_module), or None."""
+    module = kernel_module(part, op)
     function = getattr(module, op, None) if module is not None else None
     return function if callable(function) else None
 
 
-PLANTED_PACKAGE = "gen.planted"
-
-
 def _planted_entry(table: str, op: str):
-    """``op``'s entry in one table (PLANTED, CORRECT or CONTROLS) of its gen.planted module, or None."""
-    module = kernel_module(PLANTED_PACKAGE, op)
+    """``op``'s entry in one table (PLANTED, CORRECT or CONTROLS) of its planted module, or None."""
+    module = kernel_module(PLANTED, op)
     return getattr(module, table, {}).get(op) if module else None
 
 
 def planted_bugs(op: str) -> dict:
-    """{bug name: compute} of ``op``'s planted bugs (gen.planted; empty where there are none)."""
+    """{bug name: compute} of ``op``'s planted bugs (its planted module; empty where there are none)."""
     return dict(_planted_entry("PLANTED", op) or {})
 
 
@@ -106,15 +117,12 @@ def planted_controls(op: str) -> dict:
     return dict(_planted_entry("CONTROLS", op) or {})
 
 
-MMCV_PACKAGE = "gen.mmcv"
-
-
 def explain_variants(op: str) -> dict:
     """{name: function(inputs, params, out_shapes=...) -> {output: array in the output dtype}} of
     ``op``'s own variants for `opcase explain` (another accumulation order its spec allows, say):
-    the VARIANTS table of its gen.mmcv and gen.planted modules (empty where there is none)."""
+    the VARIANTS table of its mmcv_emulation and planted modules (empty where there is none)."""
     found = {}
-    for package in (MMCV_PACKAGE, PLANTED_PACKAGE):
-        module = kernel_module(package, op)
+    for part in (MMCV_EMULATION, PLANTED):
+        module = kernel_module(part, op)
         found.update(getattr(module, "VARIANTS", {}).get(op, {}) if module else {})
     return found

@@ -43,7 +43,7 @@ AXIS_ROLES = ("batch", "height", "width", "depth", "channel", "item", "component
 LETTER_ROLES = {"N": "batch", "H": "height", "W": "width", "D": "depth", "C": "channel"}
 # The package whose functions a spec may name as its reference and value generators; any other
 # module only with OPCASE_TRUST_SPEC_CODE=1 (a spec is data: loading one must not run foreign code).
-OWN_CODE_PACKAGE = "gen.ops"
+OWN_CODE_PACKAGE = "gen.kernels"
 TRUST_ENV = "OPCASE_TRUST_SPEC_CODE"
 # Cases one network or boundary entry may expand to (the product of the lengths of its 'each' lists).
 MAX_CASES_PER_ENTRY = 1000

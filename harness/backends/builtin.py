@@ -68,7 +68,7 @@ def supports_from_spec(op: str, dtype: str) -> bool:
 
 
 def reference() -> Backend:
-    return Backend(name="reference", origin="built-in: spec checks + float64 reference (gen.ops)",
+    return Backend(name="reference", origin="built-in: spec checks + float64 reference (gen/kernels/*/reference*.py)",
                    run=lambda request: run_in_dtype(request, np.float64), supports=supports_from_spec)
 
 

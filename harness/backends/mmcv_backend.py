@@ -1,25 +1,24 @@
 """The `mmcv` backend: mmcv 2.2.0's CUDA kernels, their float16 and float32 arithmetic
-emulated bit for bit in numpy (gen.mmcv).
+emulated bit for bit in numpy (each family's mmcv_emulation module).
 
 A kernel is found by convention, so the harness names none: op ``<op>`` is the function of that
-name in module ``gen.mmcv.<op>`` or ``gen.mmcv.<family>`` (gen.core.registry.kernel_function).  The
+name in its family's ``mmcv_emulation`` part (gen.core.registry.kernel_function).  The
 spec's parameter checks run first, in the doc's order, as in the `reference` backend.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from gen.core.registry import kernel_function
+from gen.core.registry import MMCV_EMULATION, kernel_function
 from gen.core.backend import Backend, InvalidArgument, Request
 from harness.backends.builtin import check_request
 
 DTYPES = ("float16", "float32")   # mmcv's scalar_t: at::Half or float
-_PACKAGE = "gen.mmcv"
 
 
 def kernel(op: str):
     """The emulation of ``op`` (a function of inputs and params), or None where there is none."""
-    return kernel_function(_PACKAGE, op)
+    return kernel_function(MMCV_EMULATION, op)
 
 
 def supports(op: str, dtype: str) -> bool:
@@ -43,5 +42,5 @@ def run(request: Request) -> dict:
 
 def backend() -> Backend:
     return Backend(name="mmcv", origin=f"built-in: spec checks + numpy emulation of mmcv 2.2.0's CUDA arithmetic "
-                                       f"in float16/float32, bit for bit where mmcv's order is fixed ({_PACKAGE})",
+                                       f"in float16/float32, bit for bit where mmcv's order is fixed (gen/kernels/*/mmcv_emulation*.py)",
                    run=run, supports=supports)

@@ -1,8 +1,8 @@
 """PyTorch implementation of the kernels: a backend under test and a GPU-style baseline.
 
-Each kernel is its own module under harness.backends.torch_kernels, found by convention
-(gen.core.registry.kernel_function); this module names none. The kernels are written independently of
-the numpy reference, in mmcv's NCHW formulation (torch_kernels/common.py says how).
+Each kernel is its family's ``torch_kernel`` part, found by convention (gen.core.registry.kernel_function);
+this module names none. The kernels are written independently of the numpy reference, in mmcv's NCHW
+formulation (gen/kernels/shared/torch_common.py says how).
 """
 
 from __future__ import annotations
@@ -10,21 +10,24 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from gen.core.registry import kernel_function, kernel_module, spec_for
+from gen.core.registry import TORCH_KERNEL, kernel_function, kernel_module, spec_for
 from gen.core.spec import absent_tensors
-from harness.backends.torch_kernels.common import require
-
-KERNELS_PACKAGE = "harness.backends.torch_kernels"
+from gen.core.backend import InvalidArgument
 
 
 def supported_dtypes(op: str) -> tuple[str, ...]:
     """The dtypes the torch kernel of ``op`` runs: its module's DTYPES entry where it has one, else
     the spec's dtypes and float64 (a baseline in double precision); () without a kernel."""
-    module = kernel_module(KERNELS_PACKAGE, op)
+    module = kernel_module(TORCH_KERNEL, op)
     if not callable(getattr(module, op, None)):
         return ()
     declared = getattr(module, "DTYPES", {}).get(op)
     return tuple(declared) if declared is not None else (*spec_for(op).dtypes, "float64")
+
+
+def require(condition: bool, message: str) -> None:
+    if not condition:
+        raise InvalidArgument(message)
 
 
 class TorchBackend:
@@ -45,7 +48,7 @@ class TorchBackend:
         return name in supported_dtypes(op)
 
     def run(self, request) -> dict:
-        kernel = kernel_function(KERNELS_PACKAGE, request.op)
+        kernel = kernel_function(TORCH_KERNEL, request.op)
         require(kernel is not None, f"torch backend has no kernel {request.op!r}")
         out_shapes = {name: tuple(spec.shape) for name, spec in request.outputs.items()}
         with torch.no_grad():

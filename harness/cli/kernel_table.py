@@ -11,13 +11,13 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
-from gen.core.registry import MMCV_PACKAGE, family_of, kernel_function, known_ops, planted_bugs, spec_for
+from gen.core.registry import (MMCV_EMULATION, TORCH_KERNEL, kernel_function, known_ops, part_module_names,
+                                planted_bugs, spec_for)
 from gen.core.spec import SUITES
 from gen.generate import plan_suite, total_bytes
 
 # The main command: `opcase gen specs/*.yaml --suite all --max-size 64MB` (opcase's MB is 10^6 bytes).
 MAIN_MAX_BYTES = 64 * 10**6
-TORCH_KERNELS_PACKAGE = "harness.backends.torch_kernels"
 
 
 @dataclass(frozen=True)
@@ -38,11 +38,14 @@ def main_command_cases(op: str) -> tuple[int, int]:
     return len(kept), sum(kept)
 
 
-def _defines_function(package: str, op: str) -> bool:
-    """Whether `package` holds a module `op` or `family` with a top-level function `op`, read without
-    importing it (the torch kernels import torch, which may not be installed)."""
-    for name in dict.fromkeys((op, family_of(op))):
-        found = importlib.util.find_spec(f"{package}.{name}")
+def _defines_function(part: str, op: str) -> bool:
+    """Whether `op`'s module of `part` has a top-level function `op`, read without importing it (the
+    torch kernels import torch, which may not be installed)."""
+    for name in part_module_names(part, op):
+        try:
+            found = importlib.util.find_spec(name)
+        except ModuleNotFoundError:      # no folder for the family
+            continue
         if found is None or not found.origin:
             continue
         tree = ast.parse(Path(found.origin).read_text(encoding="utf-8"))
@@ -54,8 +57,8 @@ def _defines_function(package: str, op: str) -> bool:
 def optional_parts(op: str) -> tuple[str, ...]:
     """What `op` has beyond its spec, reference and test record (README: Adding a kernel)."""
     has = {
-        "mmcv": kernel_function(MMCV_PACKAGE, op) is not None,
-        "torch": _defines_function(TORCH_KERNELS_PACKAGE, op),
+        "mmcv": kernel_function(MMCV_EMULATION, op) is not None,
+        "torch": _defines_function(TORCH_KERNEL, op),
         "planted": bool(planted_bugs(op)),
         "mlu-ops": spec_for(op).mluops is not None,
     }

@@ -1,4 +1,4 @@
-"""Speed of the carafe forward float64 golden (gen/ops/carafe.py), and of generating the whole
+"""Speed of the carafe forward float64 golden (gen/kernels/carafe/reference.py), and of generating the whole
 network case with its dynamic thresholds.
 
     python tests/bench/bench_carafe.py [--size H] [--channels C] [--repeat R]
@@ -27,7 +27,7 @@ import numpy as np
 
 # Runs from a checkout without installing the package.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from gen.ops import carafe  # noqa: E402
+from gen.kernels.carafe import reference as carafe  # noqa: E402
 
 KERNEL, GROUPS, SCALE = 5, 1, 2
 
@@ -109,7 +109,7 @@ def main() -> None:
     golden_times, golden = timings(lambda: carafe.forward({"input": image, "mask": mask}, params)["output"],
                                    args.repeat)
     einsum_times, straightforward = timings(lambda: unfolded_einsum(image, mask, KERNEL, SCALE), args.repeat)
-    report("gen.ops.carafe.forward", golden_times, multiply_adds)
+    report("gen.kernels.carafe.reference.forward", golden_times, multiply_adds)
     report("unfolded + einsum", einsum_times, multiply_adds)
     print(f"speed-up over unfolded + einsum: {min(einsum_times) / min(golden_times):.1f}x")
     difference = np.abs(golden - straightforward).max() / np.abs(straightforward).max()

@@ -2,7 +2,7 @@
 
     python tests/bench/bench_carafe_ceiling.py [--channels C] [--repeat R]
 
-carafe's goldens add each output's k*k products one by one in a fixed order (gen/ops/carafe.py),
+carafe's goldens add each output's k*k products one by one in a fixed order (gen/kernels/carafe/reference.py),
 so they may not use BLAS.  This measures, in CPU seconds of this process (a shared machine's
 waits for a core do not count), each as a fraction of one core's float64 multiply-add rate
 (single-threaded dgemm, as tests/bench/bench_goldens.py measures it):

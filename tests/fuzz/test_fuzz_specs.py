@@ -38,7 +38,7 @@ SCALARS = [None, True, False, 0, 1, -1, 2, 3, 7, 2**31, 2**63, -2**63, 10**30, 0
            "[1, 2][5]", "'a'", "None", "uniform", "normal", "randint", "const", "custom", "static", "dynamic",
            "diff1", "diff4", "lowp", "reference", "float('nan')", "int('x')", "a if b else", "__import__('os')",
            "().__class__", "lambda: 0", "x.__class__", "(", "{", "é", "\t", "\x00",
-           "gen.ops.carafe:no_such_function", "no_such_module:fn", "gen.ops.carafe",
+           "gen.kernels.carafe.reference:no_such_function", "no_such_module:fn", "gen.kernels.carafe.reference",
            "../../escaped", f"{ESCAPE_DIR}/escaped", "a/b"]
 CONTAINERS = [[], {}, [None], [[1]], {"a": 1}, {"dist": "const"}, {"min": 1, "max": 0}, {"min": "x", "max": 2},
               [1, 2, 3], ["x", "y"], {"name": "x"}]

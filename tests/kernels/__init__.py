@@ -9,7 +9,7 @@ accuracy rule lets pass, since they fail only cases the reference interface fail
 ``mmcv_data() -> [(name, params, inputs, outputs, tolerance)]``: mmcv's own test data for the kernel
 (tests/conformance/mmcv/, read with mmcv_array), which every backend claiming the kernel reproduces
 within ``tolerance`` (the largest error over the largest output magnitude; 0: exactly); and, where the
-kernel's mmcv emulation samples large cases (``<op>_units`` in gen/mmcv/), ``SAMPLED_NETWORK_CASE``: the name
+kernel's mmcv emulation samples large cases (``<op>_units`` in gen/kernels/<family>/mmcv_emulation*.py), ``SAMPLED_NETWORK_CASE``: the name
 of its smallest network case that is sampled, on which tests/test_thresholds_policy.py checks the estimate
 against the whole computation.
 The other modules here (bilinear, carafe, ...) are what a family's oracles share.

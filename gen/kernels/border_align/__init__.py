@@ -1,0 +1,1 @@
+"""The border_align family's parts (README.md beside this file says what each holds)."""

@@ -1,0 +1,1 @@
+"""The carafe family's parts (README.md beside this file says what each holds)."""

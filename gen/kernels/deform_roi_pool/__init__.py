@@ -1,0 +1,1 @@
+"""The deform_roi_pool family's parts (README.md beside this file says what each holds)."""

@@ -1,0 +1,242 @@
+"""mmcv 2.2.0's deform_roi_pool_backward_cuda_kernel in T (gen.kernels.shared.mmcv_half), in one fixed order.
+
+One thread per grad_output element (roi n, channel c, ph, pw): index ((n*C + c)*PH + ph)*PW + pw,
+blocks of 512 (THREADS_PER_BLOCK).  Each thread computes its bin exactly as the forward does
+(gen.kernels.deform_roi_pool.mmcv_emulation: the same fma fusions, taken over unverified: no mmcv capture of the
+backward exists yet), ``g = grad_output / count`` with count = grid_h * grid_w in T, and for each
+sample (iy, ix) inside the map atomicAdds ``g * w1 .. g * w4`` into grad_input and, with an
+offset,
+
+    ogx = gamma * roi_width  * g * (v11 * (y - y_low) + v10 * (y_high - y) + v01 * (y_low - y) + v00 * (y - y_high))
+    ogy = gamma * roi_height * g * (v11 * (x - x_low) + v01 * (x_high - x) + v10 * (x_low - x) + v00 * (x - x_high))
+
+into grad_offset: products left to right, each rounded to T; the four-term sum fused for
+float32 as the forward's bilinear sum is (ScalarT.mac); (y, x) the unclamped sample.
+
+The atomicAdds have no fixed order on the GPU.  This emulation applies them as
+gen.kernels.border_align.mmcv_emulation does: block by block, within a block sample step by step ((iy, ix), as
+the threads of a block run their loops together), then statement (w1..w4; ogx and ogy go to
+other elements), warp by warp, lane by lane.  Each add is rounded to T (np.add.at in T).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from gen.kernels.deform_roi_pool.mmcv_emulation import as_t, bilinear_corners, mul_add, rounded, to_int
+from gen.core.overlap import ordered_map
+from gen.kernels.shared.mmcv_half import F32, ScalarT
+
+_BLOCK = 512                        # THREADS_PER_BLOCK of mmcv's pytorch_cuda_helper.hpp
+# Elements of the per-chunk arrays [blocks, steps, 4 corners, 512 lanes].
+_CHUNK_ELEMENTS = 1 << 22
+
+
+def deform_roi_pool_backward(inputs: dict, params: dict, out_shapes: dict | None = None, *,
+                             thread_by_thread: bool = False) -> dict:
+    """grad_output [R, PH, PW, C], input [N, H, W, C], rois [R, 5], offset [R, 2, PH, PW] (or None)
+    -> grad_input [N, H, W, C], grad_offset [R, 2, PH, PW] in T (grad_offset 0 without an offset)."""
+    grad_output, features, rois = inputs["grad_output"], inputs["input"], inputs["rois"]
+    offset = inputs.get("offset")
+    dtype = features.dtype.type
+    PH, PW = int(params["pooled_height"]), int(params["pooled_width"])
+    N, H, W, C = features.shape
+    R = rois.shape[0]
+    grad_input = np.zeros(N * H * W * C, dtype=dtype)
+    grad_offset = np.zeros(R * 2 * PH * PW, dtype=dtype)
+    T = ScalarT(dtype)
+    if grad_output.size and H and W:
+        batch = to_int(rois[:, 0])
+        if np.any((batch < 0) | (batch >= N)):
+            # mmcv would write outside its grad_input: nothing to emulate.
+            raise ValueError(f"deform_roi_pool_backward: rois[:, 0] holds batch indices outside [0, {N})")
+        geometry = _Geometry(rois, offset, params, dtype)
+        threads = R * C * PH * PW
+        blocks = -(-threads // _BLOCK)
+
+        def adds(block_range):
+            first, last = block_range
+            thread = np.arange(first * _BLOCK, min(threads, last * _BLOCK))
+            return _block_chunk(T, thread, grad_output, features, batch, geometry, offset is not None,
+                                thread_by_thread)
+        # Chunks are computed apart (two at a time, on threads) and their atomicAdds applied in
+        # turn, chunk after chunk: the order of the adds, and so every sum, as in one thread.
+        for input_adds, offset_adds in ordered_map(adds, _chunks(geometry, blocks, C * PH * PW)):
+            np.add.at(grad_input, *input_adds)
+            if offset_adds is not None:
+                with np.errstate(over="ignore", invalid="ignore"):   # inf + -inf is NaN in mmcv's half sums too
+                    np.add.at(grad_offset, *offset_adds)
+    return {"grad_input": T.result(grad_input.reshape(N, H, W, C)),
+            "grad_offset": T.result(grad_offset.reshape(R, 2, PH, PW))}
+
+
+def _chunks(geo, blocks: int, threads_per_roi: int):
+    """Ranges [first, last) of blocks, each filling about _CHUNK_ELEMENTS slots: a chunk's
+    slots are its blocks times the sample steps of its largest grid.  The adds go block after
+    block whatever the chunks, so their sizes change no sum; sized by their own grids (not by
+    the largest of all rois) they keep numpy's arrays long and its calls few."""
+    first_roi = np.arange(blocks) * _BLOCK // threads_per_roi
+    last_roi = np.minimum((np.arange(blocks) + 1) * _BLOCK - 1, threads_per_roi * len(geo.grid_h) - 1) // threads_per_roi
+    first, grid_h, grid_w = 0, 0, 0
+    for block in range(blocks):
+        rois = slice(int(first_roi[block]), int(last_roi[block]) + 1)
+        high = max(grid_h, int(geo.grid_h[rois].max()))
+        wide = max(grid_w, int(geo.grid_w[rois].max()))
+        if block > first and (block + 1 - first) * max(1, high * wide) * 4 * _BLOCK > _CHUNK_ELEMENTS:
+            yield first, block
+            first, high, wide = block, int(geo.grid_h[rois].max()), int(geo.grid_w[rois].max())
+        grid_h, grid_w = high, wide
+    yield first, blocks
+
+
+class _Geometry:
+    """Per roi and per bin values of the kernel's preamble, in T (as gen.kernels.deform_roi_pool.mmcv_emulation's forward)."""
+
+    def __init__(self, rois, offset, params, dtype):
+        PH, PW = int(params["pooled_height"]), int(params["pooled_width"])
+        sampling_ratio = int(params["sampling_ratio"])
+        scale, self.gamma = as_t(params["spatial_scale"], dtype), as_t(params["gamma"], dtype)
+        minus_half = dtype(-0.5)
+        R = rois.shape[0]
+        start_w, start_h = mul_add(rois[:, 1], scale, minus_half), mul_add(rois[:, 2], scale, minus_half)
+        self.roi_w = mul_add(rois[:, 3], scale, minus_half) - start_w
+        self.roi_h = mul_add(rois[:, 4], scale, minus_half) - start_h
+        self.bin_h, self.bin_w = self.roi_h / as_t(PH, dtype), self.roi_w / as_t(PW, dtype)
+        if sampling_ratio > 0:
+            self.grid_h = self.grid_w = np.full(R, sampling_ratio, dtype=np.int64)
+        else:
+            self.grid_h = to_int(np.ceil(self.bin_h.astype(F32)))
+            self.grid_w = to_int(np.ceil(self.bin_w.astype(F32)))
+        # ``const T count = roi_bin_grid_h * roi_bin_grid_w``: no max(.., 1) in the backward; a
+        # bin without samples never uses it.
+        self.count = as_t(self.grid_h * self.grid_w, dtype)
+        start_h = np.broadcast_to(start_h[:, None, None], (R, PH, PW))
+        start_w = np.broadcast_to(start_w[:, None, None], (R, PH, PW))
+        if offset is not None:
+            start_w = mul_add((self.gamma * self.roi_w)[:, None, None], offset[:, 0], start_w)
+            start_h = mul_add((self.gamma * self.roi_h)[:, None, None], offset[:, 1], start_h)
+        self.bin_y0 = mul_add(as_t(np.arange(PH), dtype)[None, :, None], self.bin_h[:, None, None], start_h)
+        self.bin_x0 = mul_add(as_t(np.arange(PW), dtype)[None, None, :], self.bin_w[:, None, None], start_w)
+
+
+def _block_chunk(T: ScalarT, thread, grad_output, features, batch, geo: _Geometry, with_offset: bool,
+                 thread_by_thread: bool = False) -> tuple:
+    """The atomicAdds of the threads ``thread`` (whole blocks, ascending) in the fixed order (or,
+    ``thread_by_thread``, block by block, each thread's adds in turn, lane after lane): (targets,
+    values) into grad_input, and into grad_offset (None without an offset), for np.add.at.
+
+    The sample geometry (point, corners, weights, inside) depends on the roi and the bin, not on
+    the channel: it is computed once per (roi, bin) of the chunk and gathered to the threads.
+    The threads are padded to whole blocks, so that [thread] is a view [block, lane]."""
+    dtype = features.dtype.type
+    _, PH, PW, C = grad_output.shape
+    _, H, W, _ = features.shape
+    blocks = -(-thread.size // _BLOCK)
+    padded = thread[0] + np.arange(blocks * _BLOCK)
+    real = padded <= thread[-1]
+    padded = np.where(real, padded, thread[-1])       # padding threads repeat the last, unused
+    pw, ph = padded % PW, (padded // PW) % PH
+    c, n = (padded // (PW * PH)) % C, padded // (PW * PH * C)
+    first_roi = int(n[0])
+    rois = slice(first_roi, int(n[-1]) + 1)
+    bin_of_thread = ((n - first_roi) * PH + ph) * PW + pw         # into this chunk's [roi, PH, PW]
+    grid_h, grid_w = geo.grid_h[rois, None, None], geo.grid_w[rois, None, None]
+    with np.errstate(divide="ignore", invalid="ignore"):      # count 0: a bin without samples
+        g = grad_output.reshape(-1)[((n * PH + ph) * PW + pw) * C + c] / geo.count[n]
+        offset_x_scale = geo.gamma * geo.roi_w[n] * g      # (gamma * roi_width) * g, rounded twice
+        offset_y_scale = geo.gamma * geo.roi_h[n] * g
+    y0, x0 = geo.bin_y0[rois], geo.bin_x0[rois]
+    bin_h, bin_w = geo.bin_h[rois, None, None], geo.bin_w[rois, None, None]
+    image_base = (batch[rois] * H)[:, None, None]
+    flat_features = features.reshape(-1)
+
+    # Slots [block, step, corner, lane]; a slot a thread does not fill adds nothing.
+    steps_h, steps_w = int(grid_h.max(initial=0)), int(grid_w.max(initial=0))
+    slots = (blocks, max(steps_h * steps_w, 1), _BLOCK)
+    input_target = np.zeros(slots[:2] + (4, _BLOCK), dtype=np.int64)
+    input_value = np.zeros(slots[:2] + (4, _BLOCK), dtype=dtype)
+    input_used = np.zeros(slots[:2] + (4, _BLOCK), dtype=bool)
+    offset_value = np.zeros((2,) + slots, dtype=dtype)
+    offset_used = np.zeros((2,) + slots, dtype=bool)
+
+    def by_block(per_thread):     # [..., padded threads] -> [block, ..., lane]
+        shaped = per_thread.reshape(per_thread.shape[:-1] + (blocks, _BLOCK))
+        return np.moveaxis(shaped, -2, 0)
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for iy in range(steps_h):
+            step_y = as_t(iy + 0.5, dtype) * bin_h / as_t(grid_h, dtype)
+            y = y0 + step_y
+            for ix in range(steps_w):
+                step = iy * steps_w + ix
+                step_x = as_t(ix + 0.5, dtype) * bin_w / as_t(grid_w, dtype)
+                x = x0 + step_x
+                rows, cols, weights, inside = bilinear_corners(y, x, H, W)     # per (roi, bin)
+                used = (inside & (iy < grid_h) & (ix < grid_w)).reshape(-1)[bin_of_thread] & real
+                # Only the threads that add (a chunk's grid is its largest roi's, so often many do
+                # not); the slots of the others stay 0 and unused.
+                active = np.flatnonzero(used)
+                active_bin = bin_of_thread[active]
+                pixel_index = (((image_base + rows) * W + cols) * C).reshape(4, -1)[:, active_bin] + c[active]
+                input_target[:, step] = by_block(_spread(pixel_index, active, padded.size))
+                input_value[:, step] = by_block(_spread(g[active] * weights.reshape(4, -1)[:, active_bin],
+                                                        active, padded.size))
+                input_used[:, step] = by_block(used)[:, None, :]
+                if not with_offset:
+                    continue
+                pixel = flat_features[pixel_index].astype(F32)             # v00, v10, v01, v11
+                y_low, y_high = as_t(rows[0], dtype), as_t(rows[2], dtype)
+                x_low, x_high = as_t(cols[0], dtype), as_t(cols[1], dtype)
+                along_x = _four_terms(T, pixel, _per_thread([y - y_low, y_high - y, y_low - y, y - y_high],
+                                                            active_bin), (3, 1, 2, 0))
+                along_y = _four_terms(T, pixel, _per_thread([x - x_low, x_high - x, x_low - x, x - x_high],
+                                                            active_bin), (3, 2, 1, 0))
+                with np.errstate(over="ignore", invalid="ignore"):   # half overflows to ±inf, as mmcv's does
+                    for channel, scale, along in ((0, offset_x_scale, along_x), (1, offset_y_scale, along_y)):
+                        value = scale[active] * along.astype(dtype)
+                        offset_value[channel, :, step] = by_block(_spread(value, active, padded.size))
+                offset_used[0, :, step] = offset_used[1, :, step] = by_block(used)
+    if thread_by_thread:   # [block, step, corner, lane] -> [block, lane, step, corner]
+        input_target, input_value, input_used = (a.transpose(0, 3, 1, 2)
+                                                 for a in (input_target, input_value, input_used))
+    order = input_used.reshape(-1)
+    input_adds = (input_target.reshape(-1)[order], input_value.reshape(-1)[order])
+    if not with_offset:
+        return input_adds, None
+    bin_index = (n * 2 * PH + ph) * PW + pw
+    target = np.broadcast_to(np.stack([bin_index, bin_index + PH * PW]).reshape(2, blocks, 1, _BLOCK), (2,) + slots)
+    if thread_by_thread:   # [2, block, step, lane] -> [2, block, lane, step]
+        target, offset_value, offset_used = (a.transpose(0, 1, 3, 2) for a in (target, offset_value, offset_used))
+    order = offset_used.reshape(-1)
+    return input_adds, (target.reshape(-1)[order], offset_value.reshape(-1)[order])
+
+
+def _spread(values, active, threads: int) -> np.ndarray:
+    """[..., active threads] -> [..., threads], 0 for the others."""
+    spread = np.zeros(values.shape[:-1] + (threads,), dtype=values.dtype)
+    spread[..., active] = values
+    return spread
+
+
+def _per_thread(factors, bin_of_thread) -> list:
+    """Per (roi, bin) arrays in T, one per thread, in the float32 carrier (cast before the gather: fewer elements)."""
+    return [factor.astype(F32).reshape(-1)[bin_of_thread] for factor in factors]
+
+
+def _four_terms(T: ScalarT, pixel, factors, corners) -> np.ndarray:
+    """``p[a]*f0 + p[b]*f1 + p[c]*f2 + p[d]*f3`` in T (float32 fused as nvcc does: ScalarT.mac),
+    the pixels p [4, S] (v00, v10, v01, v11) in the float32 carrier, the factors in T."""
+    first = corners[0]
+    total = rounded(T, np.multiply(pixel[first], factors[0].astype(F32, copy=False), dtype=F32))
+    for corner, factor in zip(corners[1:], factors[1:]):
+        total = T.mac(total, pixel[corner], factor.astype(F32, copy=False))
+    return total
+
+
+def atomic_adds_thread_by_thread(inputs: dict, params: dict, out_shapes: dict | None = None) -> dict:
+    """mmcv's arithmetic with its atomicAdds applied thread by thread (another order its atomics allow)"""
+    return deform_roi_pool_backward(inputs, params, out_shapes, thread_by_thread=True)
+
+
+# `opcase explain`'s variants of the kernel (gen.core.registry.explain_variants): the atomicAdds
+# have no fixed order, so each order is an arithmetic a right kernel may have.
+VARIANTS = {"deform_roi_pool_backward": {"atomic_adds_thread_by_thread": atomic_adds_thread_by_thread}}

@@ -1,0 +1,96 @@
+"""deform_roi_pool_forward: an independent copy of the kernel, one bin at a time (written from
+OPS.md, not from the reference), with knobs that plant one realistic bug each."""
+from __future__ import annotations
+
+import numpy as np
+
+from gen.kernels.shared.planted_bilinear import bilinear_corners
+from gen.kernels.shared.planted_fast_path import fast_path, on_inputs
+
+
+def bin_samples(rois, offset, PH, PW, scale, ratio, gamma, *, half=0.5, rounding=np.ceil, offset_unit="roi",
+                offset_xy=(0, 1)):
+    """OPS.md's bins, one at a time: (r, batch, ph, pw, y, x, roi_w, roi_h) per bin of each roi, y and x
+    its sample points [grid_h, grid_w] (empty where the adaptive grid is 0).
+
+    The geometry's bug knobs: half 0 drops the -0.5; rounding np.floor for the adaptive grid;
+    offset_unit "bin" scales the shift by the bin size; offset_xy (1, 0) reads channel 1 for x.
+    """
+    for r, (batch, x1, y1, x2, y2) in enumerate(rois.astype(np.float64)):
+        start_w, start_h = x1 * scale - half, y1 * scale - half
+        roi_w, roi_h = (x2 * scale - half) - start_w, (y2 * scale - half) - start_h
+        bin_h, bin_w = roi_h / PH, roi_w / PW
+        grid_h = ratio if ratio > 0 else max(int(rounding(roi_h / PH)), 0)
+        grid_w = ratio if ratio > 0 else max(int(rounding(roi_w / PW)), 0)
+        iy = (np.arange(grid_h) + 0.5)[:, None] * bin_h / max(grid_h, 1)
+        ix = (np.arange(grid_w) + 0.5)[None, :] * bin_w / max(grid_w, 1)
+        unit_w, unit_h = (roi_w, roi_h) if offset_unit == "roi" else (bin_w, bin_h)
+        for ph in range(PH):
+            for pw in range(PW):
+                sh, sw = start_h, start_w
+                if offset is not None:
+                    sw += gamma * unit_w * float(offset[r, offset_xy[0], ph, pw])
+                    sh += gamma * unit_h * float(offset[r, offset_xy[1], ph, pw])
+                y = np.broadcast_to(sh + ph * bin_h + iy, (grid_h, grid_w))
+                x = np.broadcast_to(sw + pw * bin_w + ix, (grid_h, grid_w))
+                yield r, int(batch), ph, pw, y, x, roi_w, roi_h
+
+
+def deform_roi_pool(features, rois, offset, PH, PW, scale, ratio, gamma, *, align=True, grid_round="ceil",
+                    zero_beyond_last=False, offset_unit="roi", offset_xy=(0, 1)):
+    """OPS.md deform_roi_pool_forward, one bin at a time.
+
+    Bugs: align False drops the -0.5; grid_round "floor" for sampling_ratio 0;
+    zero_beyond_last (see bilinear_corners); offset_unit "bin" scales the shift by the bin
+    size; offset_xy (1, 0) takes channel 1 for x and channel 0 for y.
+    """
+    B, H, W, C = features.shape
+    R = rois.shape[0]
+    out = np.zeros((R, PH, PW, C))
+    if out.size == 0 or H == 0 or W == 0:
+        return out
+    features = features.astype(np.float64)
+    samples = bin_samples(rois, offset, PH, PW, scale, ratio, gamma, half=0.5 if align else 0.0,
+                          rounding=np.ceil if grid_round == "ceil" else np.floor, offset_unit=offset_unit,
+                          offset_xy=offset_xy)
+    for r, batch, ph, pw, y, x, _, _ in samples:
+        rows, cols, weights = bilinear_corners(y, x, H, W, zero_beyond_last=zero_beyond_last)
+        total = (features[batch][rows, cols] * weights[..., None]).sum(axis=(0, 1, 2))
+        out[r, ph, pw] = total / max(y.size, 1)
+    return out
+
+
+def deform_roi_pool_compute(**bug):
+    def compute(request):
+        p = request.params
+        i = request.inputs
+        out = deform_roi_pool(i["input"], i["rois"], i.get("offset"), int(p["pooled_height"]),
+                              int(p["pooled_width"]), float(p["spatial_scale"]), int(p["sampling_ratio"]),
+                              float(p["gamma"]), **bug)
+        return {"output": out}
+    return compute
+
+
+CORRECT = {"deform_roi_pool_forward": deform_roi_pool_compute()}
+
+
+def _one_sample_per_roi(request) -> bool:
+    p = request.params
+    return int(p["pooled_height"]) == int(p["pooled_width"]) == int(p["sampling_ratio"]) == 1
+
+
+def one_sample_skips_offset(general):
+    """A 1x1 pool with one sample is a point read per roi: the fast path reads it at the roi's
+    centre, leaving the offset out (right only where offsets or gamma are 0)."""
+    return fast_path(general, on_inputs(general, lambda request: {"offset": None}), _one_sample_per_roi)
+
+PLANTED = {
+    "deform_roi_pool_forward": {
+        "no_half_pixel_alignment": deform_roi_pool_compute(align=False),
+        "adaptive_grid_floor": deform_roi_pool_compute(grid_round="floor"),
+        "zero_beyond_H_minus_1": deform_roi_pool_compute(zero_beyond_last=True),
+        "offset_times_bin_size": deform_roi_pool_compute(offset_unit="bin"),
+        "offset_xy_swapped": deform_roi_pool_compute(offset_xy=(1, 0)),
+        "one_sample_skips_offset": one_sample_skips_offset(deform_roi_pool_compute()),
+    },
+}

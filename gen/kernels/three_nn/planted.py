@@ -1,0 +1,85 @@
+"""three_nn_forward: an independent copy of the kernel (written from the design doc's formula and
+its reference interface's selection, not from the reference), with knobs that plant one realistic bug each."""
+from __future__ import annotations
+
+import numpy as np
+
+_ROWS_ELEMENTS = 1 << 21      # distances sorted at once
+
+
+def three_nn(unknown, known, *, tie="first", known_batch="own", last_point=True, distance_dtype=np.float64,
+             sqrt=False, known_layout="points", order="doc"):
+    """dist2 and idx [B, N, 3]: the first three points by (distance, index) whose distance is below
+    1e40; inf and index 0 where there are fewer.
+
+    Bugs: tie "last" puts the later of equal distances first (``<=`` for ``<`` in the scan);
+    known_batch "first" reads batch 0's known points in every batch (a batch offset left out);
+    last_point False scans known points 0 .. M-2; distance_dtype float16 computes the distances
+    in half; sqrt returns distances (mmcv's Python wrapper's sqrt moved into the kernel);
+    known_layout "xyz_planes" reads known as [B, 3, M] (mlu-ops' transposed workspace taken
+    for the input).  Not bugs: order "yz_first" adds dx^2 + (dy^2 + dz^2), order "expanded"
+    computes |u|^2 - 2 u.k + |k|^2 (in float64: in float32 its cancellation is no right kernel).
+    """
+    B, N, _ = unknown.shape
+    M = known.shape[1]
+    if known_layout == "xyz_planes":
+        known = known.reshape(B, 3, M).transpose(0, 2, 1)
+    if not last_point:
+        known, M = known[:, :max(0, M - 1)], max(0, M - 1)
+    dist2 = np.full((B, N, 3), np.inf)
+    idx = np.zeros((B, N, 3), dtype=np.int32)
+    if M == 0:
+        return dist2, idx
+    step = max(1, _ROWS_ELEMENTS // M)
+    for b in range(B):
+        points = known[0 if known_batch == "first" else b].astype(distance_dtype)
+        for start in range(0, N, step):
+            u = unknown[b, start:start + step].astype(distance_dtype)
+            with np.errstate(invalid="ignore", over="ignore"):
+                if order == "expanded":
+                    d = ((u * u).sum(axis=1)[:, None] - 2.0 * (u @ points.T)) + (points * points).sum(axis=1)[None, :]
+                    d = np.maximum(d, 0.0)
+                else:
+                    s = (u[:, None, :] - points[None, :, :]) ** 2
+                    d = s[..., 0] + (s[..., 1] + s[..., 2]) if order == "yz_first" else (s[..., 0] + s[..., 1]) + s[..., 2]
+            d = np.where(d.astype(np.float64) < 1e40, d.astype(np.float64), np.inf)
+            scan = d[:, ::-1] if tie == "last" else d
+            first = np.argsort(scan, axis=1, kind="stable")[:, :3]
+            if tie == "last":
+                first = M - 1 - first
+            found = np.take_along_axis(d, first, axis=1)
+            count = min(3, M)
+            dist2[b, start:start + step, :count] = found
+            idx[b, start:start + step, :count] = np.where(np.isfinite(found), first, 0)
+    return (np.sqrt(dist2) if sqrt else dist2), idx
+
+
+def three_nn_compute(**bug):
+    def compute(request):
+        i = request.inputs
+        dist2, idx = three_nn(i["unknown"], i["known"], **bug)
+        return {"dist2": dist2, "idx": idx}
+    return compute
+
+
+CORRECT = {"three_nn_forward": three_nn_compute()}
+
+PLANTED = {
+    "three_nn_forward": {
+        "ties_keep_last": three_nn_compute(tie="last"),
+        "batch_offset_missing": three_nn_compute(known_batch="first"),
+        "last_known_point_skipped": three_nn_compute(last_point=False),
+        "distances_in_half": three_nn_compute(distance_dtype=np.float16),
+        "sqrt_distances": three_nn_compute(sqrt=True),
+        "known_read_as_xyz_planes": three_nn_compute(known_layout="xyz_planes"),
+    },
+}
+
+# Not bugs, which every case must pass: the sum in another order, computed in float32 as a GPU
+# kernel would (its near-ties ordered otherwise than the golden's), and the expanded square in float64.
+CONTROLS = {
+    "three_nn_forward": {
+        "sum_yz_first_float32": three_nn_compute(order="yz_first", distance_dtype=np.float32),
+        "expanded_square": three_nn_compute(order="expanded"),
+    },
+}
