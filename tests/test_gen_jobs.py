@@ -7,6 +7,7 @@ from click.testing import CliRunner
 import gen.jobs as jobs
 from conftest import REPO
 from harness.cli import main
+from harness.cli.commands import gen as gen_command
 
 SPEC = str(REPO / "specs" / "masked_im2col_forward.yaml")
 GB = 1 << 30
@@ -48,7 +49,7 @@ def _gen_with_recorded_pool(monkeypatch, tmp_path, *extra):
         real(tasks, 1, on_done)
 
     real = jobs.write_all
-    monkeypatch.setattr(jobs, "write_all", record)
+    monkeypatch.setattr(gen_command, "write_all", record)   # the name the gen command calls
     result = CliRunner().invoke(main, ["gen", SPEC, "--suite", "boundary", "-o", str(tmp_path), *extra])
     assert result.exit_code == 0, result.output
     return seen

@@ -253,7 +253,8 @@ def test_huge_shape_is_refused_without_max_size(tmp_path):
 
 def test_case_built_in_memory_must_fit_in_memory(tmp_path, monkeypatch):
     from harness.cli import interop
-    for module in (casefile, interop):   # the gen command reads it from casefile when it runs
+    from harness.cli.commands import gen as gen_command
+    for module in (casefile, interop, gen_command):   # each reads it under its own name
         monkeypatch.setattr(module, "physical_memory", lambda: 10_000)
     path = REPO / "specs" / "psamask_forward.yaml"
     result = _run("gen", path, "--suite", "boundary", "--select", "mask_even_4x6", "-o", tmp_path / "out")
@@ -533,7 +534,8 @@ def test_a_full_disk_at_the_final_write_is_one_line_and_leaves_results_incomplet
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         real_write(path, text)
 
-    monkeypatch.setattr(casefile, "atomic_write", full_disk)   # the CLI imports it when it writes
+    from harness.cli.commands import run as run_command
+    monkeypatch.setattr(run_command, "atomic_write", full_disk)   # the name the run command writes with
     args = ["run", str(case), "--backend", "reference"] + [str(x) for kv in paths.items() for x in kv]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 3, result.output

@@ -1,5 +1,5 @@
 """`opcase --help` stays quick: the command line's module loads click and the standard library,
-and each command its own modules when it runs.  (tests/bench/bench_startup.py times it against
+and each command its own module (harness/cli/commands/) when it runs or shows its own help.  (tests/bench/bench_startup.py times it against
 `import click`; a test checks what is imported, which a loaded machine cannot make flaky.)"""
 from __future__ import annotations
 
@@ -37,9 +37,19 @@ def _heavy_modules_after(*args) -> list[str]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("args", [["--help"], ["run", "--help"], ["gen", "--help"], ["run", "--no-such-option"]])
+@pytest.mark.parametrize("args", [["--help"], ["--no-such-option"], ["no-such-command"]])
 def test_help_and_option_errors_load_no_command_modules(args):
     assert _heavy_modules_after(*args) == []
+
+
+@pytest.mark.parametrize("command", ["run", "gen", "show"])
+def test_a_commands_help_loads_that_command_alone(command):
+    """A command's --help (or an option it refuses) imports its own module, never another command's."""
+    for args in ([command, "--help"], [command, "--no-such-option"]):
+        commands = {m for m in _heavy_modules_after(*args) if m.startswith("harness.cli.commands.")}
+        assert f"harness.cli.commands.{command}" in commands
+        # power runs gen's command itself, so it imports it; no command imports run's.
+        assert commands <= {f"harness.cli.commands.{command}", "harness.cli.commands.gen"}, commands
 
 
 def test_a_command_that_runs_loads_what_it_needs():

@@ -144,11 +144,10 @@ def test_unwritable_results_targets_are_refused_before_the_run(suite, tmp_path):
 
 def test_results_in_a_directory_without_write_permission_are_refused(suite, tmp_path, monkeypatch):
     # (Tests run as root here, for whom a mode of 0o555 changes nothing: the check is what is tested.)
-    import harness.cli
     locked = tmp_path / "locked"
     locked.mkdir()
     real_access = os.access
-    monkeypatch.setattr(harness.cli.os, "access", lambda p, mode: Path(p) != locked and real_access(p, mode))
+    monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != locked and real_access(p, mode))
     result = run_cli("--backend", "reference", suite, "--json", locked / "new" / "r.json")
     assert result.exit_code == 2 and f"no write permission in {locked}" in result.output, result.output
     assert not (locked / "new").exists()
