@@ -285,3 +285,14 @@ def test_gen_resumes_keeping_cases_written_whole(tmp_path):
     # Another seed is another suite: nothing kept.
     other = _cli(*args, "--seed", "1")
     assert "kept" not in other.output.splitlines()[-1]
+
+
+def test_each_commands_summary_is_its_own_first_sentence():
+    """`opcase --help` lists the commands from harness.cli.COMMANDS without importing them: each summary
+    there must be how its command's own help begins, so that the two cannot drift apart."""
+    from harness.cli import COMMANDS, load_command
+    for name, (_, summary) in COMMANDS.items():
+        command = load_command(name)
+        assert command.name == name
+        help_text = " ".join((command.help or "").split())
+        assert help_text.startswith(summary.rstrip(".")), (name, summary, help_text[:200])
