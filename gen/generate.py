@@ -25,6 +25,7 @@ from gen.core.overlap import Background, Prefetched
 from gen.core.registry import MMCV_EMULATION, kernel_function
 from gen.core.rounding import round_to
 from gen.core.spec import CHECK_STATUSES, SUITES, Spec, SpecError, absent_tensors, line_of
+from gen.core.thresholds import baseline_over_the_cap_is_the_rule, dynamic_threshold, static_thresholds
 from gen.core.timing import call
 from gen.core.verdict import FAILED, CaseResult, judge, mistrust, request_for, validate_outputs
 from gen.sampled import SAMPLE_ABOVE_ELEMENTS, GoldenCapture, Units, estimate, sample_order
@@ -42,9 +43,6 @@ GOLDEN_PIECES_AHEAD = 2
 # Tensors over this many bytes go to sidecar files (gen.core.casefile.save).
 SIDECAR_BYTES = DEFAULT_SIDECAR_BYTES
 RANDOM_ATTEMPTS = 2000
-# mlu-ops' dynamic-threshold floors and caps (ACCURACY.md), per output dtype.
-DYNAMIC_FLOOR = {"float16": 9.8e-4, "float32": 1.2e-7, "float64": 1.2e-7}
-DYNAMIC_CAP = {"float16": 3e-2, "float32": 3e-3, "float64": 3e-3}
 
 
 class GenerationError(Exception):
@@ -496,34 +494,6 @@ def draw_inputs(spec: Spec, plan: Plan, lay: Layout, allocate=np.empty) -> dict[
     return {name: (None if name in plan.omit else ctx.inputs[name]) for name in spec.inputs}
 
 
-def static_thresholds(spec: Spec, dtype: str) -> list[Threshold]:
-    out = []
-    for metric, value in spec.criteria.static.items():
-        threshold = value.get(dtype, value.get("*")) if isinstance(value, dict) else value
-        if threshold is None:
-            raise SpecError(spec.path, 0, f"criteria.static.{metric} gives no threshold for {dtype}")
-        out.append(Threshold(metric=metric, value=float(threshold),
-                             provenance=f"static, design doc {spec.doc} (spec {spec.path.name})"))
-    return out
-
-
-def dynamic_threshold(metric: str, baseline_value: float, rate: float, dtype: str, baseline: str,
-                      doc: str, note: str = "") -> Threshold:
-    """The docs' rule: max(baseline value x rate, floor), capped (but diff4); ``note`` ends the provenance."""
-    floor = DYNAMIC_FLOOR[dtype] * (rate if rate > 10 else 1.0)
-    cap = DYNAMIC_CAP[dtype]
-    value = max(baseline_value * rate, floor)
-    if metric != "diff4":
-        value = min(value, cap)
-    return Threshold(metric=metric, value=float(value), baseline=baseline, baseline_value=float(baseline_value),
-                     rate=float(rate), floor=floor, cap=cap if metric != "diff4" else 0.0,
-                     provenance=f"dynamic, design doc {doc}: max({baseline} {metric} x {rate:g}, floor {floor:g})"
-                                + (f", cap {cap:g}" if metric != "diff4" else "") + note
-                                + (f"; the baseline itself is over the cap here ({metric} {baseline_value:.3g}): the "
-                                   f"docs' rule fails its own reference interface on this case"
-                                   if metric != "diff4" and baseline_value > cap else ""))
-
-
 class Prewrites:
     """The sidecar files of a case being made, written and hashed on threads of their own
     (gen.core.casefile.PrewrittenSidecar, SpillFile, SidecarWriter) while generation goes on:
@@ -854,24 +824,16 @@ class Generator:
         verdict = CaseResult(path="")
         judge(replace(case, criteria=criteria, zero_golden_ok=True), outputs, verdict)
         if verdict.status == FAILED and not self._over_cap_is_the_docs(verdict):
-            raise self._baseline_error(case, f"fails the thresholds it sets (they would be just the ACCURACY.md "
+            raise self._baseline_error(case, f"fails the thresholds it sets (they would be just the docs' "
                                              f"cap): {verdict.message}")
         return criteria
 
     def _over_cap_is_the_docs(self, verdict) -> bool:
-        """Whether a baseline that fails its own thresholds is a fact to record, not a fault.
-
-        The spec's own baseline is the doc's reference interface (mmcv): where its diff1 or diff2
-        is over the ACCURACY.md cap, the docs' rule gives the cap, which the reference itself
-        fails; the case keeps that threshold and its provenance says so (dynamic_threshold).
-        Any other baseline over the cap, and any baseline with NaN/Inf out of place or a
-        one-sided diff4, is unfit."""
-        if self.baseline.name != self.spec.criteria.baseline:
-            return False
-        if any(stats["nan_inf_mismatch"] for stats in verdict.metrics.values()):
-            return False
+        """gen.core.thresholds.baseline_over_the_cap_is_the_rule, for this generator's baseline."""
         failed = [v for verdicts in verdict.thresholds.values() for v in verdicts if not v["passed"]]
-        return all(v["metric"] != "diff4" and v["actual"] > v["cap"] for v in failed)
+        return baseline_over_the_cap_is_the_rule(
+            failed, any(stats["nan_inf_mismatch"] for stats in verdict.metrics.values()), self.baseline.name,
+            self.spec.criteria.baseline)
 
     def _baseline_outputs(self, case: Case) -> dict:
         """The baseline's outputs for a valid case, called and checked as `opcase run` calls and

@@ -24,6 +24,7 @@ import numpy as np
 from gen.core.backend import Request, TensorInfo
 from gen.core.casefile import Case, drop_pages
 from gen.core.metrics import DENOM_OFFSET, compare, exact_mismatches, judgement, passes, small_golden_eps
+from gen.core.thresholds import only_over_the_cap
 
 # Every status a case can end in.  FAILING ones make `opcase run` exit 1.
 PASSED, FAILED, WRONGLY_ACCEPTED, WRONGLY_REJECTED, ERROR, SKIPPED, MISTRUSTED, NONDETERMINISTIC = (
@@ -134,9 +135,7 @@ def fails_only_by_its_own_error_over_the_cap(result: CaseResult, baseline: str) 
     over the docs' cap on (gen.generate records both): the docs' rule fails its own reference
     interface on such a case, a fact about the rule, not a defect of the backend or the threshold."""
     failing = [v for verdicts in result.thresholds.values() for v in verdicts if not v.get("passed", True)]
-    return result.status == FAILED and bool(failing) and all(
-        v.get("baseline") == baseline and v.get("cap", 0.0) > 0 and v.get("baseline_value", 0.0) > v["cap"]
-        for v in failing)
+    return result.status == FAILED and only_over_the_cap(failing, baseline)
 
 
 def _zeros_pass(golden: np.ndarray, dtype, thresholds, largest: float) -> bool:
