@@ -1,4 +1,4 @@
-"""io_efficiency and compute_efficiency of a timed case (ACCURACY.md, Performance).
+"""io_efficiency and compute_efficiency of a timed case (gen/core/README.md, Accuracy: performance).
 
     io_efficiency      = theory_io_bytes / (time * memory_bandwidth)
     compute_efficiency = theory_ops      / (time * peak_ops[dtype])
@@ -121,6 +121,6 @@ def efficiency(case, seconds: float, profile: DeviceProfile) -> dict:
         record["note"] = f"device profile gives no peak_ops for {case.dtype or 'this dtype'}"
     elif ops is not None:
         record["compute_efficiency"] = ops / (seconds * peak)
-    # The larger efficiency names the bottleneck (ACCURACY.md).
+    # The larger efficiency names the bottleneck (gen/core/README.md, Accuracy).
     record["bound"] = ("compute" if (record["compute_efficiency"] or 0.0) > record["io_efficiency"] else "io")
     return record

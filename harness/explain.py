@@ -17,7 +17,7 @@ three times over (the backend's, the reference's, one variant's) plus two bits p
 variant, on network cases too (memory_needed; a case over half the machine's memory is refused).
 
 For each output the variants are ranked by the fraction of elements bit-identical to the
-backend's, then by diff1 and diff3 of the backend's against the variant's (ACCURACY.md);
+backend's, then by diff1 and diff3 of the backend's against the variant's (gen/core/README.md, Accuracy);
 variants with the same bits on an output share a rank.  The explanation says when one matches
 bit for bit; otherwise which variant explains which elements: greedily, the variant matching
 the most elements bit for bit, then the one matching most of the rest, ... and what remains

@@ -51,7 +51,7 @@ class Tally:
         for output, verdicts in judged.thresholds.items():
             for v in verdicts:
                 actual = v.get("actual")
-                # diff4 is no distance to a bound (it fails only one-sided over 100 pairs, ACCURACY.md).
+                # diff4 is no distance to a bound (it fails only one-sided over 100 pairs; gen/core/README.md, Accuracy).
                 if v["metric"] not in THRESHOLD_METRICS or not isinstance(actual, float) or not v["value"] > 0:
                     continue
                 fraction = actual / v["value"]

@@ -33,7 +33,7 @@ from gen.core.proto import opcase_pb2 as pb
 
 FORMAT_VERSION = 1
 SUFFIX = ".opcase"
-# The metrics a threshold may name (ACCURACY.md); specs and case files both hold to them.
+# The metrics a threshold may name (gen/core/README.md, Accuracy); specs and case files both hold to them.
 METRICS = ("diff1", "diff2", "diff3", "diff3_2", "diff4", "exact")
 DEFAULT_SIDECAR_BYTES = 1 << 20
 # The most bytes a case file (the envelope; tensors over DEFAULT_SIDECAR_BYTES live in sidecars)

@@ -1,4 +1,4 @@
-"""Accuracy metrics between an evaluated output and its golden (see ACCURACY.md).
+"""Accuracy metrics between an evaluated output and its golden (gen/core/README.md, Accuracy).
 
 `compare` streams over both arrays in flattened C order, converting a bounded block at a time
 to float64, so inputs may be read-only memmaps of many GB: the float64 working set is three
@@ -27,7 +27,7 @@ from gen.core.casefile import drop_pages
 
 __all__ = ["compare", "judgement", "passes", "small_golden_eps"]
 
-# Keeps the relative error finite where the golden is zero (ACCURACY.md).
+# Keeps the relative error finite where the golden is zero (gen/core/README.md, Accuracy).
 DENOM_OFFSET = 1e-9
 # Below this |golden|, diff3 takes the absolute error instead of the relative one.
 _SMALL_GOLDEN_EPS = {np.dtype(np.float16): 1e-4, np.dtype(np.float32): 1e-6}
@@ -49,7 +49,7 @@ def small_golden_eps(dtype) -> float:
 
 
 def compare(actual, golden, dtype, *, chunk_elems=1 << 20, worst_k=10) -> dict:
-    """Compare `actual` against `golden` and return the ACCURACY.md metrics with diagnostics.
+    """Compare `actual` against `golden` and return the metrics (gen/core/README.md, Accuracy) with diagnostics.
 
     `actual` and `golden` are arrays of the same shape (bool, integer or floating dtypes, possibly
     read-only memmaps or non-contiguous views); `dtype` is the output's dtype (or its numpy name)
@@ -113,7 +113,7 @@ def judgement(metric: str, value, threshold: float, stats: dict) -> tuple[bool, 
     """(whether `value` of `metric` is acceptable, how it was judged where not by `value <= threshold`).
 
     diff1, diff2, diff3, diff3_2: pass when the value is present, finite and <= threshold; the note is ''.
-    diff4 follows the mlu-ops gtest rule (ACCURACY.md), whose threshold bounds nothing: a negative
+    diff4 follows the mlu-ops gtest rule (gen/core/README.md, Accuracy), whose threshold bounds nothing: a negative
     threshold means diff4 is not judged; with fewer than 100 distinct unequal (e, b) pairs, or no
     unequal element at all, it is not judged either; otherwise it fails only when it is exactly 0.0 or
     1.0 (every unequal element errs in the same direction), so that a one-sided bias over a handful of

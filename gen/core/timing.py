@@ -10,7 +10,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-# mlu-ops' performance gate against a stored baseline (ACCURACY.md): a baseline at or under
+# mlu-ops' performance gate against a stored baseline (gen/core/README.md, Accuracy): a baseline at or under
 # 100 us may grow by 5 us, a longer one by 4%.
 SMALL_BASELINE_US = 100.0
 SMALL_SLACK_US = 5.0

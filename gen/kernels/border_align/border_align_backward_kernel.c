@@ -4,7 +4,7 @@
  * Geometry, per box and border e (top, left, bottom, right) and point index i (the argmax, as a double):
  *   stride_w = (x2 - x1) / pool_size,  stride_h = (y2 - y1) / pool_size
  *   x = start_x + step_x * i,  y = start_y + step_y * i      (start and step as _border_lines lays them out)
- * then OPS.md's bilinear sampling as gen/kernels/shared/bilinear.py does it: a point outside [-1, H] x [-1, W]
+ * then the shared bilinear sampling as gen/kernels/shared/bilinear.py does it: a point outside [-1, H] x [-1, W]
  * adds nothing; otherwise each axis is clamped at 0, snapped onto the last row (column) at or past it,
  * and split into low, high and the fraction l; the weights are hy*hx, hy*lx, ly*hx, ly*lx with
  * h = 1 - l.  Each operation is the one numpy does, in the same order, each rounded on its own.

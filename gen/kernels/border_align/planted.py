@@ -1,4 +1,4 @@
-"""border_align_backward: an independent copy of the kernel (written from OPS.md, not from
+"""border_align_backward: an independent copy of the kernel (written from the kernel's formulas, not from
 the reference), with knobs that plant one realistic bug each."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def _out_dtype(request, name):
 
 def border_align_backward(grad_output, boxes, argmax_idx, P, H, W, *, stride_divisor="P",
                           channel="border_major", far_start="x2y2", acc=np.float64):
-    """OPS.md border_align_backward: point = start + stride * argmax, its bilinear weights times
+    """border_align_backward: point = start + stride * argmax, its bilinear weights times
     grad_output scatter-added into grad_input[n, y, x, e*C + c].
 
     Bugs: stride_divisor "P+1" divides the sides by pool_size + 1; channel "channel_major"

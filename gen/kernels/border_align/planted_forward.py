@@ -1,4 +1,4 @@
-"""border_align_forward: an independent copy of the kernel (written from OPS.md, not from the reference),
+"""border_align_forward: an independent copy of the kernel (written from the kernel's formulas, not from the reference),
 with knobs that plant one realistic bug each."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from gen.kernels.border_align.planted import pool_1_clamps_corners
 
 def border_align_forward(features, boxes, P, *, tie="first", stride_divisor="P", blocks=(0, 1, 2, 3),
                          best_from="start", zero_beyond_last=False, points="repeated_addition"):
-    """OPS.md border_align forward: P+1 bilinear samples along each border of each box, the
+    """border_align forward: P+1 bilinear samples along each border of each box, the
     first maximum and its index.
 
     Bugs: tie "last" keeps the last of equal maxima (>= for >); stride_divisor "P+1" splits the

@@ -1,4 +1,4 @@
-"""border_align backward (design doc 003, OPS.md), and the forward that produces argmax_idx.
+"""border_align backward (design doc 003; README.md beside this file), and the forward that produces argmax_idx.
 
 Borders e = 0 top, 1 left, 2 bottom, 3 right of box (x1, y1, x2, y2) start at (x1, y1)
 (top, left) or (x2, y2) (bottom, right) and step by (+w/P, 0), (0, +h/P), (-w/P, 0),
@@ -297,7 +297,7 @@ def argmax_indices(rng: np.random.Generator, ctx, mode: str = "forward"):
 # Doc 003 section 1.2 (pool_size 1), in mmcv's layouts: grad_output [N, C, K, 4],
 # boxes [N, K, 4], argmax_idx [N, C, K, 4], grad_input [N, 4C, H, W] with N = C = 1, K = 12, H = 3, W = 4.
 # grad_input is as the doc prints it: exactly twice what its inputs give by mmcv's kernel and
-# OPS.md (mmcv's own test data agrees with the half; tests/test_ref_border_align.py).
+# the doc's formula (mmcv's own test data agrees with the half; tests/test_ref_border_align.py).
 DOC_EXAMPLE_GRAD_OUTPUT = [[3, 6, 1, 2], [4, 7, -1, 1], [3, 7, 1, 2], [4, 6, -1, 1], [2, 12, -1, -1], [3, 12, -1, 2],
                            [3, 7, 1, 2], [4, 7, -1, 1], [6, 12, -1, -2], [4, 12, -1, 1], [4, 9, -1, 1], [4, 11, -1, 1]]
 DOC_EXAMPLE_BOXES = [[0, 0, 2, 1], [1, 0, 3, 1], [1, 0, 2, 1], [0, 0, 3, 1], [0, 0, 1, 2], [0, 0, 2, 2],

@@ -1,5 +1,5 @@
 """carafe forward and backward: an independent, slow-ish copy of each kernel with knobs that
-plant one realistic bug each (written from OPS.md, not from the reference: loops over taps, numpy
+plant one realistic bug each (written from the kernel's formulas, not from the reference: loops over taps, numpy
 inside).  With every knob at its default a copy computes the correct result in float64."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""carafe forward/backward (design doc 000, OPS.md).
+"""carafe forward/backward (design doc 000; README.md beside this file).
 
     output[n, ho, wo, c] = sum_{kh,kw} input[n, ho//s - r + kh, wo//s - r + kw, c] * mask[n, ho, wo, (g*k + kh)*k + kw]
 

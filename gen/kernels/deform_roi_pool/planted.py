@@ -1,5 +1,5 @@
 """deform_roi_pool_forward: an independent copy of the kernel, one bin at a time (written from
-OPS.md, not from the reference), with knobs that plant one realistic bug each."""
+the kernel's formulas, not from the reference), with knobs that plant one realistic bug each."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +10,7 @@ from gen.kernels.shared.planted_fast_path import fast_path, on_inputs
 
 def bin_samples(rois, offset, PH, PW, scale, ratio, gamma, *, half=0.5, rounding=np.ceil, offset_unit="roi",
                 offset_xy=(0, 1)):
-    """OPS.md's bins, one at a time: (r, batch, ph, pw, y, x, roi_w, roi_h) per bin of each roi, y and x
+    """The doc's bins, one at a time: (r, batch, ph, pw, y, x, roi_w, roi_h) per bin of each roi, y and x
     its sample points [grid_h, grid_w] (empty where the adaptive grid is 0).
 
     The geometry's bug knobs: half 0 drops the -0.5; rounding np.floor for the adaptive grid;
@@ -38,7 +38,7 @@ def bin_samples(rois, offset, PH, PW, scale, ratio, gamma, *, half=0.5, rounding
 
 def deform_roi_pool(features, rois, offset, PH, PW, scale, ratio, gamma, *, align=True, grid_round="ceil",
                     zero_beyond_last=False, offset_unit="roi", offset_xy=(0, 1)):
-    """OPS.md deform_roi_pool_forward, one bin at a time.
+    """deform_roi_pool_forward, one bin at a time.
 
     Bugs: align False drops the -0.5; grid_round "floor" for sampling_ratio 0;
     zero_beyond_last (see bilinear_corners); offset_unit "bin" scales the shift by the bin

@@ -1,4 +1,4 @@
-"""deform_roi_pool forward (design doc 002, OPS.md).
+"""deform_roi_pool forward (design doc 002; README.md beside this file).
 
 Per roi (batch, x1, y1, x2, y2) and bin (ph, pw):
     start = corner * spatial_scale - 0.5,  roi = end - start,  bin = roi / pooled

@@ -1,4 +1,4 @@
-"""masked_im2col forward (design doc 004, OPS.md).
+"""masked_im2col forward (design doc 004; README.md beside this file).
 
     data_col[(c*kh + i)*kw + j, m] = feature[0, c, mask_h_idx[m] - pad_h + i, mask_w_idx[m] - pad_w + j]
 

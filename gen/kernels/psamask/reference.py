@@ -1,4 +1,4 @@
-"""psamask forward/backward (design doc 001, OPS.md).
+"""psamask forward/backward (design doc 001; README.md beside this file).
 
 The index map, for position (h, w) and mask entry (hidx, widx):
     fh = h + hidx - half_h,  fw = w + widx - half_w,  half = (mask - 1) // 2

@@ -1,11 +1,19 @@
-"""OPS.md 'Shared: bilinear sampling', used by deform_roi_pool and border_align."""
+"""The bilinear sampling rule deform_roi_pool and border_align share (mmcv's common CUDA helper).
+
+A point (y, x) of an H x W map more than one pixel outside it, y < -1, y > H, x < -1 or x > W, reads 0 and
+receives no gradient.  Otherwise negative coordinates are clamped to 0; the low corner is floor(y)
+(floor(x)), and where that is the last row (column) or past it both corners are that row and y is set
+to it, else the high corner is the next row.  With ly = y - y_low, hy = 1 - ly (and lx, hx likewise),
+the four corners (y_low, x_low), (y_low, x_high), (y_high, x_low), (y_high, x_high) weigh hy*hx, hy*lx,
+ly*hx and ly*lx.  So the bands [-1, 0) and (size - 1, size] read the edge value.
+"""
 from __future__ import annotations
 
 import numpy as np
 
 
 def bilinear_corners(y: np.ndarray, x: np.ndarray, height: int, width: int):
-    """OPS.md 'Shared: bilinear sampling' for arrays of points, in the points' dtype.
+    """The sampling rule above for arrays of points, in the points' dtype.
 
     Returns (rows, cols, weights, inside): rows/cols int64 [4, *shape], the corners
     (y_low, x_low), (y_low, x_high), (y_high, x_low), (y_high, x_high), always valid indices;

@@ -1,4 +1,4 @@
-"""The OPS.md bilinear sampling rule, shared by the planted copies of deform_roi_pool and
+"""The bilinear sampling rule (gen/kernels/shared/bilinear.py states it), shared by the planted copies of deform_roi_pool and
 border_align (with its own planted bug)."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 
 
 def bilinear_corners(y, x, H, W, *, zero_beyond_last=False):
-    """OPS.md bilinear rule for arrays of points: (rows, cols, weights) each [4, *shape].
+    """That bilinear rule for arrays of points: (rows, cols, weights) each [4, *shape].
 
     Points with y < -1 or y > H (x likewise) get weight 0.  Bug zero_beyond_last: the
     zero region starts at y > H-1 (x > W-1), so the band (size-1, size] reads 0 instead
