@@ -16,6 +16,8 @@ and mlu_op.h (grad_input is [N, H, W, C]).  `carafe_backward` makes the check as
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from gen.core.backend import InvalidArgument, NotSupported, Request
@@ -136,3 +138,16 @@ def carafe_backward_one_percent_high(request: Request) -> dict:
     """mlu-ops' checks, then outputs 1 % over the reference: a run whose accuracy fails."""
     outputs = _run(request, as_written=False)
     return {name: (a.astype(np.float64) * 1.01).astype(a.dtype) for name, a in outputs.items()}
+
+
+# The --report file a run writes, for carafe_backward_watching_report (set by the test).
+REPORT_ENV = "OPCASE_TEST_PR_REPORT"
+
+
+def carafe_backward_watching_report(request: Request) -> dict:
+    """carafe_backward, refusing to answer unless the run's report file says, while the run goes
+    on, that the run has not finished (a stale report must never stand during a run)."""
+    text = open(os.environ[REPORT_ENV], encoding="utf-8").read()
+    if "did not finish" not in text:
+        raise RuntimeError(f"during the run the report says: {text[:200]!r}")
+    return carafe_backward(request)

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from conftest import REPO
 from harness.cli import main
+from mluops_check_backends import REPORT_ENV
 
 # The headings of part 3 of mlu-ops' .github/pull_request_template.md (Cambricon/mlu-ops at 73adc65),
 # as (Markdown level, number, title): a report pasted into a PR must have each, in this order.
@@ -123,3 +124,15 @@ def test_wrongly_accepted_call_in_parameter_check(cases, tmp_path):
     assert "1 of 19 illegal call(s) accepted:" in params
     assert "invalid/grad_input_hw-float32: accepted a call that breaks check 'grad_input_hw'" in params
     assert params.count("(not met)") == 2
+
+
+def test_a_stale_report_is_replaced_before_the_first_call(cases, tmp_path, monkeypatch):
+    report = tmp_path / "report.md"
+    report.write_text("## 3. Test Report\n\nEvery judged case passed.\n")    # an older run's
+    monkeypatch.setenv(REPORT_ENV, str(report))
+    result = CliRunner().invoke(main, ["run", str(cases / "carafe_backward" / "boundary"), "--filter", "kernel_1-",
+                                       "--backend", "mluops_check_backends:carafe_backward_watching_report",
+                                       "--report", "mluops-pr", str(report)])
+    assert result.exit_code == 0, result.output[-2000:]
+    assert _headings(report.read_text()) == TEMPLATE_HEADINGS
+    assert "2 case(s), 2 passed." in report.read_text()
