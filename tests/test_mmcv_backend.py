@@ -77,7 +77,7 @@ def test_run_returns_the_emulation_in_the_requested_outputs():
 
 @pytest.mark.parametrize("change, check", [
     ({"kernel_size": 4}, "kernel_size_odd"),
-    ({"scale_factor": 6}, "scale_factor_max"),
+    ({"scale_factor": 0}, "scale_factor_positive"),
 ])
 def test_run_makes_the_specs_checks_first(change, check):
     request = backward_request()

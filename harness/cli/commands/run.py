@@ -33,6 +33,7 @@ from harness.efficiency import ProfileError, load_profile
 from harness.gate import BaselineError, GATE_FAILING, gate_summary, judge_against, load_baseline
 from harness.html_report import html_report, incomplete_html
 from harness.junit import incomplete_junit_xml, junit_xml
+from harness.mluops.pr_report import incomplete_pr_report, pr_report
 from harness.report import Progress, attention_lines, fails, incomplete_json, judged, summary_text, to_json
 from harness.runner import RunOptions
 from harness.selection import case_key, in_shard
@@ -98,6 +99,9 @@ from harness.workers import Stopped, run_cases, runs_isolated
 @click.option("--explain", "explain_failures", is_flag=True,
               help="For each failed case, run the backend on it once more and say which known variant its "
                    "outputs match (as `opcase explain`): an EXPLAIN line in its report, the HTML and --json.")
+@click.option("--report", "pr_report", nargs=2, default=None, type=(click.Choice(["mluops-pr"]), click.Path(dir_okay=False)),
+              help="--report mluops-pr FILE: write the run as the \"3. Test Report\" of an mlu-ops pull request "
+                   "(Markdown, in the template's sections; harness/mluops/PR_REPORT.md).")
 @executor_options
 @exits_on_signals
 def run(**arguments):
@@ -149,13 +153,19 @@ class RunArguments:
     resources_text: str | None
     fresh_count: int | None = None
     fresh_seed: int | None = None
+    pr_report: tuple | None = None   # ("mluops-pr", FILE) of --report
     # Derived by _check_arguments: the shard as (I, N), the Ray task options (None: local).
     shard: tuple | None = field(default=None, init=False)
     resources: dict | None = field(default=None, init=False)
 
     @property
     def results_files(self) -> list[tuple[str, str | None]]:
-        return [("--json", self.json_path), ("--junit", self.junit_path), ("--html", self.html_path)]
+        return [("--json", self.json_path), ("--junit", self.junit_path), ("--html", self.html_path),
+                (PR_REPORT_OPTION, self.pr_report_path)]
+
+    @property
+    def pr_report_path(self) -> str | None:
+        return self.pr_report[1] if self.pr_report else None
 
 
 @dataclass
@@ -184,7 +194,7 @@ def run_command(args: RunArguments) -> None:
         raise InputError(f"--compare: {exc}") from None
     # Every input is read: from here on the run either finishes or leaves its results files
     # saying that it did not.
-    _start_results_files(args.json_path, args.junit_path, args.backend_spec, args.html_path)
+    _start_results_files(args.json_path, args.junit_path, args.backend_spec, args.html_path, args.pr_report_path)
     fresh = _fresh_cases(files, args.fresh_count, args.fresh_seed, args.executor) if args.fresh_count else None
     if fresh is not None:
         files = files + fresh.files
@@ -328,7 +338,8 @@ def _report(args: RunArguments, files, n_selected: int, outcome: _Outcome, backe
     spec = args.backend_spec
     _write_results_files([("--junit", args.junit_path, lambda: junit_xml(results, spec)),
                           ("--html", args.html_path, lambda: html_report(results, spec, gate, run_info)),
-                          ("--json", args.json_path, lambda: to_json(results, spec, gate, run_info))], spec)
+                          ("--json", args.json_path, lambda: to_json(results, spec, gate, run_info)),
+                          (PR_REPORT_OPTION, args.pr_report_path, lambda: pr_report(results, spec, run_info))], spec)
     if any(fails(r) for r in results) or (gate is not None and not gate["ok"]):
         sys.exit(EXIT_FAILED)
     if not judged(results):
@@ -343,14 +354,19 @@ def _report(args: RunArguments, files, n_selected: int, outcome: _Outcome, backe
 
 def _incomplete(option: str, backend_spec: str) -> str:
     """What results file ``option`` says until the run has finished."""
-    return {"--json": incomplete_json, "--junit": incomplete_junit_xml, "--html": incomplete_html}[option](backend_spec)
+    return {"--json": incomplete_json, "--junit": incomplete_junit_xml, "--html": incomplete_html,
+            PR_REPORT_OPTION: incomplete_pr_report}[option](backend_spec)
 
 
-def _start_results_files(json_path, junit_path, backend_spec: str, html_path=None) -> None:
+PR_REPORT_OPTION = "--report mluops-pr"
+
+
+def _start_results_files(json_path, junit_path, backend_spec: str, html_path=None, pr_report_path=None) -> None:
     """Replace the results files with ones saying that the run did not finish, so that a run cut
     short (killed, crashed, stopped by a signal) can never leave an older, complete-looking report."""
 
-    for option, path in (("--json", json_path), ("--junit", junit_path), ("--html", html_path)):
+    for option, path in (("--json", json_path), ("--junit", junit_path), ("--html", html_path),
+                         (PR_REPORT_OPTION, pr_report_path)):
         if path:
             try:
                 atomic_write(path, _incomplete(option, backend_spec))
