@@ -160,3 +160,33 @@ def test_adding_a_kernel_writes_cases_as_cases_readme_does():
     assert committed
     section = (REPO / "specs" / "README.md").read_text().split("\n## Adding a kernel\n", 1)[1].split("\n## ", 1)[0]
     assert committed.group(1).replace("specs/*.yaml", "specs/OP.yaml") in section
+
+
+def test_the_backend_example_passes_its_kernels_suite(tmp_path):
+    """The README's backend, saved as the file it names, passes every case of the kernel it declares
+    as the committed selection makes them (cases/README.md's sizes), invalid cases included: an
+    example that drifted from its spec (a check missed, a tensor renamed) fails here, not in a user's
+    first run.  The cases are generated, not read from cases/: tests/test_new_kernel.py runs this file
+    in a copy of the repository that has none."""
+    import json
+    import subprocess
+    import sys
+
+    example = re.search(r"```python\n(# (\w+)\.py: .*?)```", _readme(), re.DOTALL)
+    assert example, "the README's backend example (a ```python block starting '# NAME.py:') is gone"
+    code, module = example.group(1), example.group(2)
+    op = re.search(r"""supports = lambda op, dtype: op == ["'](\w+)["']""", code).group(1)
+    (tmp_path / f"{module}.py").write_text(code)
+    cases, results = tmp_path / "cases", tmp_path / "results.json"
+
+    def opcase(*args):
+        return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=300)
+
+    made = opcase("gen", str(REPO / "specs" / f"{op}.yaml"), "--suite", "all", "--count", "3",
+                  "--max-size", "512KB", "-o", str(cases))
+    assert made.returncode == 0, made.stderr[-2000:]
+    judged = opcase("run", str(cases), "--backend", f"{module}:run", "--json", str(results), "-q")
+    assert judged.returncode == 0, judged.stdout[-2000:] + judged.stderr[-2000:]
+    summary = json.loads(results.read_text())["summary"]
+    assert summary["ok"] and summary["judged"] == len(list(cases.rglob("*.opcase")))
