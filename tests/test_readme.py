@@ -53,8 +53,10 @@ def _anchors(text: str) -> set[str]:
 
 
 def _docs() -> list[Path]:
-    """README.md, every .md it links inside the clone, every .md those link, and the per-topic docs."""
-    found, queue = [], [README, *(REPO / doc for doc in PER_TOPIC)]
+    """README.md, every .md it links inside the clone, every .md those link, the per-topic docs and each
+    kernel family's README."""
+    families = sorted((REPO / "gen" / "kernels").glob("*/README.md"))    # each family's own notes
+    found, queue = [], [README, *(REPO / doc for doc in PER_TOPIC), *families]
     while queue:
         doc = queue.pop(0).resolve()
         if doc in found or not doc.is_file():
