@@ -42,5 +42,6 @@ def run(request: Request) -> dict:
 
 def backend() -> Backend:
     return Backend(name="mmcv", origin=f"built-in: spec checks + numpy emulation of mmcv 2.2.0's CUDA arithmetic "
-                                       f"in float16/float32, bit for bit where mmcv's order is fixed (gen/kernels/*/mmcv_emulation*.py)",
+                                       "in float16/float32, bit for bit where mmcv's order is fixed "
+                                       "(gen/kernels/*/mmcv_emulation*.py)",
                    run=run, supports=supports)
