@@ -25,6 +25,7 @@ class Fact:
     line: int
     text: str = ""
     bounds: tuple = ()   # (name, op, number) comparisons the text states
+    api: str = ""        # the API a 1.3 table is for (its subsection's title, or the doc's), lower case
 
     def where(self, path: str) -> str:
         return f"{path}:{self.line}"
@@ -102,11 +103,11 @@ class _Reader:
         self.facts: list[Fact] = []
         self.seen: set = set()
 
-    def add(self, kind, key, value, section, line, text="", bounds=()):
-        if (kind, key) in self.seen and kind != "unread":
+    def add(self, kind, key, value, section, line, text="", bounds=(), api=""):
+        if (kind, key, api) in self.seen and kind != "unread":
             return
-        self.seen.add((kind, key))
-        self.facts.append(Fact(kind, key, value, section.number, line, text[:300], tuple(bounds)))
+        self.seen.add((kind, key, api))
+        self.facts.append(Fact(kind, key, value, section.number, line, text[:300], tuple(bounds), api))
 
     def unread(self, section, line, text):
         self.add("unread", f"unread {section.number or section.title} line {line}", text.strip()[:200],
@@ -140,9 +141,24 @@ def _col(header_cells, *names) -> int:
     return -1
 
 
+_API = re.compile(r"[A-Za-z_]*(?:Forward|Backward|forward|backward)[A-Za-z_]*|mluOp[A-Za-z]+")
+
+
+def api_name(title: str) -> str:
+    m = _API.search(title.replace(" ", ""))
+    return re.sub(r"[^a-z0-9]", "", m.group(0).lower()).removeprefix("mluop") if m else ""
+
+
 def _interface(r: _Reader, section: Section):
-    """1.3's parameter table(s): tensors with dtypes and layout, scalar params, 规模限制 cells."""
-    for (hline, header), rows in r.tables(r.doc.under(section)):
+    """1.3's parameter table(s), one per API subsection: tensors with dtypes and layout, scalar
+    params, 规模限制 cells."""
+    doc_api = api_name(next((s.title for s in r.doc.sections if s.title), ""))
+    for sub in r.doc.subsections(section):
+        _interface_tables(r, section, sub.body, api_name(sub.title) or doc_api)
+
+
+def _interface_tables(r: _Reader, section: Section, body, api: str):
+    for (hline, header), rows in r.tables(body):
         name_col, dtype_col = _col(header, "参数"), _col(header, "支持类型", "数据类型")
         layout_col, limit_col, role_col = _col(header, "物理布局", "布局"), _col(header, "规模限制"), \
             _col(header, "输入/输出")
@@ -161,19 +177,19 @@ def _interface(r: _Reader, section: Section):
                 pass
             elif layout.upper() in _LAYOUTS or f"{name}_desc" in names:
                 role = "output" if 0 <= role_col < len(cells) and "输出" in cells[role_col] else "input"
-                r.add("tensor", f"tensor {name}", role, section, i, " | ".join(cells))
+                r.add("tensor", f"tensor {name}", role, section, i, " | ".join(cells), api=api)
                 dts = dtypes_of(dcell)
                 if dts:
-                    r.add("dtype", f"dtype {name} {','.join(dts)}", dts, section, i, dcell)
+                    r.add("dtype", f"dtype {name} {','.join(dts)}", dts, section, i, dcell, api=api)
                 else:
                     r.unread(section, i, dcell)
                 if layout.upper() in _LAYOUTS:
-                    r.add("layout", f"layout {name} {layout.upper()}", layout.upper(), section, i, layout)
+                    r.add("layout", f"layout {name} {layout.upper()}", layout.upper(), section, i, layout, api=api)
                 for sm in _SHAPE.finditer(" ".join(cells).replace("`", "")):
                     _shape(r, section, i, name, sm.group(2))
             elif dtypes_of(dcell) or "bool" in dcell or "int" in dcell or "float" in dcell:
                 ptype = "bool" if "bool" in dcell else "float" if "float" in dcell or "double" in dcell else "int"
-                r.add("param", f"param {name} {ptype}", ptype, section, i, dcell)
+                r.add("param", f"param {name} {ptype}", ptype, section, i, dcell, api=api)
             else:
                 r.unread(section, i, " | ".join(cells))
                 continue
@@ -195,6 +211,8 @@ def _overview(r: _Reader, section: Section):
             if len(cells) < 2:
                 continue
             key, value = cells[0].replace(" ", ""), cells[1].replace("`", "")
+            if not _none(value):
+                r.add("row", f"row {section.number} {key}", value, section, i, value)
             if "Shape" in key or "shape" in key:
                 for sm in _SHAPE.finditer(value):
                     _shape(r, section, i, sm.group(1), sm.group(2))

@@ -50,6 +50,18 @@ class DocText:
         return [s for s in self.sections
                 if any(k in s.title for k in keywords) and s.number.startswith(number_prefix)]
 
+    def subsections(self, section: Section) -> list:
+        """The section and its subsections, in order."""
+        out, inside = [], False
+        for s in self.sections:
+            if s is section:
+                inside = True
+            elif inside and s.level <= section.level:
+                break
+            if inside:
+                out.append(s)
+        return out
+
     def under(self, section: Section) -> list:
         """The body lines of a section and of its subsections."""
         out, inside = [], False

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from gen.core import waivers
 from gen.core.backend import BUILTIN_NAMES
 from gen.core.casefile import METRICS
 from gen.core.expr import ExprError, attribute_owners, compile_expr
@@ -393,8 +394,8 @@ def _tensor(v: _Validator, parent, name, node, kind, dtypes) -> TensorSpec:
     v.plain_name(parent, name, name, f"{kind} name")   # it names the tensor's sidecar file
     if not isinstance(node, dict):
         v.fail(node, None, f"{where} must be a mapping")
-    keys = ["dtype", "layout", "shape", "values", "optional", "doc", "axes"] if kind == "input" else \
-        ["dtype", "layout", "shape", "doc", "axes", "with_input"]
+    keys = ["dtype", "layout", "shape", "values", "optional", "doc", "axes", "waivers"] if kind == "input" else \
+        ["dtype", "layout", "shape", "doc", "axes", "with_input", "waivers"]
     v.allow_keys(node, keys, where)
     v.require_keys(node, ["dtype", "layout", "shape"], where)
     dtype = str(node["dtype"])
@@ -483,7 +484,7 @@ def _value_bounds(v: _Validator, node, keys, where) -> None:
 def _check(v: _Validator, node, inputs, outputs, params) -> Check:
     if not isinstance(node, dict):
         v.fail(node, None, "each check must be a mapping")
-    v.allow_keys(node, ["id", "doc", "message", "require", "violate", "untestable", "status"], "check")
+    v.allow_keys(node, ["id", "doc", "message", "require", "violate", "untestable", "status", "waivers"], "check")
     v.require_keys(node, ["id", "doc", "message", "require"], "check")
     v.plain_name(node, "id", node["id"], "check id")
     where = f"check '{node['id']}'"
@@ -962,7 +963,7 @@ def _output_criteria(v: _Validator, raw, outputs: dict, path) -> dict:
 
 _TOP_KEYS = ["op", "doc", "summary", "reference", "dtypes", "params", "inputs", "outputs", "checks",
              "criteria", "output_criteria", "suites", "theory_ops", "nondeterministic_sums", "mluops",
-             "deviations"]
+             "deviations", "waivers"]
 
 
 def load_spec(path) -> Spec:
@@ -1001,6 +1002,8 @@ def _parsed_spec(path: Path, text: bytes) -> Spec:
     v.require_keys(raw, ["op", "doc", "reference", "dtypes", "inputs", "outputs", "checks",
                          "criteria", "suites"], "spec")
     v.plain_name(raw, "op", raw["op"], "op")
+    for node, message in waivers.problems(raw):   # audit waivers (gen/core/waivers.py)
+        v.fail(node, "waivers", message)
     dtypes = raw["dtypes"]
     if not isinstance(dtypes, list) or not dtypes or any(d not in FLOAT_DTYPES for d in dtypes):
         v.fail(raw, "dtypes", f"dtypes must be a non-empty list of {', '.join(FLOAT_DTYPES)}")

@@ -15,12 +15,16 @@ import click
 
 # name: (module under harness.cli.commands, summary for `opcase --help`)
 COMMANDS = {
+    "audit": ("audit", "Every fact the doc or mlu-ops' code states that a SPEC lacks or contradicts, and every "
+                       "check of the spec no source states, each with both places."),
     "backends": ("backends", "List the backends --backend accepts, where each comes from, and the kernels and dtypes "
                              "it supports."),
     "baseline": ("baseline", "Baselines for `opcase run --compare`: the last good run, changed only by "
                              "`baseline update`."),
     "calibrate": ("calibrate", "Judge backends you trust on every case under PATHS: how close each comes to the "
                                "thresholds."),
+    "draft": ("draft", "A spec from a design DOC: what the doc (and --code) fix filled in, a TODO(doc:line) "
+                       "wherever a person must decide."),
     "explain": ("explain", "Name the arithmetic or the bug a backend's outputs match, element by element."),
     "export": ("export", "Export opcase cases in the operator library's own format (mlu-ops)."),
     "gen": ("gen", "Generate suites of cases from operator SPECS (YAML) into OUT."),

@@ -1,0 +1,312 @@
+"""A spec beside its sources (design docs, mlu-ops' code): the findings `opcase audit` reports.
+
+Three kinds, each with both places: `contradicts` (a source and the spec say different things),
+`lacks` (a source states a fact the spec has nothing for), `unsourced` (a spec check no source
+states).  A spec accepts a reviewed difference with a waiver (gen/core/waivers.py) naming the
+finding's id; every finding that is not waived fails the audit."""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+
+from gen.core.spec import line_of
+
+_CITE_ITEM = re.compile(r"(\d\.\d{1,2}(?:\.\d{1,2})?)\((\d{1,2})\)")
+_CITE_LIMIT = re.compile(r"(1\.[34])[ ]*([^ ,;()]{1,12}限制)")
+_CODE_WORDS = ("mlu-ops", "mluops", "PARAM_CHECK", "TENSOR_NUM_CHECK", ".cpp", "gtest", "mlu_op.h", "ParamCheck")
+
+
+@dataclass
+class Finding:
+    kind: str           # contradicts | lacks | unsourced
+    id: str             # stable: what a waiver names
+    message: str
+    source: str         # file:line of the source's statement ("" for unsourced)
+    spec: str           # file:line in the spec
+    waived: str = ""    # the waiver's reason, when waived
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "id": self.id, "message": self.message, "source": self.source,
+                "spec": self.spec, "waived": self.waived or None}
+
+
+@dataclass
+class Sources:
+    docs: list = field(default_factory=list)     # (path, [Fact])
+    code: list = field(default_factory=list)     # CodeFact, already for this op
+
+
+# ---- the spec's own comparisons -------------------------------------------------------------
+
+def _canon(lhs: str, op: str, rhs: str) -> str:
+    if op in ("==", "!=") and rhs < lhs and not re.fullmatch(r"-?\d+", rhs):
+        lhs, rhs = rhs, lhs
+    if re.fullmatch(r"-?\d+", lhs) and not re.fullmatch(r"-?\d+", rhs):
+        flip = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "==": "==", "!=": "!="}
+        lhs, op, rhs = rhs, flip[op], lhs
+    if op == "!=" and rhs == "0" and lhs.endswith(".size"):
+        op = ">"
+    if op == ">" and re.fullmatch(r"-?\d+", rhs) and not lhs.endswith(".size"):
+        op, rhs = ">=", str(int(rhs) + 1)
+    if op == "<" and re.fullmatch(r"-?\d+", rhs):
+        op, rhs = "<=", str(int(rhs) - 1)
+    return f"{lhs} {op} {rhs}"
+
+
+def canon_atom(atom: str) -> str:
+    m = re.fullmatch(r"(.+?) (==|!=|<=|>=|<|>|in) (.+)", atom)
+    if not m:
+        return atom
+    if m.group(2) == "in":
+        return atom
+    return _canon(m.group(1), m.group(2), m.group(3))
+
+
+def spec_atoms(require: str) -> set:
+    """Every comparison inside a check's `require` (guards too), canonical; `a == b == c` pairwise."""
+    try:
+        tree = ast.parse(require, mode="eval")
+    except SyntaxError:
+        return set()
+    out = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        terms = [node.left] + node.comparators
+        for (a, op, b) in zip(terms, node.ops, terms[1:]):
+            sym = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+                   ast.In: "in"}.get(type(op))
+            if sym == "in" and isinstance(b, (ast.Tuple, ast.List)):
+                vals = sorted(ast.unparse(e) for e in b.elts)
+                out.add(f"{ast.unparse(a)} in ({', '.join(vals)})")
+            elif sym and sym != "in":
+                out.add(_canon(ast.unparse(a), sym, ast.unparse(b)))
+        if len(terms) > 2 and all(isinstance(o, ast.Eq) for o in node.ops):
+            for x in terms:
+                for y in terms:
+                    if x is not y:
+                        out.add(_canon(ast.unparse(x), "==", ast.unparse(y)))
+    return {a.replace('"', "'") for a in out}
+
+
+def _spec_names(spec) -> set:
+    names = set(spec.params)
+    for t in list(spec.inputs) + list(spec.outputs):
+        names.add(t)
+    return names
+
+
+def _resolves(atom: str, spec) -> bool:
+    names = _spec_names(spec)
+    atom = re.sub(r"'[^']*'", "", atom)
+    for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[a-z]+)?", atom):
+        base = word.split(".")[0]
+        if base in ("ndim", "shape", "dtype", "size", "in", "and", "or"):
+            continue
+        if base not in names:
+            return False
+    return True
+
+
+def _doc_name(name: str) -> str:
+    """A doc's `x.dim(2)` / `x.dims[2]` / `x.shape[2]` as the spec writes it."""
+    m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)\.(?:dim|dims|shape)[\[(](\d)[\])]", name)
+    if m:
+        return f"{m.group(1)}.shape[{m.group(2)}]"
+    m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)\.(?:dim|ndim)", name)
+    return f"{m.group(1)}.ndim" if m else name
+
+
+def _same_api(api: str, op: str) -> bool:
+    words = op.split("_")
+    camel = "".join(words)
+    bare = "".join(w for w in words if w not in ("forward",))
+    return api in (camel, bare) or (api.endswith("forward") is False and api.endswith("backward") is False
+                                     and "forward" not in api and "backward" not in api)
+
+
+# ---- the audit ------------------------------------------------------------------------------
+
+class _Audit:
+    def __init__(self, spec, sources: Sources):
+        self.spec, self.sources = spec, sources
+        self.findings: list[Finding] = []
+        self.path = str(spec.path)
+        self.atoms = {c.id: spec_atoms(c.require) for c in spec.checks}
+        self.all_atoms = set().union(*self.atoms.values()) if self.atoms else set()
+        self.sourced: set = set()
+
+    def at(self, line) -> str:
+        return f"{self.path}:{line}"
+
+    def add(self, kind, fid, message, source, spec_line):
+        if not any(f.id == fid for f in self.findings):
+            self.findings.append(Finding(kind, fid, message, source, self.at(spec_line)))
+
+    def tensor_line(self, name):
+        t = self.spec.inputs.get(name) or self.spec.outputs.get(name)
+        return t.line if t and t.line else line_of(self.spec.raw, "inputs")
+
+    # interface
+    def interface(self, path, facts):
+        spec = self.spec
+        tensors = {**spec.inputs, **spec.outputs}
+        for f in facts:
+            where = f"{path}:{f.line}"
+            parts = f.key.split(" ")
+            if f.api and not _same_api(f.api, spec.op):
+                continue   # a table of another API of the doc (the backward's, in a forward doc)
+            if f.kind == "tensor" and parts[1] not in tensors:
+                self.add("lacks", f"lacks tensor {parts[1]}", f"the doc names tensor '{parts[1]}', the spec has "
+                         f"no such input or output", where, line_of(spec.raw, "inputs"))
+            elif f.kind == "dtype" and parts[1] in tensors:
+                t = tensors[parts[1]]
+                have = sorted(spec.dtypes) if t.dtype == "T" else [t.dtype]
+                if sorted(f.value) != have:
+                    self.add("contradicts", f"contradicts dtype {parts[1]}", f"'{parts[1]}' is {','.join(f.value)} in "
+                             f"the doc, {','.join(have)} in the spec", where, self.tensor_line(parts[1]))
+            elif f.kind == "layout" and parts[1] in tensors and tensors[parts[1]].layout != f.value:
+                self.add("contradicts", f"contradicts layout {parts[1]}", f"'{parts[1]}' is {f.value} in the doc, "
+                         f"{tensors[parts[1]].layout} in the spec", where, self.tensor_line(parts[1]))
+            elif f.kind == "shape" and parts[1] in tensors and len(f.value) != len(tensors[parts[1]].shape):
+                self.add("contradicts", f"contradicts rank {parts[1]}", f"'{parts[1]}' has {len(f.value)} axes in "
+                         f"the doc ({','.join(f.value)}), {len(tensors[parts[1]].shape)} in the spec", where,
+                         self.tensor_line(parts[1]))
+            elif f.kind == "param" and parts[1] not in spec.params:
+                self.add("lacks", f"lacks param {parts[1]}", f"the doc names param '{parts[1]}', the spec has "
+                         f"none", where, line_of(spec.raw, "params") if "params" in spec.raw else 1)
+
+    # bounds: a limit a source states on a spec name
+    def bound(self, name, op, number, where, status=None):
+        name = _doc_name(name)
+        if not _resolves(name, self.spec) or isinstance(number, float):
+            return
+        stated = canon_atom(f"{name} {op} {number}")
+        sname, sop, snum = stated.split(" ")
+        family = "upper" if sop in ("<=", "<") else "lower" if sop in (">=", ">") else sop
+        same, rival = None, None
+        for c in self.spec.checks:
+            for a in self.atoms[c.id]:
+                n, o, v = (a.split(" ") + ["", ""])[:3]
+                fam = "upper" if o in ("<=", "<") else "lower" if o in (">=", ">") else o
+                if n == sname and fam == family:
+                    if a == stated:
+                        same = c
+                    elif re.fullmatch(r"-?\d+", v) and rival is None:
+                        rival = (c, a)
+        if same is not None:
+            self.sourced.add(same.id)
+            if status and same.status != status:
+                self.add("contradicts", f"contradicts status {same.id}", f"'{stated}' fails with {status} in "
+                         f"the source, {same.status} in check '{same.id}'", where, same.line)
+        elif rival is not None:
+            self.sourced.add(rival[0].id)
+            self.add("contradicts", f"contradicts bound {stated}", f"the source states '{stated}', check "
+                     f"'{rival[0].id}' requires '{rival[1]}'", where, rival[0].line)
+        else:
+            self.add("lacks", f"lacks bound {stated}", f"the source states '{stated}', no check of the spec "
+                     f"bounds {sname} so", where, line_of(self.spec.raw, "checks"))
+
+    def doc_checks(self, path, facts):
+        cited_items, cited_limits = set(), set()
+        for c in self.spec.checks:
+            for sec, n in _CITE_ITEM.findall(c.doc):
+                cited_items.add(f"{sec}({n})")
+            for sec, kind in _CITE_LIMIT.findall(c.doc):
+                cited_limits.add(f"{sec} {kind}")
+        items = {f.key.split(" ", 1)[1]: f for f in facts if f.kind in ("check", "template")}
+        limits = {f.key.split(" ", 1)[1]: f for f in facts if f.kind == "limit"}
+        for f in facts:
+            where = f"{path}:{f.line}"
+            for name, op, number in f.bounds if f.kind in ("check", "limit") else ():
+                self.bound(name, op, number, where)
+            # workspace checks are below what a spec describes (the harness passes no workspace)
+            if f.kind == "check" and f.key.split(" ", 1)[1] not in cited_items and "workspace" not in f.text:
+                self.add("lacks", f"lacks {f.key}", f"doc {f.key.split(' ', 1)[1]} is cited by no check of the "
+                         f"spec: {f.text[:80]}", where, line_of(self.spec.raw, "checks"))
+        for c in self.spec.checks:
+            refs = [f"{s}({n})" for s, n in _CITE_ITEM.findall(c.doc)]
+            lrefs = [f"{s} {k}" for s, k in _CITE_LIMIT.findall(c.doc)]
+            named = {f.key.split(" ")[1] for f in facts if f.kind in ("tensor", "param")}
+            rows = [f.key.split(" ", 2)[2] for f in facts if f.kind == "row"]
+            if any(r in items for r in refs) or any(r in limits for r in lrefs) or \
+                    any(n in named for n in re.findall(r"1\.3 ([A-Za-z_][A-Za-z0-9_]*)", c.doc)) or \
+                    ("1.1" in c.doc and any(row and row in c.doc.replace(" ", "") for row in rows)):
+                self.sourced.add(c.id)
+            for r in refs:
+                if r not in items and r.startswith("3."):
+                    self.add("unsourced", f"dangling {c.id} {r}", f"check '{c.id}' cites {r}, which {path} does "
+                             f"not have", f"{path}:1", c.line)
+
+    def code_checks(self):
+        for f in self.sources.code:
+            for name, op, number in f.bounds:
+                self.bound(name, op, number, f.where(), f.status if f.kind == "check" else None)
+            for atom in f.atoms:
+                a = canon_atom(atom)
+                if re.search(r" -?\d+$", a) and not a.endswith(".size > 0"):
+                    continue   # a bound: compared above
+                if not _resolves(a, self.spec):
+                    continue
+                hit = [c for c in self.spec.checks if a in self.atoms[c.id]]
+                if hit:
+                    self.sourced.update(c.id for c in hit)
+                else:
+                    self.add("lacks", f"lacks code {a}", f"mlu-ops checks '{a}' ({f.function}), no check of the "
+                             f"spec requires it", f.where(), line_of(self.spec.raw, "checks"))
+        words = {f.function for f in self.sources.code} | {"TENSOR_NUM_CHECK", "PARAM_CHECK"}
+        for c in self.spec.checks:
+            if self.sources.code and any(w and w in c.doc for w in words):
+                self.sourced.add(c.id)
+
+    def unsourced(self):
+        have_code = bool(self.sources.code)
+        for c in self.spec.checks:
+            if c.id in self.sourced or (c.require.strip() == "True" and c.untestable):
+                continue   # sourced, or untestable: a check that makes no case cannot fail an implementation
+            if not have_code and any(w in c.doc for w in _CODE_WORDS):
+                continue   # cites code the audit was not given
+            self.add("unsourced", f"unsourced {c.id}", f"no source states check '{c.id}' ({c.require[:60]}); it "
+                     f"cites '{c.doc[:60]}'", "", c.line)
+
+    def accuracy(self, path, facts):
+        rules = [f for f in facts if f.kind == "accuracy"]
+        if not rules:
+            return
+        crit = self.spec.criteria
+        metrics = crit.metrics if crit.mode == "dynamic" else list(crit.static)
+        short = [m[:5] for m in metrics]
+        for f in rules:
+            r = f.value
+            dm = [m[:5] for m in r["metrics"]]
+            if r["mode"] != crit.mode or sorted(dm) != sorted(short):
+                continue
+            if crit.mode == "dynamic" and r["rates"] and [float(x) for x in crit.rates] != r["rates"]:
+                continue
+            if crit.mode == "static" and r["thresholds"] and any(
+                    not isinstance(crit.static.get(m), (int, float)) or float(crit.static[m]) != v
+                    for m0, v in r["thresholds"].items() for m in metrics if m[:5] == m0[:5]):
+                continue
+            return
+        first = rules[0]
+        r = first.value
+        self.add("contradicts", "contradicts accuracy", f"the doc's rule is {r['mode']} {','.join(r['metrics'])}"
+                 f"{' ' + str(r['rates']) if r['rates'] else ''}; the spec's {crit.mode} {','.join(metrics)}"
+                 f"{' ' + str(crit.rates) if crit.mode == 'dynamic' else ''} matches none of the doc's "
+                 f"{len(rules)} rule(s)", f"{path}:{first.line}", line_of(self.spec.raw, "criteria"))
+
+
+def audit(spec, sources: Sources, waivers: dict) -> list:
+    """The findings, each marked waived where the spec waives its id (waivers: id -> reason)."""
+    a = _Audit(spec, sources)
+    for path, facts in sources.docs:
+        a.interface(path, facts)
+        a.doc_checks(path, facts)
+        a.accuracy(path, facts)
+    a.code_checks()
+    a.unsourced()
+    for f in a.findings:
+        if f.id in waivers:
+            f.waived = waivers[f.id]
+    return a.findings
