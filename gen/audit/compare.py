@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from gen.core.spec import line_of
 
 _CITE_ITEM = re.compile(r"(\d\.\d{1,2}(?:\.\d{1,2})?)\((\d{1,2})\)")
-_CITE_LIMIT = re.compile(r"(1\.[34])[ ]*([^ ,;()]{1,12}限制)")
+_CITE_LIMIT = re.compile(r"(1\.[34])[ ]*([^ ,;()0-9.]{2,12})")
 _CODE_WORDS = ("mlu-ops", "mluops", "PARAM_CHECK", "TENSOR_NUM_CHECK", ".cpp", "gtest", "mlu_op.h", "ParamCheck")
 
 
@@ -63,14 +63,42 @@ def canon_atom(atom: str) -> str:
     return _canon(m.group(1), m.group(2), m.group(3))
 
 
-def spec_atoms(require: str) -> set:
+def _shape_axes(node, ranks):
+    """`x.shape` / `x.shape[a:b]` as (x, [axes]), else None."""
+    if isinstance(node, ast.Attribute) and node.attr == "shape" and isinstance(node.value, ast.Name):
+        rank = ranks.get(node.value.id)
+        return (node.value.id, list(range(rank))) if rank else None
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
+        inner = node.value
+        if isinstance(inner, ast.Attribute) and inner.attr == "shape" and isinstance(inner.value, ast.Name):
+            lo = node.slice.lower.value if isinstance(node.slice.lower, ast.Constant) else 0
+            hi = node.slice.upper.value if isinstance(node.slice.upper, ast.Constant) else ranks.get(inner.value.id)
+            if isinstance(lo, int) and isinstance(hi, int) and 0 <= lo < hi <= 8:
+                return inner.value.id, list(range(lo, hi))
+    return None
+
+
+def _required(node):
+    """The nodes a require expression asks to hold: both sides of `and`, only the last operand of
+    `a or b` (the others are guards, `scale_factor < 1 or (...)`, not requirements)."""
+    if isinstance(node, ast.BoolOp):
+        for value in (node.values if isinstance(node.op, ast.And) else node.values[-1:]):
+            yield from _required(value)
+    elif isinstance(node, ast.Compare):
+        yield node
+    else:
+        for child in ast.iter_child_nodes(node):
+            yield from _required(child)
+
+
+def spec_atoms(require: str, ranks=None) -> set:
     """Every comparison inside a check's `require` (guards too), canonical; `a == b == c` pairwise."""
     try:
         tree = ast.parse(require, mode="eval")
     except SyntaxError:
         return set()
     out = set()
-    for node in ast.walk(tree):
+    for node in _required(tree.body):
         if not isinstance(node, ast.Compare):
             continue
         terms = [node.left] + node.comparators
@@ -80,6 +108,11 @@ def spec_atoms(require: str) -> set:
             if sym == "in" and isinstance(b, (ast.Tuple, ast.List)):
                 vals = sorted(ast.unparse(e) for e in b.elts)
                 out.add(f"{ast.unparse(a)} in ({', '.join(vals)})")
+            elif sym == "==" and _shape_axes(a, ranks or {}) and _shape_axes(b, ranks or {}):
+                (x, xs), (y, ys) = _shape_axes(a, ranks or {}), _shape_axes(b, ranks or {})
+                out.update(_canon(f"{x}.shape[{i}]", "==", f"{y}.shape[{j}]") for i, j in zip(xs, ys))
+                if isinstance(a, ast.Attribute) and isinstance(b, ast.Attribute):
+                    out.add(_canon(f"{x}.ndim", "==", f"{y}.ndim"))
             elif sym and sym != "in":
                 out.add(_canon(ast.unparse(a), sym, ast.unparse(b)))
         if len(terms) > 2 and all(isinstance(o, ast.Eq) for o in node.ops):
@@ -88,6 +121,31 @@ def spec_atoms(require: str) -> set:
                     if x is not y:
                         out.add(_canon(ast.unparse(x), "==", ast.unparse(y)))
     return {a.replace('"', "'") for a in out}
+
+
+def _classes(atoms) -> dict:
+    """Terms the spec's checks require equal, transitively: term -> class representative."""
+    parent = {}
+
+    def find(x):
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+    for a in atoms:
+        lhs, rhs = a.split(" == ", 1)
+        parent[find(lhs)] = find(rhs)
+    return {x: find(x) for x in list(parent)}
+
+
+def _implied(a: str, equal: dict, atoms: set) -> bool:
+    """An equality the spec's equalities imply; `x.shape[k] != 0` implied by `x.size > 0`."""
+    if " == " in a:
+        lhs, rhs = a.split(" == ", 1)
+        return lhs in equal and rhs in equal and equal[lhs] == equal[rhs]
+    m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)\.shape\[\d\] != 0", a)
+    return bool(m) and f"{m.group(1)}.size > 0" in atoms
 
 
 def _spec_names(spec) -> set:
@@ -133,8 +191,10 @@ class _Audit:
         self.spec, self.sources = spec, sources
         self.findings: list[Finding] = []
         self.path = str(spec.path)
-        self.atoms = {c.id: spec_atoms(c.require) for c in spec.checks}
+        ranks = {n: len(t.shape) for n, t in {**spec.inputs, **spec.outputs}.items()}
+        self.atoms = {c.id: spec_atoms(c.require, ranks) for c in spec.checks}
         self.all_atoms = set().union(*self.atoms.values()) if self.atoms else set()
+        self.equal = _classes(a for a in self.all_atoms if " == " in a)
         self.sourced: set = set()
 
     def at(self, line) -> str:
@@ -184,6 +244,8 @@ class _Audit:
             return
         stated = canon_atom(f"{name} {op} {number}")
         sname, sop, snum = stated.split(" ")
+        if stated not in self.all_atoms and _implied(stated, self.equal, self.all_atoms):
+            return
         family = "upper" if sop in ("<=", "<") else "lower" if sop in (">=", ">") else sop
         same, rival = None, None
         for c in self.spec.checks:
@@ -230,9 +292,9 @@ class _Audit:
             lrefs = [f"{s} {k}" for s, k in _CITE_LIMIT.findall(c.doc)]
             named = {f.key.split(" ")[1] for f in facts if f.kind in ("tensor", "param")}
             rows = [f.key.split(" ", 2)[2] for f in facts if f.kind == "row"]
-            if any(r in items for r in refs) or any(r in limits for r in lrefs) or \
+            if any(r in items for r in refs) or any(k.startswith(r) for r in lrefs for k in limits) or \
                     any(n in named for n in re.findall(r"1\.3 ([A-Za-z_][A-Za-z0-9_]*)", c.doc)) or \
-                    ("1.1" in c.doc and any(row and row in c.doc.replace(" ", "") for row in rows)):
+                    any(row.startswith(w) for w in re.findall(r"1\.1 ([^ ,;()]{2,20})", c.doc) for row in rows):
                 self.sourced.add(c.id)
             for r in refs:
                 if r not in items and r.startswith("3."):
@@ -249,10 +311,13 @@ class _Audit:
                     continue   # a bound: compared above
                 if not _resolves(a, self.spec):
                     continue
+                lhs_rhs = a.split(" == ", 1)
+                if len(lhs_rhs) == 2 and lhs_rhs[0] == lhs_rhs[1]:
+                    continue   # a tautology in the source: it checks nothing
                 hit = [c for c in self.spec.checks if a in self.atoms[c.id]]
                 if hit:
                     self.sourced.update(c.id for c in hit)
-                else:
+                elif not _implied(a, self.equal, self.all_atoms):
                     self.add("lacks", f"lacks code {a}", f"mlu-ops checks '{a}' ({f.function}), no check of the "
                              f"spec requires it", f.where(), line_of(self.spec.raw, "checks"))
         words = {f.function for f in self.sources.code} | {"TENSOR_NUM_CHECK", "PARAM_CHECK"}

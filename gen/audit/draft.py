@@ -157,4 +157,4 @@ def draft(doc_path, code_paths=(), op: str = "", doc_name: str = "") -> str:
     }
     header = (f"# Drafted by `opcase draft` from {doc}: every TODO(...) is a decision the sources leave to a\n"
               f"# person; `opcase gen` refuses this spec while one is left.\n")
-    return header + yaml.safe_dump(spec, sort_keys=False, allow_unicode=True, width=110)
+    return header + yaml.safe_dump(spec, sort_keys=False, allow_unicode=True, width=4096)
