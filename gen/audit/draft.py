@@ -55,6 +55,8 @@ def _tensors(facts, dtypes, doc):
         t = {"dtype": "T" if dts and dts == dtypes else (dts[0] if len(dts) == 1 else
                                                           _todo(f"{doc}:{f.line}", "the tensor's dtype"))}
         t["layout"] = layouts.get(name, "ARRAY")
+        if t["layout"] == "ARRAY":
+            t["axes"] = _todo(f"{doc}:{f.line}", f"the role of each of {name}'s axes (batch, item, component, ...)")
         if name in shapes:
             t["shape"] = [_dim_name(d) for d in shapes[name].value]
         else:
