@@ -49,7 +49,8 @@ def read_code_files(paths) -> list:
 def audit_spec(spec, doc_paths, code_facts) -> list:
     docs = [(str(p), docread.read(p)) for p in doc_paths]
     sources = Sources(docs=docs, code=coderead.for_op(code_facts, spec.op))
-    return audit(spec, sources, waivers.collect(spec.raw))
+    own = next((d for d, _ in docs if Path(d).name == f"{spec.op}.md"), "")
+    return audit(spec, sources, waivers.collect(spec.raw), own_doc=own if len(docs) > 1 else "")
 
 
 def lint(path) -> list:

@@ -146,6 +146,12 @@ def spec_term(term: str) -> str | None:
     m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)_desc->(?:getDimIndex\((\d)\)|dims\[(\d)\])", t)
     if m:
         return f"{m.group(1)}.shape[{m.group(2) or m.group(3)}]"
+    m = re.fullmatch(r"MLUOP_LAYOUT_([A-Z]+)", t)
+    if m:
+        return f"'{m.group(1)}'"
+    m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)_desc->(?:getLayout\(\)|layout)", t)
+    if m:
+        return f"{m.group(1)}.layout"
     m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)_desc->(?:getDtype\(\)|dtype)", t)
     if m:
         return f"{m.group(1)}.dtype"

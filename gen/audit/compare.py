@@ -91,14 +91,14 @@ def _required(node):
             yield from _required(child)
 
 
-def spec_atoms(require: str, ranks=None) -> set:
+def spec_atoms(require: str, ranks=None, required_only: bool = False) -> set:
     """Every comparison inside a check's `require` (guards too), canonical; `a == b == c` pairwise."""
     try:
         tree = ast.parse(require, mode="eval")
     except SyntaxError:
         return set()
     out = set()
-    for node in _required(tree.body):
+    for node in (_required(tree.body) if required_only else ast.walk(tree)):
         if not isinstance(node, ast.Compare):
             continue
         terms = [node.left] + node.comparators
@@ -193,6 +193,8 @@ class _Audit:
         self.path = str(spec.path)
         ranks = {n: len(t.shape) for n, t in {**spec.inputs, **spec.outputs}.items()}
         self.atoms = {c.id: spec_atoms(c.require, ranks) for c in spec.checks}
+        # a rival bound must be a requirement, not a guard (`scale_factor < 1 or (...)`)
+        self.required = {c.id: spec_atoms(c.require, ranks, required_only=True) for c in spec.checks}
         self.all_atoms = set().union(*self.atoms.values()) if self.atoms else set()
         self.equal = _classes(a for a in self.all_atoms if " == " in a)
         self.sourced: set = set()
@@ -251,6 +253,8 @@ class _Audit:
         for c in self.spec.checks:
             for a in self.atoms[c.id]:
                 n, o, v = (a.split(" ") + ["", ""])[:3]
+                if a != stated and a not in self.required[c.id]:
+                    continue
                 fam = "upper" if o in ("<=", "<") else "lower" if o in (">=", ">") else o
                 if n == sname and fam == family:
                     if a == stated:
@@ -270,7 +274,7 @@ class _Audit:
             self.add("lacks", f"lacks bound {stated}", f"the source states '{stated}', no check of the spec "
                      f"bounds {sname} so", where, line_of(self.spec.raw, "checks"))
 
-    def doc_checks(self, path, facts):
+    def doc_checks(self, path, facts, bounds_from=None, governs=True):
         cited_items, cited_limits = set(), set()
         for c in self.spec.checks:
             for sec, n in _CITE_ITEM.findall(c.doc):
@@ -279,10 +283,11 @@ class _Audit:
                 cited_limits.add(f"{sec} {kind}")
         items = {f.key.split(" ", 1)[1]: f for f in facts if f.kind in ("check", "template")}
         limits = {f.key.split(" ", 1)[1]: f for f in facts if f.kind == "limit"}
+        for f in bounds_from if bounds_from is not None else facts:
+            for name, op, number in f.bounds if f.kind in ("check", "limit") else ():
+                self.bound(name, op, number, f"{path}:{f.line}")
         for f in facts:
             where = f"{path}:{f.line}"
-            for name, op, number in f.bounds if f.kind in ("check", "limit") else ():
-                self.bound(name, op, number, where)
             # workspace checks are below what a spec describes (the harness passes no workspace)
             if f.kind == "check" and f.key.split(" ", 1)[1] not in cited_items and "workspace" not in f.text:
                 self.add("lacks", f"lacks {f.key}", f"doc {f.key.split(' ', 1)[1]} is cited by no check of the "
@@ -296,7 +301,7 @@ class _Audit:
                     any(n in named for n in re.findall(r"1\.3 ([A-Za-z_][A-Za-z0-9_]*)", c.doc)) or \
                     any(row.startswith(w) for w in re.findall(r"1\.1 ([^ ,;()]{2,20})", c.doc) for row in rows):
                 self.sourced.add(c.id)
-            for r in refs:
+            for r in refs if governs else ():
                 if r not in items and r.startswith("3."):
                     self.add("unsourced", f"dangling {c.id} {r}", f"check '{c.id}' cites {r}, which {path} does "
                              f"not have", f"{path}:1", c.line)
@@ -362,13 +367,18 @@ class _Audit:
                  f"{len(rules)} rule(s)", f"{path}:{first.line}", line_of(self.spec.raw, "criteria"))
 
 
-def audit(spec, sources: Sources, waivers: dict) -> list:
-    """The findings, each marked waived where the spec waives its id (waivers: id -> reason)."""
+def audit(spec, sources: Sources, waivers: dict, own_doc: str = "") -> list:
+    """The findings, each marked waived where the spec waives its id (waivers: id -> reason).
+    Where the kernel has its own doc (own_doc) beside a family doc, the own doc alone says which
+    防呆 items and which accuracy rule apply; the family doc's interface and bounds still count."""
     a = _Audit(spec, sources)
     for path, facts in sources.docs:
         a.interface(path, facts)
-        a.doc_checks(path, facts)
-        a.accuracy(path, facts)
+        governs = not own_doc or path == own_doc
+        a.doc_checks(path, facts if governs else [f for f in facts if f.kind not in ("check", "template")],
+                     bounds_from=facts, governs=governs)
+        if governs:
+            a.accuracy(path, facts)
     a.code_checks()
     a.unsourced()
     for f in a.findings:

@@ -254,6 +254,8 @@ _TEMPLATE_ITEMS = ("指针为空防呆", "0元素检查防呆,VLOG(5)打印信�
                    "是否需要对输入输出支持的dtype,layout以及shape进行防呆",
                    "elementwise算子则需要保证输入输出的每一个维度都要一样", "算子存在的自身的相关参数防呆")
 _TEMPLATE_MARK = "列出算子需要做的防呆"
+# Of those, the ones that ask a question or name a heading and state no check, wherever they stand.
+_TEMPLATE_QUESTIONS = _TEMPLATE_ITEMS[3:]
 
 
 def _checks(r: _Reader, section: Section):
@@ -275,7 +277,7 @@ def _checks(r: _Reader, section: Section):
             r.unread(section, i, s)
     for n, i, text in items:
         flat = text.replace(" ", "").rstrip(".;,")
-        if template and flat in _TEMPLATE_ITEMS:
+        if (template and flat in _TEMPLATE_ITEMS) or flat in _TEMPLATE_QUESTIONS:
             r.add("template", f"template {section.number}({n})", text, section, i, text)
             continue
         r.add("check", f"check {section.number}({n})", text, section, i, text, bounds_of(text))
