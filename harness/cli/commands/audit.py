@@ -1,5 +1,4 @@
-"""`opcase audit` (gen/audit/README.md): a spec beside its design doc and mlu-ops' code; and
-refuse_todos, with which `opcase gen` refuses a drafted spec while a TODO is left."""
+"""`opcase audit` (gen/audit/README.md): a spec beside its design doc and mlu-ops' code."""
 from __future__ import annotations
 
 import json
@@ -7,13 +6,15 @@ from pathlib import Path
 
 import click
 
+from gen.audit.auditing import DocError, audit_spec, default_docs_root, docs_for, lint, read_code_files
+from gen.core.casefile import atomic_write
+from gen.core.spec import SpecError, load_spec
 from harness.cli.common import InputError
 
 EXIT_FINDINGS = 1
 
 
 def _docs_root(docs_root):
-    from gen.audit.auditing import default_docs_root  # lazily: fast --help
     return Path(docs_root) if docs_root else default_docs_root()
 
 
@@ -37,9 +38,6 @@ def audit(specs, doc_paths, code_paths, docs_root, json_path, lint_doc):
 
     Exit status: 0 no unwaived finding; 1 unwaived findings (or, with --lint, doc defects);
     2 usage or input error."""
-    from gen.audit.auditing import DocError, audit_spec, docs_for, lint, read_code_files  # lazily
-    from gen.core.casefile import atomic_write  # lazily: fast --help
-    from gen.core.spec import SpecError, load_spec  # lazily: fast --help
     try:
         if lint_doc:
             if specs:
@@ -75,13 +73,3 @@ def audit(specs, doc_paths, code_paths, docs_root, json_path, lint_doc):
     except (SpecError, DocError) as exc:
         raise InputError(str(exc)) from None
     raise SystemExit(EXIT_FINDINGS if failing else 0)
-
-
-def refuse_todos(specs) -> None:
-    """For `opcase gen`: a spec with TODOs left is refused, one line each."""
-    from gen.audit.draft import todos_in  # lazily: fast --help
-    lines = [line for path in specs for line in todos_in(path)]
-    if lines:
-        for line in lines:
-            click.echo(line, err=True)
-        raise InputError(f"{len(lines)} TODO(s) left in the spec(s): decide them before generating")

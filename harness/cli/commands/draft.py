@@ -5,6 +5,10 @@ from pathlib import Path
 
 import click
 
+from gen.audit.auditing import default_docs_root
+from gen.audit.doctext import DocError
+from gen.audit.draft import draft as make_draft, todos_in
+from gen.core.casefile import atomic_write, is_plain_name
 from harness.cli.common import InputError
 
 
@@ -20,13 +24,9 @@ def draft(doc, code_paths, op, out_path):
     person must decide.  `opcase gen` refuses it while a TODO is left.
 
     Exit status: 0 written; 2 usage or input error."""
-    from gen.audit.doctext import DocError  # lazily: fast --help
-    from gen.audit.draft import draft as make_draft, todos_in  # lazily: fast --help
-    from gen.core.casefile import atomic_write, is_plain_name  # lazily: fast --help
     op = op or Path(out_path).stem
     if not is_plain_name(op):
         raise InputError(f"--op {op!r}: not a plain kernel name")
-    from gen.audit.auditing import default_docs_root  # lazily: fast --help
     root, here = default_docs_root().resolve(), Path(doc).resolve()
     doc_name = str(here.relative_to(root)) if root in here.parents else here.name   # as a spec's doc: names it
     try:

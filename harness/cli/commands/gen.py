@@ -26,7 +26,7 @@ from harness.cli import ray_executor
 from harness.cli.common import (EXIT_NOTHING_JUDGED, InputError, check_writable, executor_options, exits_on_signals,
                                 finite_seconds, progress_bar, ray_resources, size_option, size_text)
 from harness.cli.ray_executor import ExecutorError, TaskLost
-from harness.cli.commands.audit import refuse_todos
+from gen.audit.todos import todos_in
 from harness.report import Heartbeat
 from harness.workers import check_loads, load_apart
 
@@ -85,7 +85,10 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
         return
     if not specs:
         raise InputError("give operator SPECS (YAML), or --case DESCRIPTOR")
-    refuse_todos(specs)   # a drafted spec (opcase draft) is not generated while a TODO is left
+    todos = [line for path in specs for line in todos_in(path)]   # a drafted spec (opcase draft)
+    if todos:
+        click.echo("\n".join(todos), err=True)
+        raise InputError(f"{len(todos)} TODO(s) left in the spec(s): decide them before generating")
     if count is not None and count > MAX_RANDOM_COUNT:   # before any work: planning alone would never end
         raise InputError(f"--count {count}: at most {MAX_RANDOM_COUNT} random cases per spec, as in a spec")
 
