@@ -256,9 +256,7 @@ def test_every_committed_spec_audits_clean_against_its_docs():
         result = CliRunner().invoke(main, ["audit", str(spec), "--docs-root", str(DOCS)])
         if result.exit_code != 0:
             failing[spec.name] = result.output[-600:]
-    # carafe_backward's limits and deform_roi_pool_backward's diff4 are fixed on their own branch
-    # (issue 34, items 5-6); until then the audit names them, and nothing else may fail.
-    assert set(failing) <= {"carafe_backward.yaml", "deform_roi_pool_backward.yaml"}, failing
+    assert not failing, failing
 
 
 # ---- draft ----------------------------------------------------------------------------------
