@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gen.kernels.ms_deform_attn import compiled
 from gen.kernels.shared.reference import check_sample_points
 from gen.values import softmax_groups
 
@@ -96,6 +97,9 @@ def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
     N, Q, M, C = out.shape
     rows, L, P = attn.shape
     check_sample_points("ms_deform_attn_forward", float(rows) * L * P)
+    if compiled.forward(value, shapes, starts, inputs["data_sampling_loc"], inputs["data_attn_weight"], out,
+                        compute_dtype):
+        return {"data_col": out}
     # Row r reads data_value's rows (n * K' + key) * M + m of its [N * K' * M, C] view.
     keys = value.shape[1]
     table = value.reshape(-1, C)
