@@ -27,6 +27,7 @@ import numpy as np
 
 from gen import native, widen
 from gen.kernels.shared.reference import check_sample_points
+from gen.kernels.border_align import compiled_forward
 from gen.kernels.shared.bilinear import bilinear_corners
 
 BORDERS = 4   # top, left, bottom, right
@@ -82,6 +83,9 @@ def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
     argmax_idx = np.zeros(output.shape, dtype=np.int32)
     if output.size == 0 or H == 0 or W == 0:
         return {"output": output, "argmax_idx": argmax_idx}
+    compiled = compiled_forward.forward(features, boxes, pool_size, compute_dtype)
+    if compiled is not None:
+        return {"output": compiled[0], "argmax_idx": compiled[1]}
     start_x, start_y, step_x, step_y = _border_lines(boxes, pool_size, dtype)
     for n in range(N):
         x, y = start_x[n], start_y[n]

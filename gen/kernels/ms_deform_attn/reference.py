@@ -16,8 +16,11 @@ here (ValueError), since what a kernel reads then is not defined.
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
+from gen.kernels.ms_deform_attn import compiled
 from gen.kernels.shared.reference import check_sample_points
 from gen.values import softmax_groups
 
@@ -30,13 +33,15 @@ def level_geometry(inputs) -> tuple[np.ndarray, np.ndarray]:
     keys = inputs["data_value"].shape[1]
     shapes = np.asarray(inputs["data_spatial_shapes"], dtype=np.int64).reshape(-1, 2)
     starts = np.asarray(inputs["data_level_start_index"], dtype=np.int64).reshape(-1)
-    if np.any(shapes < 0):
+    # Checked on Python ints: a handful of levels, and a small case should not pay numpy's per-call cost.
+    sizes = shapes.tolist()
+    if any(h < 0 or w < 0 for h, w in sizes):
         raise ValueError("ms_deform_attn_forward: data_spatial_shapes holds a negative size")
-    areas = shapes[:, 0] * shapes[:, 1]
-    if int(areas.sum()) != keys:
+    areas = [h * w for h, w in sizes]
+    if sum(areas) != keys:
         raise ValueError(f"ms_deform_attn_forward: data_value has {keys} keys, data_spatial_shapes sums to "
-                         f"{int(areas.sum())} (doc 1.4: they must agree)")
-    if starts.shape != (len(shapes),) or np.any(starts != np.concatenate([[0], np.cumsum(areas)[:-1]])):
+                         f"{sum(areas)} (doc 1.4: they must agree)")
+    if starts.shape != (len(sizes),) or starts.tolist() != list(itertools.accumulate([0] + areas))[:len(areas)]:
         raise ValueError("ms_deform_attn_forward: data_level_start_index is not the running sum of the levels' "
                          "areas (doc 1.4)")
     return shapes, starts
@@ -96,6 +101,9 @@ def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
     N, Q, M, C = out.shape
     rows, L, P = attn.shape
     check_sample_points("ms_deform_attn_forward", float(rows) * L * P)
+    if compiled.forward(value, shapes, starts, inputs["data_sampling_loc"], inputs["data_attn_weight"], out,
+                        compute_dtype):
+        return {"data_col": out}
     # Row r reads data_value's rows (n * K' + key) * M + m of its [N * K' * M, C] view.
     keys = value.shape[1]
     table = value.reshape(-1, C)
