@@ -9,7 +9,8 @@ views group by kernel, then suite) and name the case's name.  How a status maps:
   mistrusted                                  <skipped message="mistrusted: ...">: flagged, not failed
   a gate regression or slowdown               <failure type=regression|slowdown>
 
-A testcase's `time` is the case's wall time (loading, calling, judging, repeats); the kernel's
+A testcase's `time` is the case's wall time (loading, calling, judging, repeats), a <testsuite>'s
+the sum of its cases', <testsuites>' the run's wall time when given (cases in parallel overlap); the kernel's
 own time is the property kernel_seconds.  Each case's properties: its status, every metric with
 its threshold and the threshold's provenance, timing and efficiency when measured, the gate
 verdict, REPRO, and the case's one-line descriptor (`opcase gen --case` makes the case from it).
@@ -19,6 +20,7 @@ strict validators reject them inside a <testcase>.
 """
 from __future__ import annotations
 
+import os
 import re
 import xml.etree.ElementTree as ET
 from collections import defaultdict
@@ -42,7 +44,7 @@ def _value(value) -> str:
 
 
 def _properties(r: CaseResult, backend: str) -> list[tuple[str, str]]:
-    props = [("status", r.status), ("backend", backend), ("path", r.path), ("dtype", r.dtype),
+    props = [("status", r.status), ("backend", backend), ("path", os.path.abspath(r.path) if r.path else r.path), ("dtype", r.dtype),
              ("kernel_seconds", _value(float(r.seconds)))]
     for output, verdicts in r.thresholds.items():
         for v in verdicts:
@@ -105,7 +107,9 @@ def incomplete_junit_xml(backend: str) -> str:
     return _document(root)
 
 
-def junit_xml(results: list[CaseResult], backend: str) -> str:
+def junit_xml(results: list[CaseResult], backend: str, wall_seconds: float | None = None) -> str:
+    """The document of a finished run.  ``wall_seconds``: the run's own wall time, the <testsuites>
+    time (with --jobs the cases overlap, and the sum of their times exceeds the run's)."""
     root = ET.Element("testsuites", name=_clean(f"opcase run --backend {backend}"))
     groups: dict[tuple, list[CaseResult]] = defaultdict(list)
     for r in results:
@@ -126,7 +130,7 @@ def junit_xml(results: list[CaseResult], backend: str) -> str:
             totals[k] += counts[k]
         total_time += seconds
     # <testsuites> has no skipped attribute in the schemas: the skipped count is per <testsuite>.
-    root.attrib.update({k: str(v) for k, v in totals.items() if k != "skipped"}, time=f"{total_time:.6f}")
+    root.attrib.update({k: str(v) for k, v in totals.items() if k != "skipped"}, time=f"{total_time if wall_seconds is None else wall_seconds:.6f}")
     return _document(root)
 
 

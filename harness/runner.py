@@ -10,6 +10,7 @@ How a case ends: gen.core.verdict.
 """
 from __future__ import annotations
 
+import os
 import shlex
 import time
 from dataclasses import dataclass
@@ -39,10 +40,10 @@ class RunOptions:
 
 
 def repro_command(path, backend_spec: str, options=()) -> str:
-    """The command that reruns one case, in a fresh shell: with the PYTHONPATH the backend's
-    module needs when it is not an installed one."""
+    """The command that reruns one case, in a fresh shell from any directory: the case's absolute
+    path, and the PYTHONPATH the backend's module needs when it is not an installed one."""
     env = import_path_for(backend_spec)
-    return " ".join([*([env] if env else []), "opcase", "run", shlex.quote(str(path)),
+    return " ".join([*([env] if env else []), "opcase", "run", shlex.quote(os.path.abspath(path)),
                      "--backend", shlex.quote(backend_spec),
                      *map(shlex.quote, map(str, options))])
 

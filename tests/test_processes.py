@@ -41,8 +41,23 @@ STALE_JUNIT = '<testsuites name="stale" tests="0" failures="0" errors="0" skippe
 
 
 @pytest.fixture
-def marker() -> str:
-    return uuid.uuid4().hex
+def marker():
+    """A marker of the test's own; whatever carries it is killed when the test ends, so that a
+    failing test leaves no process behind (a passing one left none: it checks leftovers)."""
+    value = uuid.uuid4().hex
+    yield value
+    for line in marked(value):
+        with contextlib.suppress(OSError):
+            os.kill(int(line.partition(":")[0]), signal.SIGKILL)
+
+
+def default_signals() -> None:
+    """In the child, before opcase starts: the dispositions and mask a login shell gives, whatever
+    the test run inherited (under nohup SIGHUP is ignored, and an ignored signal stays ignored
+    across exec), so that a test that sends a signal sees what opcase makes of it."""
+    for signum in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGPIPE):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
 
 
 def environment(marker: str, tmpdir: Path) -> dict:
@@ -55,7 +70,7 @@ def environment(marker: str, tmpdir: Path) -> dict:
 def start(args, marker: str, tmpdir: Path, prefix=()):
     """opcase running; killed on the way out if a failing test left it running."""
     proc = subprocess.Popen([*prefix, *OPCASE, *map(str, args)], cwd=REPO, env=environment(marker, tmpdir),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
     try:
         yield proc
     finally:
@@ -291,9 +306,13 @@ def test_killing_a_command_does_not_wait_on_a_lock_a_signal_left_taken():
     from harness.backends.exec_backend import _kill_group
 
     proc = subprocess.Popen(["sh", "-c", "sleep 600"], start_new_session=True)
-    proc._waitpid_lock.acquire()          # what the interrupted wait left behind
-    done = threading.Event()
-    worker = threading.Thread(target=lambda: (_kill_group(proc), done.set()), daemon=True)
-    worker.start()
-    assert done.wait(10), "the cleanup waits on Popen's lock: it would hang"
-    assert proc.returncode is not None
+    try:
+        proc._waitpid_lock.acquire()          # what the interrupted wait left behind
+        done = threading.Event()
+        worker = threading.Thread(target=lambda: (_kill_group(proc), done.set()), daemon=True)
+        worker.start()
+        assert done.wait(10), "the cleanup waits on Popen's lock: it would hang"
+        assert proc.returncode is not None
+    finally:   # failing, it would leave the sleeper behind
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)

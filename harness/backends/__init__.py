@@ -6,6 +6,7 @@ import functools
 import importlib
 import importlib.util
 import os
+import re
 import shlex
 import site
 import sys
@@ -92,11 +93,11 @@ def load_backend(spec: str) -> Backend:
     entry_point = plugins.find(spec)
     if entry_point is not None:
         return plugins.load(entry_point)
-    module_name, sep, attr = spec.partition(":")
+    module_name, sep, attr = module_and_attr(spec)
     if not sep or not module_name or not attr:
         raise BackendLoadError(f"unknown backend {spec!r}: use one of {', '.join(BUILTIN_NAMES)}, "
                                f"exec:'COMMAND ...', an installed plugin's name (opcase backends lists them) "
-                               f"or module:attr")
+                               f"or module:attr (a module found on the Python path or here alone means module:run)")
     _with_current_directory(module_name)
     try:
         module = importlib.import_module(module_name)
@@ -115,6 +116,24 @@ def load_backend(spec: str) -> Backend:
     except AttributeError:
         raise BackendLoadError(f"backend {spec!r}: module {module_name} has no attribute {attr}") from None
     return wrap_backend(spec, f"{module_name}:{attr}", obj)
+
+
+# The attribute a bare module name (--backend mykernels) stands for.
+DEFAULT_ATTR = "run"
+
+
+def module_and_attr(spec: str) -> tuple[str, str, str]:
+    """``spec`` as (module, ':', attr): module:attr as given, or a bare dotted name of a module
+    found on the Python path or in the current directory as that module's ``run`` (the README's
+    ``--backend mykernels`` beside ``mykernels.py``); ('', '', '') for anything else."""
+    module_name, sep, attr = spec.partition(":")
+    if sep:
+        return module_name, sep, attr
+    if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", spec) or _builtin_name(spec):
+        return "", "", ""
+    if _module_root(spec, None) is None and _module_root(spec, [os.getcwd()]) is None:
+        return "", "", ""
+    return spec, ":", DEFAULT_ATTR
 
 
 def _module_root(module_name: str, path=None) -> Path | None:
@@ -159,8 +178,10 @@ def import_path_for(backend_spec: str) -> str:
 @functools.lru_cache(maxsize=64)
 def _import_path(backend_spec: str, cwd: str, path: tuple) -> str:
     """import_path_for, once per backend, directory and sys.path (it is asked once per case)."""
-    module_name, sep, attr = backend_spec.partition(":")
-    if not sep or not module_name or not attr or module_name == "exec" or _builtin_name(backend_spec):
+    if _builtin_name(backend_spec) or backend_spec.startswith("exec:"):
+        return ""
+    module_name, sep, attr = module_and_attr(backend_spec)
+    if not sep or not module_name or not attr or module_name == "exec":
         return ""
     root = _module_root(module_name, list(path)) or _module_root(module_name, [cwd])
     if root is None:
