@@ -57,11 +57,24 @@ def case_line(r: CaseResult) -> str:
         parts.append(f"io {100 * e['io_efficiency']:.1f}%" + (f" compute {100 * e['compute_efficiency']:.1f}%"
                                                             if e.get("compute_efficiency") is not None else ""))
     if r.status != PASSED or not shown:
-        if r.message:
-            parts.append(f"[{r.status}] {r.message.splitlines()[0]}")
+        message = _unsaid(r) if shown else r.message
+        if message:
+            parts.append(f"[{r.status}] {message.splitlines()[0]}")
     if r.gate:
         parts.append(f"{{{r.gate}: {r.gate_message}}}")
     return "  ".join(parts)
+
+
+def _unsaid(r: CaseResult) -> str:
+    """A failed case's message less the metrics its line already shows against their thresholds
+    (what is left: NaN/Inf positions, an output with no threshold); other statuses' as it is."""
+    if r.status != FAILED:
+        return r.message
+    first, _, rest = r.message.partition("\n")
+    labels = tuple(f"{output}.{v['metric']}" for output, verdicts in r.thresholds.items() for v in verdicts)
+    kept = [part for part in first.split("; ")
+            if not any(part.startswith((label + "=", label + ":", label + " ")) for label in labels)]
+    return "\n".join(x for x in ("; ".join(kept), rest) if x)
 
 
 # --------------------------------------------------------------------------- mismatch report
@@ -195,15 +208,19 @@ def summary_text(results: list[CaseResult], gate: dict | None = None) -> str:
     return "\n".join(lines)
 
 
-def attention_lines(results: list[CaseResult]) -> list[str]:
+def attention_lines(results: list[CaseResult], verbose: bool = False) -> list[str]:
     """pytest's "short test summary" of a run: each case that fails or is flagged (mistrusted),
-    its line and the command that reruns it."""
+    its line and the command that reruns it; one line each (short_report.short_line) when more
+    than short_report.FULL_SHOWN cases fail and not ``verbose``."""
+    from harness.short_report import FULL_SHOWN, short_line
+    listed = [r for r in results if fails(r) or r.status == MISTRUSTED]
+    if not verbose and sum(map(fails, listed)) > FULL_SHOWN:
+        return [short_line(r, "FAIL" if fails(r) and r.status not in FAILING else "") for r in listed]
     lines = []
-    for r in results:
-        if fails(r) or r.status == MISTRUSTED:
-            lines.append(case_line(r))
-            if r.repro:
-                lines.append(f"  REPRO: {r.repro}")
+    for r in listed:
+        lines.append(case_line(r))
+        if r.repro:
+            lines.append(f"  REPRO: {r.repro}")
     return lines
 
 
@@ -299,11 +316,12 @@ class Heartbeat:
 class Progress:
     """What a run prints as cases finish.
 
-    On a terminal: failing and flagged cases (all of them with ``verbose``) in full, and one
-    line, rewritten in place, with the count so far.  Elsewhere (CI logs, pipes): one plain line
-    per case (not the passing ones with ``quiet``), the details of failing ones beneath it, runs
-    of skipped cases with one reason as one counted line (each with ``verbose``), and a
-    Heartbeat line per kernel done and at least every HEARTBEAT_S seconds.
+    On a terminal: failing and flagged cases, and one line, rewritten in place, with the count so
+    far.  Elsewhere (CI logs, pipes): one plain line per case, and a Heartbeat line per kernel
+    done and at least every HEARTBEAT_S seconds.  Either way the first short_report.FULL_SHOWN
+    failing cases are reported in full and later ones in a line each (all in full with
+    ``verbose``); skipped cases are counted per kernel and reason when the run ends (each listed
+    with ``verbose``); with ``quiet`` nothing is shown but the summary that follows.
     """
 
     def __init__(self, total: int, interactive: bool, verbose: bool = False, quiet: bool = False,
@@ -312,47 +330,51 @@ class Progress:
         self.done = 0
         self.counts: Counter = Counter()
         self.status_line_shown = False
-        self.skips: list[CaseResult] = []   # a run of skipped cases with one reason, not shown yet
+        self.skips: list[CaseResult] = []   # skipped cases, shown counted per kernel and reason at the end
+        self.failing_shown = 0               # failing cases shown so far (the first few in full)
         self.heartbeat = Heartbeat("ran", per_kernel) if per_kernel and not interactive else None
 
     def case(self, r: CaseResult) -> None:
         self.done += 1
         self.counts["failing" if fails(r) else r.status] += 1
-        show_details = fails(r) or (self.verbose and r.status != PASSED)
         if self.interactive:
             self._clear()
-            if show_details or self.verbose or r.status != PASSED:
-                click.echo(case_line(r))
-            if show_details:
-                click.echo(failure_details(r))
+        if self.quiet:   # the summary alone
+            pass
+        elif r.status == SKIPPED and not self.verbose and not fails(r):
+            self.skips.append(r)   # counted per kernel and reason at the end
+        elif fails(r) or (self.verbose and r.status != PASSED):
+            self._failing(r)
+        elif self.verbose or r.status != PASSED or not self.interactive:
+            click.echo(case_line(r))
+        if self.interactive:
             self._status(r)
-            return
-        if r.status == SKIPPED and not self.verbose and not fails(r):
-            if self.skips and _reason(self.skips[0]) != _reason(r):
-                self._flush_skips()
-            self.skips.append(r)
-        else:
-            self._flush_skips()
-            if not (self.quiet and r.status == PASSED and not fails(r)):
-                click.echo(case_line(r))
-            if show_details:
-                click.echo(failure_details(r))
-        if self.heartbeat is not None:
+        elif self.heartbeat is not None and not self.quiet:
             self.heartbeat.tick(case_key(r.path).split("/")[0], self._counts())
 
+    def _failing(self, r: CaseResult) -> None:
+        """The full report for the first few failing cases (each with -v), then a line per case."""
+        from harness.short_report import FULL_SHOWN, SHORT_NOTE, short_line
+        if not fails(r) or self.verbose or self.failing_shown < FULL_SHOWN:
+            click.echo(case_line(r))
+            click.echo(failure_details(r))
+        else:
+            if self.failing_shown == FULL_SHOWN:
+                click.echo(SHORT_NOTE)
+            click.echo(short_line(r, "FAIL" if r.status not in FAILING else ""))
+        self.failing_shown += fails(r)
+
     def close(self) -> None:
-        self._flush_skips()
         self._clear()
+        self._flush_skips()
 
     def _counts(self) -> str:
         return ", ".join(f"{n} {s}" for s, n in sorted(self.counts.items()))
 
     def _flush_skips(self) -> None:
-        if len(self.skips) == 1:
-            click.echo(case_line(self.skips[0]))
-        elif self.skips:
-            click.echo(f"{_LABEL[SKIPPED]:5}  {len(self.skips)} cases: {_reason(self.skips[0])} "
-                       f"(first {self.skips[0].key}; -v lists each)")
+        from harness.short_report import skip_groups
+        for line in skip_groups(self.skips):
+            click.echo(line)
         self.skips = []
 
     def _status(self, r: CaseResult) -> None:
@@ -366,6 +388,3 @@ class Progress:
             click.echo("\r\x1b[2K", nl=False)
             self.status_line_shown = False
 
-
-def _reason(r: CaseResult) -> str:
-    return (r.message.splitlines() or [""])[0]

@@ -211,25 +211,30 @@ def test_ctrl_c_exits_130_after_the_partial_summary_leaving_results_incomplete(t
 
 # --------------------------------------------------------------------------- logs without a terminal
 
-def test_plain_log_quiet_collapsed_skips_and_the_cases_that_need_attention(tmp_path):
+def test_plain_log_collapsed_skips_short_failures_and_the_cases_that_need_attention(tmp_path):
+    from harness.short_report import FULL_SHOWN, SHORT_NOTE
     (tmp_path / "mykernels.py").write_text(OWN_BACKEND)
     done = _opcase("run", CASES / "psamask_forward", CASES / "psamask_backward", "--backend", "mykernels:wrong",
-                   "-q", cwd=tmp_path)
+                   cwd=tmp_path)
     out = done.stdout.splitlines()
     assert done.returncode == 1, done.stderr
-    assert out and not any(line.startswith("PASS ") for line in out)
-    # The declined kernel's cases: one counted line per run of one reason, not one line per case.
+    # The declined kernel's cases, float16 and float32 alike: one counted line per kernel and reason.
+    backward_files = list((CASES / "psamask_backward").rglob("*.opcase"))
+    dtypes = "/".join(sorted({p.stem.rsplit("-", 1)[-1] for p in backward_files}))
     skip_lines = [line for line in out if line.startswith("SKIP")]
-    assert skip_lines == [f"SKIP   {len(list((CASES / 'psamask_backward').rglob('*.opcase')))} cases: backend "
-                          f"mykernels:wrong declined psamask_backward float32: only psamask here "
+    assert skip_lines == [f"SKIP   psamask_backward: {len(backward_files)} cases: backend "
+                          f"mykernels:wrong declined psamask_backward {dtypes}: only psamask here "
                           f"(first psamask_backward/boundary/map_1x1-psa_type0-float32; -v lists each)"]
-    # pytest's short summary: every failing case once more, with the command that reruns it.
+    # The first few failing cases in full, then a line each that carries its REPRO.
     at = out.index("cases that need attention:")
-    listed = list(itertools.takewhile(lambda line: line.startswith(("FAIL ", "ERROR ", "WARN ", "  REPRO: ")),
-                                      out[at + 1:]))
     failing = [line for line in out[:at] if line.startswith(("FAIL ", "ERROR "))]
-    assert failing and [line for line in listed if not line.startswith("  REPRO: ")] == failing
-    assert sum(line.startswith(f"  REPRO: PYTHONPATH={tmp_path} opcase run ") for line in listed) == len(failing)
+    assert len(failing) > FULL_SHOWN and out.index(SHORT_NOTE) < at
+    short = out[out.index(SHORT_NOTE) + 1:at]
+    assert all(" REPRO: " in line for line in short if line.startswith(("FAIL ", "ERROR ")))
+    # pytest's short summary: every failing case once more, a line each with its REPRO.
+    listed = list(itertools.takewhile(lambda line: line.startswith(("FAIL ", "ERROR ", "WARN ")), out[at + 1:]))
+    assert len(listed) == len(failing)
+    assert all(f"  REPRO: PYTHONPATH={tmp_path} opcase run /" in line for line in listed)
     # a heartbeat line per kernel done
     forward, backward = (len(list((CASES / op).rglob("*.opcase"))) for op in ("psamask_forward", "psamask_backward"))
     assert [line.split(":")[0] for line in out if line.startswith("ran ")] == [
@@ -237,6 +242,12 @@ def test_plain_log_quiet_collapsed_skips_and_the_cases_that_need_attention(tmp_p
         f"ran {forward + backward}/{forward + backward} (psamask_backward done)"]
     verbose = _opcase("run", CASES / "psamask_backward", "--backend", "mykernels:wrong", "-v", cwd=tmp_path)
     assert sum(line.startswith("SKIP ") for line in verbose.stdout.splitlines()) == backward
+    # -q: the summary alone.
+    quiet = _opcase("run", CASES / "psamask_forward", CASES / "psamask_backward", "--backend", "mykernels:wrong",
+                    "-q", cwd=tmp_path)
+    assert quiet.returncode == 1
+    assert quiet.stdout.splitlines()[-1] == out[-1] and not any(
+        line.startswith(("FAIL", "SKIP", "PASS", "ran ", "  REPRO")) for line in quiet.stdout.splitlines())
 
 
 def test_heartbeat_every_30_s_and_per_kernel_with_an_eta():
