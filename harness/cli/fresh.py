@@ -7,14 +7,23 @@ random suite draws them (shapes, params and values), with a base seed drawn then
 their goldens and thresholds are computed then (dynamic thresholds with the spec's baseline,
 always a built-in backend), into a temporary directory the run removes, and they are judged
 like the stored ones.  A backend that only replays what it has seen fails them.
+
+Each fresh case has an explicit descriptor (its shapes, params, seed and the random suite's
+values), which `opcase gen --case` turns into the same tensors.  A failing one is kept: copied
+(with its sidecars) out of the temporary directory into --keep-fresh DIR, else the results
+files' directory, else the current one, and its REPRO line names the kept file, so that
+`opcase run`, `shrink` and `explain` take it after the run.
 """
 from __future__ import annotations
 
+import os
 import secrets
-from dataclasses import dataclass, replace
+import shutil
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gen.core.registry import spec_for
+from gen.descriptor import explicit_of
 from gen.generate import case_path, plan_suite
 from gen.jobs import generator_of
 from harness.backends import load_backend
@@ -32,6 +41,8 @@ class Fresh:
     kernels: list[str]        # those that got cases
     without: list[str]        # kernels whose spec has no random suite to draw from
     files: list[Path]
+    descriptors: dict = field(default_factory=dict)   # file -> its explicit descriptor
+    where: Path | None = None                          # the temporary directory they are written to
 
 
 def draw_seed() -> int:
@@ -43,7 +54,7 @@ def write_fresh(ops, count: int, seed: int, out_dir: Path) -> Fresh:
     """``count`` cases of each kernel in ``ops``, drawn with base seed ``seed`` from its installed
     spec's random suite, built with goldens and thresholds under ``out_dir``.  Raises SpecError,
     UnknownOp, GenerationError or BackendLoadError."""
-    kernels, without, files = [], [], []
+    kernels, without, files, descriptors = [], [], [], {}
     for op in sorted(ops):
         spec = spec_for(op)
         plans = plan_suite(spec, "random", count, seed) if spec.suites.get("random") else []
@@ -52,11 +63,27 @@ def write_fresh(ops, count: int, seed: int, out_dir: Path) -> Fresh:
             continue
         generator = generator_of(spec, None, load_backend)
         for plan in plans:
+            descriptor = explicit_of(spec, plan, "random").text()
             plan = replace(plan, suite=FRESH_SUITE)   # its values stay the random suite's (plan.values)
             files.append(generator.write(plan, case_path(out_dir, plan, op)))
+            descriptors[files[-1]] = descriptor
         kernels.append(op)
-    return Fresh(count, seed, kernels, without, files)
+    return Fresh(count, seed, kernels, without, files, descriptors, out_dir)
 
 
 def is_fresh(path, fresh: Fresh | None) -> bool:
     return fresh is not None and Path(path) in fresh.files
+
+
+def keep(path, fresh: Fresh, keep_dir: Path) -> Path:
+    """Copy the fresh case ``path`` and its sidecars under ``keep_dir`` (OP/fresh/NAME, as in the
+    temporary directory), each file whole or not at all; the kept case's absolute path.  Raises
+    OSError."""
+    source = Path(path)
+    target = (Path(keep_dir) / source.relative_to(fresh.where)).absolute()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for part in [source, *sorted(source.parent.glob(source.name + ".*"))]:
+        partial = target.parent / f".{part.name}.partial"
+        shutil.copyfile(part, partial)
+        os.replace(partial, target.parent / part.name)
+    return target
