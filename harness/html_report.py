@@ -17,8 +17,8 @@ import datetime
 import html
 import math
 
-from harness.report import (INCOMPLETE_REASON, WORST_SHOWN, coordinates, fails, format_number, summary, summary_text,
-                            threshold_source)
+from harness.report import (INCOMPLETE_REASON, WORST_SHOWN, coordinates, fails, format_number, relative_text, summary,
+                            summary_text, threshold_source)
 from gen.core.verdict import FAILED, STATUSES, CaseResult
 
 # Failing cases shown in full (their plots); the rest are listed with their REPRO lines, so that a
@@ -328,7 +328,7 @@ def _worst_table(r: CaseResult, output: str) -> str:
     for w in worst[:WORST_SHOWN]:
         rows.append(f"<tr><td class=l><code>{_e(coordinates(output, w['index'], layout))}</code></td>"
                     f"<td>{_num(w['golden'])}</td><td>{_num(w['actual'])}</td><td>{_num(w['abs_err'])}</td>"
-                    f"<td>{_num(w['rel_err'])}</td></tr>")
+                    f"<td>{_e(relative_text(w))}</td></tr>")
     return "<h4>worst elements by absolute error</h4>" + "".join(rows) + "</table>"
 
 
@@ -373,7 +373,10 @@ def _case_anchor(index: int) -> str:
     return f"case-{index}"
 
 
-def _case_section(r: CaseResult, index: int) -> str:
+def _case_section(r: CaseResult, index: int, compact: bool = False) -> str:
+    """A failing case's section; ``compact``: past the first DETAILED_FAILURES, its heat maps,
+    descriptor and REPRO only (no tables, profile or histogram), so that a page of hundreds of
+    failing cases still opens quickly and each still shows where its error sits."""
     parts = [f'<section class="case failing" id="{_case_anchor(index)}" data-key="{_e(r.key)}">'
              f'<h2>{_e(r.key)} <span class="bad">{_e(r.status)}</span></h2>',
              f"<pre>{_e(r.message)}</pre>"]
@@ -386,7 +389,11 @@ def _case_section(r: CaseResult, index: int) -> str:
         parts.append(f"<p>baseline: {_e(r.gate)}: {_e(r.gate_message)}</p>")
     if r.repro:
         parts.append(f'<p>REPRO: <code class="repro">{_e(r.repro)}</code></p>')
-    if r.status == FAILED:
+    if r.status == FAILED and compact:
+        parts += [f'<figure>{heat_map_svg(r.error_maps[output], output)}<figcaption>{_e(output)}: where the error '
+                  f'sits</figcaption></figure>' for output in r.thresholds
+                  if output_fails(r, output) and r.error_maps.get(output)]
+    elif r.status == FAILED:
         parts += [_output_section(r, output) for output in r.thresholds if output_fails(r, output)]
     return "".join(parts) + "</section>"
 
@@ -397,15 +404,16 @@ def _failures_section(results: list[CaseResult]) -> str:
         return "<h2>No failing case</h2>"
     rows = ["<table><tr><th class=l>case</th><th class=l>status</th><th class=l>first line</th></tr>"]
     for i, r in enumerate(failing):
-        name = (f'<a href="#{_case_anchor(i)}">{_e(r.key)}</a>' if i < DETAILED_FAILURES else _e(r.key))
+        name = f'<a href="#{_case_anchor(i)}">{_e(r.key)}</a>'
         first = r.message.splitlines()[0] if r.message else ""
         rows.append(f"<tr><td class=l>{name}</td><td class=l>{_e(r.status)}</td><td class=l>{_e(first)}</td></tr>")
     rows.append("</table>")
     if len(failing) > DETAILED_FAILURES:
-        rows.append(f"<p>The first {DETAILED_FAILURES} are shown in full; rerun the others alone (their REPRO lines "
-                    f"are in the text output) for theirs.</p>")
+        rows.append(f"<p>The first {DETAILED_FAILURES} are shown in full; the others with where their error sits "
+                    f"and their REPRO lines (rerun one alone for its full report).</p>")
     return (f"<h2>Failing cases ({len(failing)})</h2>" + "".join(rows)
-            + "".join(_case_section(r, i) for i, r in enumerate(failing[:DETAILED_FAILURES])))
+            + "".join(_case_section(r, i) for i, r in enumerate(failing[:DETAILED_FAILURES]))
+            + "".join(_case_section(r, i, compact=True) for i, r in enumerate(failing) if i >= DETAILED_FAILURES))
 
 
 def _totals(text: str) -> str:

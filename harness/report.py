@@ -108,12 +108,28 @@ def threshold_source(v: dict) -> str:
     return text
 
 
+def relative_text(w: dict) -> str:
+    """An element's relative error |actual - golden| / |golden| as a person reads it.  diff3's own
+    per-element measure (w['rel_err'], what ranks "worst by relative error") counts the absolute
+    error where the golden is tiny; shown as "rel", that made an element 100 % wrong read 2.38e-07."""
+    golden, abs_err = w.get("golden"), w.get("abs_err")
+    if not isinstance(golden, (int, float)) or not isinstance(abs_err, (int, float)):
+        return format_number(w.get("rel_err"))
+    true_rel = abs_err / abs(golden) if golden else (float("inf") if abs_err else 0.0)
+    text = format_number(float(true_rel))
+    rel_err = w.get("rel_err")
+    if isinstance(rel_err, (int, float)) and rel_err == abs_err and golden and abs(abs(golden) - 1.0) > 1e-3 \
+            and true_rel != rel_err:
+        text += " (golden tiny: diff3 counts abs)"
+    return text
+
+
 def _elements(output: str, items: list, layout: str, with_errors: bool = True) -> list[str]:
     lines = []
     for w in items[:WORST_SHOWN]:
         line = f"      {coordinates(output, w['index'], layout)}  golden {format_number(w['golden'])}  actual {format_number(w['actual'])}"
         if with_errors:
-            line += f"  abs {format_number(w['abs_err'])}  rel {format_number(w['rel_err'])}"
+            line += f"  abs {format_number(w['abs_err'])}  rel {relative_text(w)}"
         lines.append(line)
     return lines
 
