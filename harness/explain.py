@@ -58,6 +58,10 @@ _PIECES = 3
 _BLOCK = 1 << 20
 # A piece this close to the largest in size counts as large as it (see _describe).
 _NEARLY = 0.98
+# A further piece of fewer elements than this (and under 0.1 % of the output) is not named.
+_MIN_MATCH = 8
+# Cases of at least this many output elements show progress while their variants are computed.
+_PROGRESS_ELEMENTS = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -279,7 +283,10 @@ def explain_outputs(request: Request, produced: dict, catalogue: list[Variant], 
     ``computed``: the variants' outputs as computed_variants yields them (by default computed here)."""
     scores: dict[str, dict[bytes, Score]] = {name: {} for name in request.outputs}
     inapplicable: dict[str, str] = {}
+    beat = _progress(request, catalogue)
     for variant, outputs in computed if computed is not None else computed_variants(request, catalogue):
+        if beat is not None:
+            beat.tick("variants", f"{variant.name} done")
         if isinstance(outputs, str):
             inapplicable[variant.name] = outputs
             continue
@@ -302,6 +309,16 @@ def explain_outputs(request: Request, produced: dict, catalogue: list[Variant], 
         _describe(explanation, o.shape, o.layout, {v.name: v for v in catalogue})
         found.append(explanation)
     return found, inapplicable
+
+
+def _progress(request: Request, catalogue: list):
+    """A heartbeat on stderr for a large case (its variants take minutes), else None."""
+    if sum(int(np.prod(o.shape)) for o in request.outputs.values()) < _PROGRESS_ELEMENTS:
+        return None
+    import click
+    from harness.report import Heartbeat
+    return Heartbeat("explain: variants", Counter({"variants": len(catalogue)}), every=10.0,
+                     echo=lambda line: click.echo(line, err=True))
 
 
 def _key(variant: Variant):
@@ -354,7 +371,8 @@ def region_text(mask: np.ndarray, layout: str) -> str:
                for axis in range(mask.ndim)]
     box = math.prod(len(p) for p in present)
     if box != count:
-        return f"{count:,} scattered elements"
+        from harness.explain_regions import border_text   # regions that are no box: border slabs, or within a box
+        return border_text(mask, names, present, lambda sub: region_text(sub, layout))
     parts = []
     for axis, indices in enumerate(present):
         size, letter = mask.shape[axis], names[axis]
@@ -416,8 +434,8 @@ def _describe(e: OutputExplanation, shape, layout: str, catalogue: dict) -> None
         # zeroed; channels 96..127: left 0'.
         gain, index = max(gains, key=lambda g: (g[0] >= _NEARLY * most, _plain(e.ranking[g[1]], catalogue),
                                                 g[0], -g[1]))
-        if gain == 0 or gain < 0.001 * e.size and pieces:
-            break
+        if gain == 0 or pieces and gain < max(_MIN_MATCH, 0.001 * e.size):
+            break   # a match this small, after the first, is as likely coincidence as a cause
         mask = np.unpackbits(e.ranking[index].identical_bits, count=e.size).astype(bool) & unexplained
         pieces.append((e.ranking[index], mask, "bit for bit"))
         unexplained &= ~mask
@@ -450,8 +468,20 @@ def _describe(e: OutputExplanation, shape, layout: str, catalogue: dict) -> None
         phrases.append(f"{n:,} element(s) match no variant within 1 ulp ({where}; closest overall: "
                        f"{closest.names[0]}, diff1 {closest.diff1:.3g}, diff3 {closest.diff3:.3g})")
         docs.append({"variants": [], "elements": n, "region": where, "how": "unexplained"})
+    tie = _tie(e)
+    if tie:
+        phrases.append(tie)
     e.text = "; ".join(phrases)
     e.pieces = docs
+
+
+def _tie(e: OutputExplanation) -> str:
+    """When the top variants match as many elements as each other, no one of them is closest."""
+    tied = [s for s in e.ranking if s.identical == e.ranking[0].identical]
+    if len(tied) < 2:
+        return ""
+    names = ", ".join(s.names[0] for s in tied[:_SHOWN]) + (f" and {len(tied) - _SHOWN} more" if len(tied) > _SHOWN else "")
+    return f"the top {len(tied)} variants tie ({names}: {_percent(tied[0].identical, e.size)} identical each)"
 
 
 def headline(explanations: list) -> str:

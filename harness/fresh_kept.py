@@ -44,3 +44,15 @@ def keep_fresh_failure(result, fresh, keep_dir: Path, backend_spec: str, options
     fresh.files.append(kept)   # still one of the run's fresh cases
     result.repro = repro_command(kept, backend_spec, options.repro_options)
     return kept
+
+
+def kept_lines(results, kept: list, keep_dir: Path) -> list[str]:
+    """Where the failing fresh cases were kept, and each one's descriptor (`opcase gen --case`)."""
+    paths = {str(path) for path in kept if path is not None}
+    if not paths:
+        return []
+    lines = [f"fresh: kept {len(paths)} failing case(s) under {keep_dir}"]
+    for r in results:
+        if r.path in paths:
+            lines += [f"  {r.path}", f"    CASE:  {r.descriptor}"]
+    return lines
