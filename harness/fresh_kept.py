@@ -42,6 +42,7 @@ def keep_fresh_failure(result, fresh, keep_dir: Path, backend_spec: str, options
         return None
     result.path = str(kept)
     fresh.files.append(kept)   # still one of the run's fresh cases
+    fresh.kept.append(kept)
     result.repro = repro_command(kept, backend_spec, options.repro_options)
     return kept
 

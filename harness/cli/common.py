@@ -156,15 +156,16 @@ def ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
         raise InputError(str(exc)) from None
 
 
-@contextlib.contextmanager
-def progress_bar(total: int, label: str):
-    """advance(item) per finished item: a bar on a terminal, nothing otherwise."""
-    if not sys.stdout.isatty() or total == 0:
-        yield lambda item: None
-        return
-    with click.progressbar(length=total, label=label, item_show_func=lambda item: item or "",
-                           show_pos=True) as bar:
-        yield lambda item: bar.update(1, item)
+def progress_bar(files, label: str):
+    """advance(key) per finished case of ``files`` (by OP/SUITE/NAME): harness.progress's bar on a
+    terminal, weighted by each case file's bytes; nothing otherwise."""
+    from harness.progress import progress, weight_of   # the bar's module, only when a command shows one
+    from harness.selection import case_key
+    weights = {}
+    for f in files:
+        with contextlib.suppress(OSError):   # a file gone meanwhile is the run's error to report, not the bar's
+            weights[case_key(f)] = weight_of(Path(f).stat().st_size)
+    return progress(label, weights)
 
 
 def run_files(paths, rerun_failed, filter_text, exclude_text=None) -> list[Path]:

@@ -43,6 +43,7 @@ class Fresh:
     files: list[Path]
     descriptors: dict = field(default_factory=dict)   # file -> its explicit descriptor
     where: Path | None = None                          # the temporary directory they are written to
+    kept: list = field(default_factory=list)           # the failing ones kept after the run (fresh_kept)
 
 
 def draw_seed() -> int:

@@ -56,7 +56,7 @@ def calibrate(paths, backend_specs, json_path, jobs, filter_text, timeout):
     runs = []
     for spec, backend in zip(specs, backends):
         started = time.monotonic()
-        with progress_bar(len(files), f"calibrating {spec}") as advance:
+        with progress_bar(files, f"calibrating {spec}") as advance:
             try:
                 results, origin = run_cases(files, backend, spec, options, lambda r: advance(r.key), jobs=jobs,
                                             timeout=timeout)

@@ -5,7 +5,6 @@ import functools
 import re
 import shutil
 import sys
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from concurrent.futures.process import BrokenProcessPool
@@ -24,10 +23,10 @@ from gen.jobs import Task, default_jobs, largest_first, write_all
 from harness.backends import with_device
 from harness.cli import ray_executor
 from harness.cli.common import (EXIT_NOTHING_JUDGED, InputError, check_writable, executor_options, exits_on_signals,
-                                finite_seconds, progress_bar, ray_resources, size_option, size_text)
+                                finite_seconds, ray_resources, size_option, size_text)
 from harness.cli.ray_executor import ExecutorError, TaskLost
 from gen.audit.todos import todos_in
-from harness.report import Heartbeat
+from harness.progress import progress, weight_of
 from harness.workers import check_loads, load_apart
 
 
@@ -159,15 +158,14 @@ def _plan(specs, suites, count, seed, pattern, max_size, baseline, timeout, out_
 def _write(planned: _Planned, jobs, resources, address, out_dir) -> int:
     """Write the planned cases (in worker processes, or on Ray); the bytes written."""
     tasks, sizes, written = planned.tasks, planned.sizes, [0]
-    heartbeat = None if sys.stdout.isatty() else Heartbeat("generated", Counter(task.op for task in tasks),
-                                                           total_weight=sum(sizes.values()))
-    with progress_bar(len(tasks), "generating") as advance:
+    weights = {task: weight_of(sizes[task]) for task in tasks}   # by planned work, not by count
+    with progress("generated", weights, kernel_of=lambda task: task.op, bar_label="generating",
+                  counts=lambda: f"{written[0] / 1e6:.1f} MB written",
+                  show=lambda task: f"{task.op}/{task.suite}/{task.name}") as advance:
         def done(task, size):
             planned.counts[task.op][task.suite] += 1
             written[0] += size
-            advance(f"{task.op}/{task.suite}/{task.name}")
-            if heartbeat is not None:
-                heartbeat.tick(task.op, f"{written[0] / 1e6:.1f} MB written", sizes[task])
+            advance(task)
         try:
             if resources is None:
                 if jobs is None:

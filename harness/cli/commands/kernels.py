@@ -25,3 +25,5 @@ def kernels_(cases_dir, markdown):
         raise InputError(f"--cases {cases_dir}: no such directory")
     rows = kernel_table.kernel_rows(Path(cases_dir) if cases_dir else None)
     click.echo(kernel_table.markdown(rows) if markdown else kernel_table.columns(rows))
+    if cases_dir is None:   # say why a column is blank
+        click.echo("committed cases: blank, no ./cases here (run in the clone, or give --cases DIR)")

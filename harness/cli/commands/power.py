@@ -167,6 +167,6 @@ def _measure_power(paths, specs, base, backend_spec, max_size, filter_text, min_
             case_paths.append(generated)
         files = run_files(case_paths, None, filter_text)
         started = time.monotonic()
-        with progress_bar(len(files), "measuring") as advance:
+        with progress_bar(files, "measuring") as advance:
             doc = measure_power(files, base, backend_spec, advance, min_kills, enough_kills)
     return doc, len(files), time.monotonic() - started

@@ -8,6 +8,7 @@ import shlex
 import shutil
 import sys
 import tempfile
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from harness.cli.common import (BACKEND_ENV, EXIT_FAILED, EXIT_NOTHING_JUDGED, E
                                 check_distinct, check_writable, executor_options, exits_on_signals, finite_seconds,
                                 implementation_of, ray_resources, run_files, supported_lines)
 from harness.cli.fresh import draw_seed, is_fresh, write_fresh
+from harness.fresh_kept import keep_dir_of, keep_fresh_failure, kept_lines
 from harness.cli.ray_executor import ExecutorError
 from harness.efficiency import ProfileError, load_profile
 from harness.gate import BaselineError, GATE_FAILING, gate_summary, judge_against, load_baseline
@@ -92,10 +94,12 @@ from harness.workers import Stopped, run_cases, runs_isolated
 @click.option("--fresh-seed", "fresh_seed", type=click.IntRange(min=0, max=2**63 - 1), default=None,
               help="The base seed of the --fresh cases (default: a new random one, printed, so that a run can be "
                    "repeated).")
+@click.option("--keep-fresh", "keep_fresh", default=None, type=click.Path(file_okay=False),
+              help="Where --fresh keeps its failing cases (OP/fresh/NAME; default: the directory of --json, "
+                   "--junit or --html, else the current one), so that their REPRO lines rerun them.")
 @click.option("-v", "--verbose", is_flag=True, help="Show details for passing cases too.")
 @click.option("-q", "--quiet", is_flag=True,
-              help="Leave out passing cases (skipped ones stay counted; failures, the summary and the list of "
-                   "cases that need attention stay).")
+              help="Print the summary alone (the results files still hold every case).")
 @click.option("--explain", "explain_failures", is_flag=True,
               help="For each failed case, run the backend on it once more and say which known variant its "
                    "outputs match (as `opcase explain`): an EXPLAIN line in its report, the HTML and --json.")
@@ -153,7 +157,10 @@ class RunArguments:
     resources_text: str | None
     fresh_count: int | None = None
     fresh_seed: int | None = None
+    keep_fresh: str | None = None
     pr_report: tuple | None = None   # ("mluops-pr", FILE) of --report
+    # When the command started: JUnit's total time is the run's wall time.
+    started: float = field(default_factory=time.monotonic, init=False)
     # Derived by _check_arguments: the shard as (I, N), the Ray task options (None: local).
     shard: tuple | None = field(default=None, init=False)
     resources: dict | None = field(default=None, init=False)
@@ -224,6 +231,8 @@ def _check_arguments(args: RunArguments) -> None:
         raise InputError("give case files or directories (PATHS), or --rerun-failed RESULTS.json")
     if args.bitwise and args.repeat is None:
         raise InputError("--bitwise compares repeated calls: give --repeat N too")
+    if args.keep_fresh is not None and args.fresh_count is None:
+        raise InputError("--keep-fresh keeps --fresh cases: give --fresh N too")
     if args.fresh_seed is not None and args.fresh_count is None:
         raise InputError("--fresh-seed is the seed of --fresh cases: give --fresh N too")
     if args.verbose and args.quiet:
@@ -271,10 +280,12 @@ def _run_and_show(args: RunArguments, files, backend, options, pool_timeout, bas
                         per_kernel=Counter(case_key(f).split("/")[0] for f in files))
     order = {str(f): number for number, f in enumerate(files)}
     seen: list = []   # the results so far, for --maxfail and an interrupted run's summary
+    keep_dir = keep_dir_of(args.keep_fresh, args.json_path, args.junit_path, args.html_path)
 
     def on_result(result):
         if is_fresh(result.path, fresh):
             result.repro = _fresh_repro(result, args.paths, fresh)
+            keep_fresh_failure(result, fresh, keep_dir, args.backend_spec, options)
         if args.explain_failures and result.status == FAILED:
             result.explanation = _explanation(result, args.backend_spec, args.timeout)
         if baseline is not None:
@@ -306,7 +317,7 @@ def _run_and_show(args: RunArguments, files, backend, options, pool_timeout, bas
         progress.close()
         # What was judged before the interruption; the results files keep saying that the run
         # did not finish (written at its start).
-        _echo_attention(seen)
+        _echo_attention(seen, args.quiet, args.verbose)
         click.echo(summary_text(in_order(seen)) + f" (of {len(files)}: interrupted)")
         raise
     finally:
@@ -318,13 +329,16 @@ def _report(args: RunArguments, files, n_selected: int, outcome: _Outcome, backe
     """The closing lines, the results files and the exit status."""
     results = outcome.results
     gate = gate_summary(results, args.baseline_path, baseline) if baseline is not None else None
-    _echo_attention(results)   # as pytest's short summary: before the totals, which stay the last line
+    _echo_attention(results, args.quiet, args.verbose)   # as pytest's short summary: before the totals, which stay the last line
     if outcome.stopped_early:
         click.echo(f"stopped after {args.maxfail} failing case(s) (--maxfail/-x): {len(files) - len(results)} of "
                    f"{len(files)} case(s) not run")
     click.echo(summary_text(results, gate))
     if fresh is not None:
         click.echo(_fresh_summary(results, fresh))
+        for line in kept_lines(results, fresh.kept,
+                               keep_dir_of(args.keep_fresh, args.json_path, args.junit_path, args.html_path)):
+            click.echo(line)
     runs_here = backend is not None and args.jobs is None and pool_timeout is None   # else in workers (run_cases)
     run_info = {"backend_origin": outcome.origin, "in_process": runs_here, "jobs": args.jobs, "timeout": args.timeout,
                 "repeat": args.repeat, "warmup": args.warmup if args.repeat else None, "bitwise": args.bitwise,
@@ -336,7 +350,7 @@ def _report(args: RunArguments, files, n_selected: int, outcome: _Outcome, backe
     if fresh is not None:
         run_info["fresh"] = {"count": fresh.count, "seed": fresh.seed, "kernels": fresh.kernels}
     spec = args.backend_spec
-    _write_results_files([("--junit", args.junit_path, lambda: junit_xml(results, spec)),
+    _write_results_files([("--junit", args.junit_path, lambda: junit_xml(results, spec, time.monotonic() - args.started)),
                           ("--html", args.html_path, lambda: html_report(results, spec, gate, run_info)),
                           ("--json", args.json_path, lambda: to_json(results, spec, gate, run_info)),
                           (PR_REPORT_OPTION, args.pr_report_path, lambda: pr_report(results, spec, run_info))], spec)
@@ -478,9 +492,10 @@ class _EnoughFailures(Exception):
     """--maxfail failing cases reached: unwind the run (its workers stopped) and report what ran."""
 
 
-def _echo_attention(results) -> None:
-    """pytest's "short test summary": every case that needs attention, with its REPRO line."""
-    lines = attention_lines(results)
+def _echo_attention(results, quiet: bool = False, verbose: bool = False) -> None:
+    """pytest's "short test summary": every case that needs attention, with its REPRO line (none
+    with -q: the summary alone)."""
+    lines = [] if quiet else attention_lines(results, verbose)
     if lines:
         click.echo("cases that need attention:")
         for line in lines:
