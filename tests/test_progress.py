@@ -1,10 +1,11 @@
 """Progress weighted by planned work: the ETA gen's heartbeat and bar give on the main command's
 own plan, replayed on a fake clock, stays within 2x of the real time left from the 10 % mark on.
 
-The clock charges each case what generating it costs: a fixed part and a part per byte of
-tensors (the two rates below, from `opcase gen specs/*.yaml --suite all --max-size 8MB -j 1` on
-this project's 2-core machine; see harness/OUTPUT.md).  A count of cases as the weight fails it:
-with the largest cases first its ETA at 10 % is many times the real time.
+The clock charges each case a modelled cost: a fixed part and a part per byte of tensors (the
+two rates below are assumed, not fitted: one partial run of gen on the shared 2-core machine,
+reported in harness/OUTPUT.md, showed that the cost per case also depends on the kernel, which
+this model leaves out).  A count of cases as the weight fails it: with the largest cases first
+its ETA at 10 % is many times the real time.
 """
 from __future__ import annotations
 
