@@ -315,8 +315,8 @@ def _progress(request: Request, catalogue: list):
     """A heartbeat on stderr for a large case (its variants take minutes), else None."""
     if sum(int(np.prod(o.shape)) for o in request.outputs.values()) < _PROGRESS_ELEMENTS:
         return None
-    import click
-    from harness.report import Heartbeat
+    import click   # only for a case large enough to show progress
+    from harness.report import Heartbeat   # the report module, only for a case large enough to need it
     return Heartbeat("explain: variants", Counter({"variants": len(catalogue)}), every=10.0,
                      echo=lambda line: click.echo(line, err=True))
 

@@ -30,6 +30,11 @@ def format_number(value) -> str:
     return str(value)
 
 
+def label_of(status: str) -> str:
+    """The word a case line starts with for ``status`` (PASS, FAIL, SKIP, ...)."""
+    return _LABEL.get(status, status.upper())
+
+
 def fails(r: CaseResult) -> bool:
     """Whether a case fails the run: by its status, or by the baseline gate."""
     return r.status in FAILING or r.gate in GATE_FAILING
@@ -228,7 +233,7 @@ def attention_lines(results: list[CaseResult], verbose: bool = False) -> list[st
     """pytest's "short test summary" of a run: each case that fails or is flagged (mistrusted),
     its line and the command that reruns it; one line each (short_report.short_line) when more
     than short_report.FULL_SHOWN cases fail and not ``verbose``."""
-    from harness.short_report import FULL_SHOWN, short_line
+    from harness.short_report import FULL_SHOWN, short_line   # it imports this module: at call time
     listed = [r for r in results if fails(r) or r.status == MISTRUSTED]
     if not verbose and sum(map(fails, listed)) > FULL_SHOWN:
         return [short_line(r, "FAIL" if fails(r) and r.status not in FAILING else "") for r in listed]
@@ -370,7 +375,7 @@ class Progress:
 
     def _failing(self, r: CaseResult) -> None:
         """The full report for the first few failing cases (each with -v), then a line per case."""
-        from harness.short_report import FULL_SHOWN, SHORT_NOTE, short_line
+        from harness.short_report import FULL_SHOWN, SHORT_NOTE, short_line   # it imports this module: at call time
         if not fails(r) or self.verbose or self.failing_shown < FULL_SHOWN:
             click.echo(case_line(r))
             click.echo(failure_details(r))
@@ -388,7 +393,7 @@ class Progress:
         return ", ".join(f"{n} {s}" for s, n in sorted(self.counts.items()))
 
     def _flush_skips(self) -> None:
-        from harness.short_report import skip_groups
+        from harness.short_report import skip_groups   # it imports this module: at call time
         for line in skip_groups(self.skips):
             click.echo(line)
         self.skips = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from gen.core.verdict import FAILED, CaseResult
-from harness.report import _LABEL, coordinates, format_number, verdict_text
+from harness.report import coordinates, format_number, label_of, verdict_text
 
 # How many failing cases a run reports in full before it goes to one line per case.
 FULL_SHOWN = 3
@@ -53,7 +53,7 @@ def short_line(r: CaseResult, label: str = "") -> str:
     """One line for a failing case: label, key, its worst metric against its threshold (or its
     message's first line), where, and the command that reruns it."""
     title = f"{r.op}/{r.suite}/{r.name}" if r.op else r.path
-    parts = [f"{label or _LABEL.get(r.status, r.status.upper()):5}", title]
+    parts = [f"{label or label_of(r.status):5}", title]
     found = worst_verdict(r) if r.status == FAILED else None
     if found is not None:
         output, v = found
@@ -92,10 +92,10 @@ def skip_groups(skips: list[CaseResult]) -> list[str]:
     lines = []
     for (op, reason), members in groups.items():
         if len(members) == 1:
-            lines.append(f"{_LABEL['skipped']:5}  {members[0].key}  [skipped] {(members[0].message.splitlines() or [''])[0]}")
+            lines.append(f"{label_of('skipped'):5}  {members[0].key}  [skipped] {(members[0].message.splitlines() or [''])[0]}")
             continue
         dtypes = sorted({m.dtype for m in members if m.dtype})
         shown = reason.replace("DTYPE", "/".join(dtypes)) if "DTYPE" in reason else reason
-        lines.append(f"{_LABEL['skipped']:5}  {op}: {len(members)} cases: {shown} "
+        lines.append(f"{label_of('skipped'):5}  {op}: {len(members)} cases: {shown} "
                      f"(first {members[0].key}; -v lists each)")
     return lines

@@ -160,7 +160,7 @@ def progress_bar(files, label: str):
     """advance(key) per finished case of ``files`` (by OP/SUITE/NAME): harness.progress's bar on a
     terminal, weighted by each case file's bytes; nothing otherwise."""
     from harness.progress import progress, weight_of   # the bar's module, only when a command shows one
-    from harness.selection import case_key
+    from harness.selection import case_key   # with the bar's module: only when a command shows one
     weights = {}
     for f in files:
         with contextlib.suppress(OSError):   # a file gone meanwhile is the run's error to report, not the bar's
