@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gen.audit.docread import bounds_of
-from gen.audit.doctext import DocError
+from gen.audit.doctext import read_bounded
 
 MAX_CODE_BYTES = 4 * 1024 * 1024
 MAX_CONDITION_CHARS = 2000
@@ -48,14 +48,7 @@ _DTYPES = {"MLUOP_DTYPE_HALF": "'float16'", "MLUOP_DTYPE_FLOAT": "'float32'", "M
 
 
 def _read(path) -> str:
-    path = Path(path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_CODE_BYTES + 1)
-    except OSError as exc:
-        raise DocError(f"{path}: cannot read code file ({exc.strerror})") from None
-    if len(data) > MAX_CODE_BYTES:
-        raise DocError(f"{path}: code file is over {MAX_CODE_BYTES // (1024 * 1024)} MiB")
+    data = read_bounded(Path(path), MAX_CODE_BYTES, "code file")
     return data.decode("utf-8", errors="replace")
 
 

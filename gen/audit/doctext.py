@@ -64,26 +64,24 @@ class DocText:
 
     def under(self, section: Section) -> list:
         """The body lines of a section and of its subsections."""
-        out, inside = [], False
-        for s in self.sections:
-            if s is section:
-                inside = True
-            elif inside and s.level <= section.level:
-                break
-            if inside:
-                out.extend(s.body)
-        return out
+        return [line for s in self.subsections(section) for line in s.body]
+
+
+def read_bounded(path, limit: int, what: str) -> bytes:
+    """The bytes of ``path``, refused (DocError) past ``limit``: never more than limit + 1 read."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise DocError(f"{path}: cannot read {what} ({exc.strerror})") from None
+    if len(data) > limit:
+        raise DocError(f"{path}: {what} is over {limit // (1024 * 1024)} MiB")
+    return data
 
 
 def read_doc(path) -> DocText:
     path = Path(path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_DOC_BYTES + 1)
-    except OSError as exc:
-        raise DocError(f"{path}: cannot read doc ({exc.strerror})") from None
-    if len(data) > MAX_DOC_BYTES:
-        raise DocError(f"{path}: doc is over {MAX_DOC_BYTES // (1024 * 1024)} MiB; not a design doc")
+    data = read_bounded(path, MAX_DOC_BYTES, "doc")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
