@@ -118,3 +118,15 @@ def load(source: Path) -> ctypes.CDLL | None:
             _note(source, f"{type(error).__name__}: {error}")
     _loaded[source] = library
     return library
+
+
+def function(source: Path, name: str, argtypes: list, restype=None):
+    """The C function ``name`` of ``source``'s compiled library with its signature set (once), or None
+    where the numpy path must run (see load)."""
+    library = load(source)
+    if library is None:
+        return None
+    compiled = getattr(library, name)
+    if compiled.argtypes is None:
+        compiled.restype, compiled.argtypes = restype, argtypes
+    return compiled

@@ -21,14 +21,7 @@ _FLOATS = (np.float16, np.float32, np.float64)
 
 def _loop():
     """border_align_forward of the compiled library, or None (no compiler, OPCASE_NO_CC)."""
-    library = native.load(_SOURCE)
-    if library is None:
-        return None
-    function = library.border_align_forward
-    if function.argtypes is None:
-        function.restype = ctypes.c_int
-        function.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_long] * 6 + [ctypes.c_void_p] * 2
-    return function
+    return native.function(_SOURCE, "border_align_forward", [ctypes.c_void_p] * 2 + [ctypes.c_long] * 6 + [ctypes.c_void_p] * 2, ctypes.c_int)
 
 
 def forward(features: np.ndarray, boxes: np.ndarray, pool_size: int, compute_dtype):

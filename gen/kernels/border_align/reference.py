@@ -142,14 +142,7 @@ def _compiled_backward(grad_output, boxes, argmax_idx, pool_size: int, grad_inpu
 
 def _backward_loop():
     """border_align_backward of the compiled loop, or None (no compiler, OPCASE_NO_CC)."""
-    library = native.load(_BACKWARD_SOURCE)
-    if library is None:
-        return None
-    function = library.border_align_backward
-    if function.argtypes is None:
-        function.restype = ctypes.c_int
-        function.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long] * 7 + [ctypes.c_void_p]
-    return function
+    return native.function(_BACKWARD_SOURCE, "border_align_backward", [ctypes.c_void_p] * 3 + [ctypes.c_long] * 7 + [ctypes.c_void_p], ctypes.c_int)
 
 
 def _scatter_backward(grad_output, boxes, argmax_idx, pool_size: int, grad_input: np.ndarray) -> None:

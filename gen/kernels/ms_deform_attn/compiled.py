@@ -21,14 +21,7 @@ _FLOATS = (np.float16, np.float32, np.float64)
 
 def _loop(name: str = "ms_deform_attn_forward"):
     """The compiled loop `name` (the float64 or the float32-reading one), or None (no compiler, OPCASE_NO_CC)."""
-    library = native.load(_SOURCE)
-    if library is None:
-        return None
-    function = getattr(library, name)
-    if function.argtypes is None:
-        function.restype = None
-        function.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_long] * 7 + [ctypes.c_void_p]
-    return function
+    return native.function(_SOURCE, name, [ctypes.c_void_p] * 5 + [ctypes.c_long] * 7 + [ctypes.c_void_p], None)
 
 
 def forward(value, shapes, starts, loc, attn, out, compute_dtype) -> bool:

@@ -18,14 +18,7 @@ _SOURCE = Path(__file__).with_name("psamask_collect_kernel.c")
 
 
 def _loop():
-    library = native.load(_SOURCE)
-    if library is None:
-        return None
-    function = library.psamask_collect
-    if function.argtypes is None:
-        function.restype = None
-        function.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_long] * 6 + [ctypes.c_int]
-    return function
+    return native.function(_SOURCE, "psamask_collect", [ctypes.c_void_p] * 2 + [ctypes.c_long] * 6 + [ctypes.c_int], None)
 
 
 def collect(source: np.ndarray, target: np.ndarray, hm: int, wm: int, backward: bool) -> bool:

@@ -20,14 +20,7 @@ _FLOATS = (np.float16, np.float32, np.float64)
 
 def _loop():
     """three_nn_forward of the compiled library, or None (no compiler, OPCASE_NO_CC)."""
-    library = native.load(_SOURCE)
-    if library is None:
-        return None
-    function = library.three_nn_forward
-    if function.argtypes is None:
-        function.restype = ctypes.c_int
-        function.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_long] * 3 + [ctypes.c_void_p] * 2
-    return function
+    return native.function(_SOURCE, "three_nn_forward", [ctypes.c_void_p] * 2 + [ctypes.c_long] * 3 + [ctypes.c_void_p] * 2, ctypes.c_int)
 
 
 def forward(unknown: np.ndarray, known: np.ndarray, compute_dtype):
