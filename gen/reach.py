@@ -18,13 +18,16 @@ from __future__ import annotations
 
 from gen.core.spec import SpecError, line_of
 
-# Past a signed 16-bit count and past an unsigned one: a count kept in int16 wraps negative at the
-# first, one kept in 16 bits either way keeps count mod 2^16 = 1 item of the second.
-COUNTS = (2**15 + 1, 2**16 + 1)
+# Past a signed and an unsigned 16-bit count at once: a count kept in 16 bits, signed or not,
+# keeps count mod 2^16 (1 and 3) of these items.  Two counts, so that such a bug fails cases of two
+# shapes (opcase power names a kill by one shape FRAGILE); a count between 2^15 and 2^16 would tell
+# nothing more (an int16 of 2^16 + 1 is 1 as well) and cost as much again.
+COUNTS = (2**16 + 1, 2**16 + 3)
 # The split sizes a search over items is commonly tiled by: a tie is placed either side of each.
 SPLITS = (64, 128, 256, 1024, 4096)
-# The items a tie case has along its raised axis: one past the largest split, and a tail after it.
-TIE_ITEMS = max(SPLITS) + 7
+# The items a tie case has along its raised axis: one past the largest split and a tail after it,
+# and a second shape past 1024 (ties either side of 64 .. 1024 again, in a case of another shape).
+TIE_ITEMS = (max(SPLITS) + 7, 1024 + 5)
 # Small integers: every distance, sum and product of a few of them is exact in every float dtype
 # and every order of computation (squared distances of three of them stay below 2^11, exact in
 # float16), so the ties are exact ties, not near-ties; 17 values a coordinate are enough that a
@@ -95,8 +98,8 @@ def count_entries(spec, base: dict, waived: dict, valid) -> list[dict]:
                 raise ValueError(f"count {dim} = {count}: no call with it passes the spec's checks; say why in "
                                  f"suites.stress.not_applicable.{COUNT_PREFIX}{dim}")
             entries.append({"name": f"count_{dim}{count}",
-                            "note": f"stress: {dim} = {count}, past 2^{count.bit_length() - 1} items "
-                                    f"(a 16-bit count keeps {count % 2**16})",
+                            "note": f"stress: {dim} = {count}, past 2^16 items (a 16-bit count keeps "
+                                    f"{count % 2**16})",
                             "dims": dims})
     return entries
 
@@ -117,7 +120,7 @@ def tie_inputs(spec, base: dict) -> list[str]:
 
 def tie_entries(spec, base: dict, valid) -> list[dict]:
     """The tie cases of a kernel with a selection output: for each item dim of an input drawn as
-    integers, that dim raised to TIE_ITEMS (others at the base) with position 0's item copied along
+    integers, that dim raised to each of TIE_ITEMS (others at the base) with position 0's item copied along
     it to tie_positions; and the base itself in integers (ties between first and last)."""
     if not selection_outputs(spec):
         return []
@@ -132,8 +135,8 @@ def tie_entries(spec, base: dict, valid) -> list[dict]:
                 "values": values}]
     axis_dims = {entry for name in names for entry, role in zip(spec.inputs[name].shape, spec.inputs[name].axes)
                  if role == "item" and isinstance(entry, str) and entry in base_dims}
-    for dim in sorted(axis_dims):
-        dims = {**base_dims, dim: max(TIE_ITEMS, base_dims[dim])}
+    for dim, items in ((dim, items) for dim in sorted(axis_dims) for items in TIE_ITEMS):
+        dims = {**base_dims, dim: max(items, base_dims[dim])}
         if valid(dims):
             entries.append({"name": f"ties_{dim}{dims[dim]}", "dims": dims, "values": values,
                             "note": f"stress: exact ties between item 0 of {dim} and items either side of "
