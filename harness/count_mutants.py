@@ -38,10 +38,14 @@ def _cut(array: np.ndarray, axis: int, count: int) -> np.ndarray:
     return np.ascontiguousarray(array[tuple(index)])
 
 
-def count_in_16_bits(signed: bool):
-    """The mutant's apply(call): harness.mutants.Call in, outputs out (NotApplicable where no count wraps)."""
+def _copy(outputs: dict) -> dict:
+    return {name: np.array(a, copy=True) for name, a in outputs.items()}
+
+
+def count_in_16_bits(signed: bool, not_applicable: type):
+    """The mutant's apply(call): harness.mutants.Call in, outputs out (``not_applicable`` raised where no
+    count wraps)."""
     def apply(call):
-        from harness.mutants import NotApplicable, _copy
         request = call.request
         spec = spec_for(request.op)
         counts = {}
@@ -52,7 +56,7 @@ def count_in_16_bits(signed: bool):
                     counts.setdefault(dim, int(shape[axis]))
         cut = {dim: wrapped(n, signed) for dim, n in counts.items() if wrapped(n, signed) != n}
         if not cut:
-            raise NotApplicable("no item count past the 16-bit range")
+            raise not_applicable("no item count past the 16-bit range")
         on_outputs = {dim for name in request.outputs for _, dim in item_axes(spec, name)}
         searched = {dim: k for dim, k in cut.items() if dim not in on_outputs}
         if any(k == 0 for k in searched.values()):
@@ -76,9 +80,10 @@ def count_in_16_bits(signed: bool):
     return apply
 
 
-def count_mutants(make) -> list:
-    """The two count mutants, made by ``make(name, what, needs, apply)`` (harness.mutants.Mutant, GENERIC)."""
+def count_mutants(make, not_applicable: type) -> list:
+    """The two count mutants, made by ``make(name, what, needs, apply)`` (harness.mutants.Mutant, GENERIC);
+    ``not_applicable``: the exception that says a call gives a mutant nothing to change."""
     return [make(f"count_in_{kind}", f"each item count kept in {kind}: only the first count mod 2^16 items "
                  f"computed{' (none where that is 2^15 or more)' if signed else ''}, the rest left at 0",
-                 f"an item axis past {2**15 if signed else 2**16 - 1} items", count_in_16_bits(signed))
+                 f"an item axis past {2**15 if signed else 2**16 - 1} items", count_in_16_bits(signed, not_applicable))
             for kind, signed in (("int16", True), ("uint16", False))]
