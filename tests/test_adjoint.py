@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO
-from kernels import record
-from gen.adjoint import check_identity, family_pairs, pairing
+from gen.adjoint import adjoint_inputs_fn, check_identity, family_pairs, pairing
 from gen.core.casefile import element_count
 from gen.core.spec import load_spec
 from gen.generate import draw_inputs, interface_params, layout_of, plan_suite
@@ -23,9 +22,9 @@ SMALL = 1 << 16          # boundary cases up to this many elements in their larg
 
 def _samples(forward, backward):
     """(name, inputs, params): 3 random cases and the small boundary cases of the forward's suites, as the
-    backward's record's ``adjoint_inputs(inputs, params)`` moves them where the identity is meant to hold (None:
+    backward reference's ``adjoint_inputs(inputs, params)`` moves them where the identity is meant to hold (None:
     the sample is left out), if it has one."""
-    moved = getattr(record(backward.op), "adjoint_inputs", lambda inputs, params: inputs)
+    moved = adjoint_inputs_fn(backward)
     plans = plan_suite(forward, "random", count=3)[:3]
     plans += [p for p in plan_suite(forward, "boundary") if max(
         element_count(s) for s in layout_of(forward, replace(p, params=interface_params(forward, p.params)))
