@@ -28,6 +28,7 @@ from gen.core.spec import CHECK_STATUSES, SUITES, Spec, SpecError, absent_tensor
 from gen.core.thresholds import baseline_over_the_cap_is_the_rule, dynamic_threshold, static_thresholds
 from gen.core.timing import call
 from gen.core.verdict import FAILED, CaseResult, judge, mistrust, request_for, validate_outputs
+from gen.reach import reach_entries
 from gen.sampled import SAMPLE_ABOVE_ELEMENTS, GoldenCapture, Units, estimate, sample_order
 from gen.values import ValueContext, draw
 
@@ -331,6 +332,9 @@ def plan_stress(spec: Spec, base_seed: int) -> list[Plan]:
                    dims=entry.get("dims"), params=entry.get("params"), values=entry.get("values"),
                    dtypes=[entry.get("dtype", "float16" if "float16" in spec.dtypes else spec.dtypes[0])],
                    limit=limit)
+    for key, entries in reach_entries(spec, base, conf, lambda dims: _valid_with(spec, base, dims)).items():
+        for entry in entries:
+            derive(key, entry["name"], entry["note"], dims=entry.get("dims"), values=entry.get("values"))
     plans = []
     for entry, key, limit in derived:
         for plan in _expand(spec, entry, "stress", base_seed):
@@ -372,6 +376,13 @@ def _broken_check(spec: Spec, plan: Plan) -> tuple:
     lay = layout_of(spec, replace(plan, params=interface_params(spec, plan.params)))
     return first_failure(spec, tensor_infos(spec, lay.shapes, lay.dtypes, lay.layouts, plan.omit), plan.params,
                          spec_errors=True), lay
+
+
+def _valid_with(spec: Spec, base: dict, dims: dict) -> bool:
+    """Whether the stress base's params with ``dims`` make a call every check accepts, in every dtype."""
+    return all(_broken_check(spec, Plan(suite="stress", name="reach", dtype=dtype, dims=dims,
+                                        params=dict(base.get("params") or {}), seed=0))[0] is None
+               for dtype in spec.dtypes)
 
 
 def _refuse_invalid_stress(spec: Spec, plan: Plan, key: str, tensor: str | None, limit: str | None) -> None:

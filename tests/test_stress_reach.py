@@ -27,6 +27,7 @@ from conftest import REPO
 from gen.core.casefile import element_count
 from gen.core.spec import dims_with_role, load_spec
 from gen.generate import interface_params, layout_of, plan_suite
+from gen.reach import COUNT_PREFIX, SPLITS, count_entries, item_dims, selection_outputs
 
 SPECS = sorted((REPO / "specs").glob("*.yaml"))
 BLOCK, VECTOR = 64, 16
@@ -61,6 +62,10 @@ def missing_dimensions(spec) -> list[str]:
                       for _, lay in layouts for t in tensors), default=0)
         if spec.reference_blocks_fn is not None and widest <= 2**31:
             missing.append(f"index width: no tensor past 2^31 bytes (widest {widest}), though the reference streams")
+    base_dims = dict(((spec.suites.get("stress") or {}).get("base") or {}).get("dims") or {})
+    for dim in item_dims(spec, base_dims):
+        if not any(plan.dims.get(dim, 0) > 2**16 for plan in plans):
+            missing.append(f"{COUNT_PREFIX}{dim}: no stress case past 2^16 items")
     floats = [t.name for t in spec.inputs.values() if t.dtype == "T" or str(t.dtype).startswith("float")]
     if floats and not any(_subnormal_input(spec, plan, floats) for plan in plans):
         missing.append(f"subnormal: no case draws any of {', '.join(floats)} in the subnormal range")
@@ -173,3 +178,50 @@ def test_a_reason_stands_for_a_missing_dimension_and_only_then(tmp_path):
         stress["not_applicable"] = {"subnormal": "planted: the test's reason"}
     spec = _planted(tmp_path, _first_spec_with("values"), drop)
     assert any(m.startswith("subnormal:") for m in missing_dimensions(spec)) and not unexplained(spec)
+
+
+# ----------------------------------------------------------------------------- count reach and ties (gen/REACH.md)
+
+@pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
+def test_count_cases_keep_the_other_dims_small(path):
+    """A count case is small: its other dims at their smallest, no tensor over 2^22 elements."""
+    spec = load_spec(path)
+    large = [p.name for p in plan_suite(spec, "stress") if p.name.startswith(COUNT_PREFIX)
+             and any(element_count(s) > 2**22 for s in layout_of(spec, replace(p, params=interface_params(
+                 spec, p.params))).shapes.values())]
+    assert large == []
+
+
+@pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
+def test_every_selection_output_meets_ties_across_splits(path):
+    """A kernel with a selection output (exact, with near-ties) has tie cases, one longer than the largest split
+    along each item axis of an input they draw."""
+    spec = load_spec(path)
+    if not selection_outputs(spec):
+        return
+    ties = [p for p in plan_suite(spec, "stress") if p.name.startswith("ties_")]
+    assert ties, "a kernel with a selection output has no tie case"
+    drawn = {n for p in ties for n, v in p.values.items() if v.get("fn", "").endswith(":tied_items")}
+    base_dims = spec.suites["stress"]["base"].get("dims") or {}
+    for name in drawn:
+        for entry, role in zip(spec.inputs[name].shape, spec.inputs[name].axes):
+            if role == "item" and entry in base_dims:
+                assert any(p.dims[entry] > max(SPLITS) for p in ties), f"{name}'s {entry} never past {max(SPLITS)}"
+
+
+def test_a_missing_count_is_caught_and_a_reason_stands_for_it(tmp_path):
+    path = next(p for p in SPECS if item_dims(load_spec(p), load_spec(p).suites["stress"]["base"].get("dims") or {}))
+    spec = load_spec(path)
+    dim = item_dims(spec, spec.suites["stress"]["base"]["dims"])[0]
+    waived = _planted(tmp_path, path, lambda stress: stress.setdefault("not_applicable", {}).update(
+        {f"{COUNT_PREFIX}{dim}": "a reason"}))
+    assert f"{COUNT_PREFIX}{dim}: no stress case past 2^16 items" in missing_dimensions(waived)
+    assert not any(m.startswith(f"{COUNT_PREFIX}{dim}") for m in unexplained(waived))
+    assert not any(m.startswith(f"{COUNT_PREFIX}{dim}") for m in missing_dimensions(spec))
+
+
+def test_a_count_no_valid_call_takes_needs_a_reason():
+    path = next(p for p in SPECS if item_dims(load_spec(p), load_spec(p).suites["stress"]["base"].get("dims") or {}))
+    spec = load_spec(path)
+    with pytest.raises(ValueError, match=f"not_applicable.{COUNT_PREFIX}"):
+        count_entries(spec, spec.suites["stress"]["base"], {}, lambda dims: False)

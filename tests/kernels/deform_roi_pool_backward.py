@@ -51,3 +51,4 @@ def oracle(inputs, params, out_shapes=None):
                     grad_offset[r, 1, ph, pw] += gamma * roi_h * g * (
                         v11 * (x - x_low) + v01 * (x_high - x) + v10 * (x_low - x) + v00 * (x - x_high))
     return {"grad_input": grad_input, "grad_offset": grad_offset}
+

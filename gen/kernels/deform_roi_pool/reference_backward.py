@@ -178,3 +178,29 @@ def _offset_terms(g, v00, v10, v01, v11, from_low_y, to_high_y, from_low_x, to_h
     second *= to_high_x[:, None]
     first += second
     return along_x, np.multiply(g, first, out=first).sum(axis=1)
+
+
+def adjoint_inputs(inputs, params):
+    """The inputs the adjoint checks take (gen/adjoint.py, gen/REACH.md: tests/test_adjoint.py, opcase run --adjoint): the rois moved well inside
+    the map, or None where the map is too small for that.  mmcv's grad_offset, which the reference follows,
+    takes a sample in the clamp band [-1, 0) at its unclamped position (bilinear_interpolate_gradient gets
+    it by value), so there it is mmcv's extrapolation, not the forward's derivative (0): the identity holds
+    for offset only where every sample lies inside the map, at least a cell from its edges."""
+    N, H, W, _ = np.shape(inputs["input"])
+    scale = float(params["spatial_scale"])
+    if H < 6 or W < 6 or scale <= 0:
+        return None
+    rois = np.array(inputs["rois"], dtype=np.float64, copy=True)
+    if rois.size == 0:
+        return None
+    rng = np.random.default_rng(0)
+    R = rois.shape[0]
+    x0, y0 = rng.uniform(2.0, W / 2 - 1.0, R), rng.uniform(2.0, H / 2 - 1.0, R)
+    x1, y1 = rng.uniform(W / 2, W - 3.0, R), rng.uniform(H / 2, H - 3.0, R)
+    rois[:, 1:] = np.stack([x0, y0, x1, y1], axis=1) / scale
+    moved = {**inputs, "rois": rois.astype(np.asarray(inputs["rois"]).dtype)}
+    offset = inputs.get("offset")
+    if offset is not None:     # a bin moves by gamma * roi size * offset: at most one cell, into the margin
+        bound = min(0.05, 1.0 / (abs(float(params["gamma"])) * max(H, W) + 1e-9))
+        moved["offset"] = np.clip(offset, -bound, bound).astype(np.asarray(offset).dtype)
+    return moved

@@ -54,10 +54,37 @@ def three_nn(unknown, known, *, tie="first", known_batch="own", last_point=True,
     return (np.sqrt(dist2) if sqrt else dist2), idx
 
 
-def three_nn_compute(**bug):
+def segmented_three_nn(unknown, known, segment: int):
+    """A search in segments of ``segment`` known points, each segment's three merged into the running
+    three with ``<=`` (the segment's candidates first): an exact tie across segments goes to the later
+    point, though within a segment the earlier wins.  The bug a split search makes."""
+    B, N, _ = unknown.shape
+    M = known.shape[1]
+    dist2, idx = np.full((B, N, 3), np.inf), np.zeros((B, N, 3), dtype=np.int64)
+    for start in range(0, M, segment):
+        part_d, part_i = three_nn(unknown, known[:, start:start + segment])
+        part_i = np.where(np.isfinite(part_d), part_i + start, 0)
+        d = np.concatenate([part_d, dist2], axis=2)
+        i = np.concatenate([part_i, idx], axis=2)
+        order = np.argsort(d, axis=2, kind="stable")[..., :3]
+        dist2, idx = np.take_along_axis(d, order, axis=2), np.take_along_axis(i, order, axis=2)
+    return dist2, np.where(np.isfinite(dist2), idx, 0).astype(np.int32)
+
+
+def counted_in_uint16(unknown, known):
+    """N and M kept in 16 bits: the first N mod 2^16 points searched over the first M mod 2^16 known
+    points; the other points' slots left at 0."""
+    n, m = unknown.shape[1] % 2**16, known.shape[1] % 2**16
+    dist2 = np.zeros(unknown.shape)
+    idx = np.zeros(unknown.shape, dtype=np.int32)
+    dist2[:, :n], idx[:, :n] = three_nn(unknown[:, :n], known[:, :m])
+    return dist2, idx
+
+
+def three_nn_compute(search=three_nn, **bug):
     def compute(request):
         i = request.inputs
-        dist2, idx = three_nn(i["unknown"], i["known"], **bug)
+        dist2, idx = search(i["unknown"], i["known"], **bug)
         return {"dist2": dist2, "idx": idx}
     return compute
 
@@ -72,6 +99,8 @@ PLANTED = {
         "distances_in_half": three_nn_compute(distance_dtype=np.float16),
         "sqrt_distances": three_nn_compute(sqrt=True),
         "known_read_as_xyz_planes": three_nn_compute(known_layout="xyz_planes"),
+        "segments_merged_by_le_256": three_nn_compute(segmented_three_nn, segment=256),
+        "counts_in_uint16": three_nn_compute(counted_in_uint16),
     },
 }
 

@@ -25,6 +25,7 @@ from gen.generate import GenerationError
 from harness.backends import load_backend, with_device
 from harness.backends.exec_backend import TIMEOUT_ENV
 from harness.cli import ray_executor
+from harness.cli.adjoint import adjoint_lines
 from harness.cli.common import (BACKEND_ENV, EXIT_FAILED, EXIT_NOTHING_JUDGED, EXIT_RESULTS_UNWRITTEN, InputError,
                                 check_distinct, check_writable, executor_options, exits_on_signals, finite_seconds,
                                 implementation_of, ray_resources, run_files, supported_lines)
@@ -39,7 +40,7 @@ from harness.mluops.pr_report import incomplete_pr_report, pr_report
 from harness.report import Progress, attention_lines, fails, incomplete_json, judged, summary_text, to_json
 from harness.runner import RunOptions
 from harness.selection import case_key, in_shard
-from harness.workers import Stopped, run_cases, runs_isolated
+from harness.workers import Stopped, load_apart, run_cases, runs_isolated
 
 
 @click.command()
@@ -106,6 +107,10 @@ from harness.workers import Stopped, run_cases, runs_isolated
 @click.option("--report", "pr_report", nargs=2, default=None, type=(click.Choice(["mluops-pr"]), click.Path(dir_okay=False)),
               help="--report mluops-pr FILE: write the run as the \"3. Test Report\" of an mlu-ops pull request "
                    "(Markdown, in the template's sections; harness/mluops/PR_REPORT.md).")
+@click.option("--adjoint", "adjoint", is_flag=True,
+              help="Also check the backend's own forward and backward of each kernel pair in the run against each "
+                   "other on fresh inputs, no golden (gen/REACH.md): an ADJOINT line per pair; a broken identity "
+                   "exits 1.")
 @executor_options
 @exits_on_signals
 def run(**arguments):
@@ -159,6 +164,7 @@ class RunArguments:
     fresh_seed: int | None = None
     keep_fresh: str | None = None
     pr_report: tuple | None = None   # ("mluops-pr", FILE) of --report
+    adjoint: bool = False            # --adjoint (harness/cli/adjoint.py)
     # When the command started: JUnit's total time is the run's wall time.
     started: float = field(default_factory=time.monotonic, init=False)
     # Derived by _check_arguments: the shard as (I, N), the Ray task options (None: local).
@@ -339,6 +345,7 @@ def _report(args: RunArguments, files, n_selected: int, outcome: _Outcome, backe
         for line in kept_lines(results, fresh.kept,
                                keep_dir_of(args.keep_fresh, args.json_path, args.junit_path, args.html_path)):
             click.echo(line)
+    adjoint_broken = _echo_adjoint(files, args.backend_spec, args.timeout) if args.adjoint else False
     runs_here = backend is not None and args.jobs is None and pool_timeout is None   # else in workers (run_cases)
     run_info = {"backend_origin": outcome.origin, "in_process": runs_here, "jobs": args.jobs, "timeout": args.timeout,
                 "repeat": args.repeat, "warmup": args.warmup if args.repeat else None, "bitwise": args.bitwise,
@@ -354,7 +361,7 @@ def _report(args: RunArguments, files, n_selected: int, outcome: _Outcome, backe
                           ("--html", args.html_path, lambda: html_report(results, spec, gate, run_info)),
                           ("--json", args.json_path, lambda: to_json(results, spec, gate, run_info)),
                           (PR_REPORT_OPTION, args.pr_report_path, lambda: pr_report(results, spec, run_info))], spec)
-    if any(fails(r) for r in results) or (gate is not None and not gate["ok"]):
+    if any(fails(r) for r in results) or (gate is not None and not gate["ok"]) or adjoint_broken:
         sys.exit(EXIT_FAILED)
     if not judged(results):
         for line in _why_nothing_judged(results, backend, spec, args.shard_text, n_selected, args.rerun_failed):
@@ -447,6 +454,14 @@ def _warn_mixed_versions(files) -> None:
             click.echo(f"warning: {op} cases record spec sha256 {', '.join(others)}, not that of the spec this run "
                        f"loads ({spec.path}, {spec.sha256[:12]}): their checks and thresholds are another "
                        f"version's", err=True)
+
+
+def _echo_adjoint(files, backend_spec: str, timeout) -> bool:
+    """--adjoint: the ADJOINT lines (harness/cli/adjoint.py); whether a pair's identity is broken."""
+    lines, broken = adjoint_lines(set(recorded_versions(files)), load_apart(backend_spec, timeout), draw_seed())
+    for line in lines or ["ADJOINT  no forward/backward pair among the run's kernels"]:
+        click.echo(line)
+    return broken
 
 
 def _fresh_cases(files, count: int, seed: int | None, executor: str | None):
