@@ -58,7 +58,7 @@ from gen.core.casefile import CaseFileError, load, read_envelope
 from gen.core.descriptor import describe
 from gen.core.timing import TimingPlan
 from gen.core.verdict import ERROR, CaseResult, validate_outputs
-from harness import channel
+from harness import case_job, channel
 from harness.backends import load_backend
 from harness.calling import OUTCOMES, OUTPUTS, RAISED, REJECTED, Called, Timed, call_case, judged_call
 from harness.channel import ChannelError
@@ -261,7 +261,8 @@ def _serve(jobs: socket.socket, results: socket.socket, backend_spec: str, log_p
             return
         os.ftruncate(log, 0)
         if job.get("kind") == "case":
-            _case_job(backend, job, jobs, results)
+            _case_job(backend, job, fds, jobs, results)
+            fds = []   # taken over
         elif job.get("kind") == "call":
             _call_job(backend, job, fds, results)
         elif job.get("kind") == "supports":
@@ -306,15 +307,14 @@ class _Outbox:
             self.docs, self.fds = [], []
 
 
-def _case_job(backend, job: dict, jobs: socket.socket, results: socket.socket) -> None:
+def _case_job(backend, job: dict, fds: list[int], jobs: socket.socket, results: socket.socket) -> None:
     """Call the backend on one case (harness.calling.call_case) and hand what it did over: the
     judged call at once under --bitwise (each further call is compared with it as it comes),
     else with the end of the case."""
     outbox = _Outbox(results)
-    try:
-        case = load(job["path"], verify=False, goldens=False)
-    except CaseFileError as exc:
-        outbox.add("first", {"outcome": RAISED, "message": channel.clip(str(exc)), "seconds": 0.0})
+    case = case_job.unpack(job, fds)
+    if isinstance(case, str):
+        outbox.add("first", {"outcome": RAISED, "message": channel.clip(case), "seconds": 0.0})
         outbox.add("end", {})
         outbox.flush()
         return
@@ -361,27 +361,7 @@ def _call_job(backend, job: dict, fds: list[int], results: socket.socket) -> Non
     outbox.flush()
 
 
-def _params_to_json(params: dict) -> dict:
-    """A call's params as JSON: tuples (made lists by JSON) are marked, to come back as tuples."""
-    def encode(value):
-        if isinstance(value, tuple):
-            return {"tuple": [encode(v) for v in value]}
-        if isinstance(value, list):
-            return [encode(v) for v in value]
-        if isinstance(value, np.generic):
-            return value.item()
-        return value
-    return {k: encode(v) for k, v in params.items()}
-
-
-def _params_from_json(params: dict) -> dict:
-    def decode(value):
-        if isinstance(value, dict) and set(value) == {"tuple"}:
-            return tuple(decode(v) for v in value["tuple"])
-        if isinstance(value, list):
-            return [decode(v) for v in value]
-        return value
-    return {k: decode(v) for k, v in params.items()}
+_params_to_json, _params_from_json = case_job.params_to_json, case_job.params_from_json
 
 
 # --------------------------------------------------------------------------- parent side
@@ -634,9 +614,13 @@ class _Pool:
         for worker in list(self.workers):
             while worker.ready and self.pending and (worker.case is not None) + len(worker.queued) < depth:
                 index = self.pending.popleft()
+                # The judge loads the case; the worker gets its call only (harness.case_job).
+                judgement, settled = self._judgement(index)
+                if judgement is None:
+                    self._finish(index, settled)
+                    continue
                 try:
-                    worker.send({"kind": "case", "path": str(self.files[index]), "bitwise": self.options.bitwise,
-                                 "timing": [self.options.timing.repeat, self.options.timing.warmup]})
+                    _send_case(worker, judgement.case, self.options)
                 except OSError:
                     # Its end of the channel is gone (the worker died on the case under way, or its
                     # backend closed it): this case was never sent; the worker's own case is charged.
@@ -646,7 +630,7 @@ class _Pool:
                     break
                 # The worker starts on the case at once (or after the one under way); this process
                 # reads it meanwhile.
-                worker.queued.append((index, *self._judgement(index)))
+                worker.queued.append((index, judgement, None))
                 if worker.case is None:
                     self._start_next(worker)
 
@@ -804,6 +788,17 @@ class _Pool:
     def _finish(self, index: int, result: CaseResult) -> None:
         self.results[index] = result
         self.on_result(result)
+
+
+def _send_case(worker: _Worker, case, options: RunOptions) -> None:
+    """A case's job to a worker: its call, inputs as sealed memory files, no path (harness.case_job)."""
+    doc, fds = case_job.pack(case, {"bitwise": options.bitwise,
+                                    "timing": [options.timing.repeat, options.timing.warmup]})
+    try:
+        worker.send(doc, fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def _is_timing(doc) -> bool:
