@@ -58,7 +58,7 @@ from gen.core.casefile import CaseFileError, load, read_envelope
 from gen.core.descriptor import describe
 from gen.core.timing import TimingPlan
 from gen.core.verdict import ERROR, CaseResult, validate_outputs
-from harness import case_job, channel
+from harness import case_job, channel, confine
 from harness.backends import load_backend
 from harness.calling import OUTCOMES, OUTPUTS, RAISED, REJECTED, Called, Timed, call_case, judged_call
 from harness.channel import ChannelError
@@ -116,7 +116,11 @@ def remove_stale() -> None:
 
 
 def make_run_dir() -> str:
-    return tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}-")
+    confine.note_run(None)
+    confine.protect_judge_once()
+    directory = tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}-")
+    os.chmod(directory, 0o711)   # a worker run as another user reaches its own directory, lists none
+    return directory
 
 
 class Stopped(BaseException):
@@ -224,24 +228,23 @@ def _watch_parent(lifeline) -> None:
     kill_process_group(0)
 
 
-def _worker_main(jobs, results, lifeline, backend_spec: str, log_path: str) -> None:
-    # A process group of its own, so that killing the group takes whatever the backend started
-    # with it; SIGTERM unwinds (the exec backend then kills its command's group), then the worker
-    # kills its group: no process of the backend's outlives the worker.
-    os.setpgrp()
+def _worker_main(jobs, results, lifeline, backend_spec: str, log: int, layers: list[str]) -> None:
+    # Started by harness.confine.worker_entry: in a process group of its own (killing the group
+    # takes whatever the backend started with it; SIGTERM unwinds, the exec backend then kills its
+    # command's group, then the worker kills its group: no process of the backend's outlives the
+    # worker), its log open, confined.
     signal.signal(signal.SIGTERM, _stop_worker)
     threading.Thread(target=_watch_parent, args=(lifeline,), name="opcase-lifeline", daemon=True).start()
     try:
         _serve(socket.socket(fileno=os.dup(jobs.fileno())), socket.socket(fileno=os.dup(results.fileno())),
-               backend_spec, log_path)
+               backend_spec, log, layers)
     except _StopWorker:
         kill_process_group(0)
 
 
-def _serve(jobs: socket.socket, results: socket.socket, backend_spec: str, log_path: str) -> None:
+def _serve(jobs: socket.socket, results: socket.socket, backend_spec: str, log: int, layers: list[str]) -> None:
     # Everything the backend prints goes to the log, so that it cannot garble the report and
     # so that its last words can be quoted if it dies.
-    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
     os.dup2(log, 1)
     os.dup2(log, 2)
     # Python stacks into the log on a fatal signal, and on _STACK_SIGNAL, which the parent sends
@@ -254,7 +257,7 @@ def _serve(jobs: socket.socket, results: socket.socket, backend_spec: str, log_p
     except BackendLoadError as exc:
         channel.send(results, {"kind": "load-error", "message": channel.clip(str(exc))})
         return
-    channel.send(results, {"kind": "ready", "origin": channel.clip(backend.origin)})
+    channel.send(results, {"kind": "ready", "origin": channel.clip(backend.origin), "confined": layers})
     while True:
         job, fds = channel.receive(jobs)
         if job is None:
@@ -369,13 +372,16 @@ _params_to_json, _params_from_json = case_job.params_to_json, case_job.params_fr
 class _Worker:
     def __init__(self, backend_spec: str, log_dir: str, number: int):
         self.log_path = os.path.join(log_dir, f"worker-{number}.log")
+        private_dir = os.path.join(log_dir, f"worker-{number}")   # its HOME, cache and TMPDIR
+        os.mkdir(private_dir, 0o700)
+        self.confined: list[str] = []
         jobs_here, jobs_there = _CONTEXT.Pipe(duplex=True)        # socket pairs: descriptors can
         results_here, results_there = _CONTEXT.Pipe(duplex=True)  # travel with the frames
         # Never written: the worker sees it close when this process ends, however it ends.
         child_lifeline, self.lifeline = _CONTEXT.Pipe(duplex=False)
-        self.process = _CONTEXT.Process(target=_worker_main,
+        self.process = _CONTEXT.Process(target=confine.worker_entry,
                                         args=(jobs_there, results_there, child_lifeline, backend_spec,
-                                              self.log_path),
+                                              self.log_path, private_dir, confine.backend_readable(backend_spec)),
                                         name=f"opcase-worker-{number}", daemon=True)
         self.process.start()
         for end in (jobs_there, results_there, child_lifeline):
@@ -571,6 +577,7 @@ class _Pool:
                 for frame in first.frames():
                     if frame.get("kind") == "ready":
                         first.ready, self.origin = True, str(frame.get("origin", ""))
+                        confine.note_run(frame.get("confined"))
                     elif frame.get("kind") == "load-error":
                         raise BackendLoadError(str(frame.get("message", "")))
             except ChannelError as exc:
@@ -865,6 +872,7 @@ class IsolatedBackend:
                     for frame in worker.frames():
                         if frame.get("kind") == "ready":
                             worker.ready, self.origin = True, str(frame.get("origin", ""))
+                            confine.note_run(frame.get("confined"))
                         elif frame.get("kind") == "load-error":
                             worker.kill()
                             raise BackendLoadError(str(frame.get("message", "")))

@@ -318,6 +318,10 @@ def _report(args: RunArguments, files, n_selected: int, outcome: _Outcome, backe
     """The closing lines, the results files and the exit status."""
     results = outcome.results
     gate = gate_summary(results, args.baseline_path, baseline) if baseline is not None else None
+    from harness import confine
+    runs_here = backend is not None and args.jobs is None and pool_timeout is None   # else in workers (run_cases)
+    confined = confine.run_summary(args.backend_spec, runs_here)
+    click.echo(confined)
     _echo_attention(results)   # as pytest's short summary: before the totals, which stay the last line
     if outcome.stopped_early:
         click.echo(f"stopped after {args.maxfail} failing case(s) (--maxfail/-x): {len(files) - len(results)} of "
@@ -325,8 +329,7 @@ def _report(args: RunArguments, files, n_selected: int, outcome: _Outcome, backe
     click.echo(summary_text(results, gate))
     if fresh is not None:
         click.echo(_fresh_summary(results, fresh))
-    runs_here = backend is not None and args.jobs is None and pool_timeout is None   # else in workers (run_cases)
-    run_info = {"backend_origin": outcome.origin, "in_process": runs_here, "jobs": args.jobs, "timeout": args.timeout,
+    run_info = {"backend_origin": outcome.origin, "workers_confined": confined, "in_process": runs_here, "jobs": args.jobs, "timeout": args.timeout,
                 "repeat": args.repeat, "warmup": args.warmup if args.repeat else None, "bitwise": args.bitwise,
                 "shard": args.shard_text, "filter": args.filter_text, "exclude": args.exclude_text,
                 "device_profile": args.profile_path, "compare": args.baseline_path, "maxfail": args.maxfail,
