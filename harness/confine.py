@@ -87,7 +87,7 @@ def system_readable() -> list[str]:
               "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/dev/null", "/dev/zero", "/dev/urandom",
               "/dev/random", "/sys/devices/system/cpu", "/proc/cpuinfo", "/proc/meminfo"}
     places.update(p for p in sys.path if p and os.path.isdir(p) and "site-packages" in p)
-    places.update(str(Path(__file__).resolve().parent.parent / package) for package in ("harness", "gen"))
+    places.update(str(Path(__file__).resolve().parent.parent / package) for package in ("harness", "gen", "specs"))
     return sorted(p for p in places if os.path.exists(p))
 
 
@@ -180,7 +180,8 @@ def confine_self(private_dir: str, readable: list[str]) -> list[str]:
     layers = [private_home(private_dir)]
     if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         layers.append(f"no new privileges: {MISSING} ({_errno_text()})")
-    readable = sorted(set(system_readable()) | set(readable))
+    # Its own /proc/<pid> (descriptors, maps), not the judge's nor any other process's.
+    readable = sorted(set(system_readable()) | set(readable) | {f"/proc/{os.getpid()}"})
     dropped = _drop_root(readable, private_dir)
     if dropped:
         layers.append(dropped)
