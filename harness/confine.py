@@ -189,7 +189,7 @@ def confine_self(private_dir: str, readable: list[str]) -> list[str]:
         layers.append(f"user namespace: {MISSING} (unshare: {_errno_text()})")
     else:
         layers.append("user namespace")
-    layers.append(_landlock(readable, [private_dir]))
+    layers.append(_landlock(readable, [private_dir, "/dev/null"]))
     layers.append(f"PID namespace: {MISSING} (not used: the worker itself would have to be its namespace's init)")
     return layers
 
