@@ -545,7 +545,8 @@ def test_a_library_planted_in_the_cache_is_rebuilt_not_loaded(compiled, tmp_path
     evil = tmp_path / "evil.so"
     subprocess.run([native.compiler(), *native.FLAGS, "-o", str(evil), str(planted)], check=True)
     for also_record in (False, True):
-        shutil.copy(evil, target)
+        shutil.copy(evil, target.with_name("planting"))   # a new file: the loaded library's pages stay intact
+        os.replace(target.with_name("planting"), target)
         if also_record:   # a record of its own beside it, writable by others: refused as well
             (target.parent / (target.name + ".sha256")).write_text(hashlib.sha256(evil.read_bytes()).hexdigest())
             os.chmod(target, 0o777)
