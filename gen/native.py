@@ -39,7 +39,13 @@ _log = logging.getLogger(__name__)
 _loaded: dict[Path, ctypes.CDLL | None] = {}
 
 
+# A confined worker's cache is its own; it reads (never writes) the judge's libraries from here.
+DIR_ENV = "OPCASE_NATIVE_DIR"
+
+
 def cache_dir() -> Path:
+    if os.environ.get(DIR_ENV):
+        return Path(os.environ[DIR_ENV])
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "opcase" / "native"
 

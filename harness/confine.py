@@ -174,10 +174,21 @@ def private_home(private_dir: str) -> str:
     return "private HOME and cache"
 
 
+def _native_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = os.environ.get("OPCASE_NATIVE_DIR") or os.path.join(base, "opcase", "native")
+    return path if os.path.isdir(path) else ""
+
+
 def confine_self(private_dir: str, readable: list[str]) -> list[str]:
     """Confine this process (and whatever it starts) for good; the layers' lines.  Call it while
     the process has one thread (a user namespace and Landlock need that)."""
+    # The judge's compiled reference loops (gen.native), to read only: libraries, never a golden.
+    native_dir = _native_dir()
     layers = [private_home(private_dir)]
+    if native_dir:
+        os.environ["OPCASE_NATIVE_DIR"] = native_dir
+        readable = [*readable, native_dir]
     if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         layers.append(f"no new privileges: {MISSING} ({_errno_text()})")
     # Its own /proc/<pid> (descriptors, maps), not the judge's nor any other process's.
