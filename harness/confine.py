@@ -214,7 +214,14 @@ def backend_readable(backend_spec: str) -> list[str]:
     directory): its module's file or its top package's directory, never more (a directory of
     cases beside a single-file backend stays closed)."""
     import importlib.machinery
-    if backend_spec.startswith("exec:") or ":" not in backend_spec:
+    if backend_spec.startswith("exec:"):   # the command's own files: its program, its script
+        import shlex
+        try:
+            words = shlex.split(backend_spec[len("exec:"):])
+        except ValueError:
+            return []
+        return [os.path.realpath(w) for w in words if os.path.isfile(w)]
+    if ":" not in backend_spec:
         return []   # built-in and plugin backends live in opcase's packages and site-packages
     top = backend_spec.partition(":")[0].split(".")[0]
     try:
