@@ -12,6 +12,9 @@ visible in a case file.
   named by the sha256 of the source and the arguments, so an edited source is rebuilt and a stale
   library is never loaded; the library is written under a temporary name and renamed into place,
   so processes building at once never load a half-written file.
+- Verified before it is loaded: the build records the library's sha256 beside it; a library that
+  is not this user's, is writable by others, or whose bytes differ from the record (or has no
+  record) is rebuilt, never loaded (``verified``).
 - No compiler, a failed build or ``OPCASE_NO_CC=1``: ``load`` returns None and the caller runs numpy.
   Why is logged once per source at debug level (logger ``gen.native``), or printed to stderr with
   ``OPCASE_NATIVE_DEBUG=1``.
@@ -36,7 +39,13 @@ _log = logging.getLogger(__name__)
 _loaded: dict[Path, ctypes.CDLL | None] = {}
 
 
+# A confined worker's cache is its own; it reads (never writes) the judge's libraries from here.
+DIR_ENV = "OPCASE_NATIVE_DIR"
+
+
 def cache_dir() -> Path:
+    if os.environ.get(DIR_ENV):
+        return Path(os.environ[DIR_ENV])
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "opcase" / "native"
 
@@ -81,10 +90,34 @@ def library_path(source: Path) -> Path:
     return cache_dir() / f"{source.stem}-{digest[:32]}.so"
 
 
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _record_path(target: Path) -> Path:
+    return target.with_name(target.name + ".sha256")
+
+
+def verified(target: Path) -> bool:
+    """Whether the cached library is the one this user built: owned by this user, writable by no
+    one else, and its bytes those whose sha256 the build recorded beside it (in the judge's cache,
+    which no confined worker can open: harness.confine)."""
+    record = _record_path(target)
+    try:
+        for path in (target, record):
+            info = path.lstat()
+            if not path.is_file() or path.is_symlink() or info.st_uid != os.getuid() or info.st_mode & 0o022:
+                return False
+        return record.read_text(encoding="ascii").strip() == _sha256(target)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def _build(source: Path, cc: str) -> Path:
-    """The cached library of `source`, built now if absent (raises OSError or CalledProcessError)."""
+    """The cached library of `source`, verified, or built now (raises OSError or CalledProcessError):
+    a library whose recorded hash is absent or differs is never loaded, it is rebuilt."""
     target = library_path(source)
-    if target.exists():
+    if verified(target):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, partial = tempfile.mkstemp(prefix=target.stem + ".", suffix=".so.tmp", dir=target.parent)
@@ -92,6 +125,12 @@ def _build(source: Path, cc: str) -> Path:
     try:
         subprocess.run([cc, *FLAGS, "-o", partial, str(source)], check=True, capture_output=True,
                        timeout=120, stdin=subprocess.DEVNULL)
+        os.chmod(partial, 0o755)
+        digest = _sha256(Path(partial))
+        fd, record = tempfile.mkstemp(prefix=target.stem + ".", suffix=".sha256.tmp", dir=target.parent)
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(digest + "\n")
+        os.replace(record, _record_path(target))
         os.replace(partial, target)
     finally:
         if os.path.exists(partial):

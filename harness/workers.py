@@ -58,7 +58,7 @@ from gen.core.casefile import CaseFileError, load, read_envelope
 from gen.core.descriptor import describe
 from gen.core.timing import TimingPlan
 from gen.core.verdict import ERROR, CaseResult, validate_outputs
-from harness import channel
+from harness import case_job, channel, confine
 from harness.backends import load_backend
 from harness.calling import OUTCOMES, OUTPUTS, RAISED, REJECTED, Called, Timed, call_case, judged_call
 from harness.channel import ChannelError
@@ -116,7 +116,11 @@ def remove_stale() -> None:
 
 
 def make_run_dir() -> str:
-    return tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}-")
+    confine.note_run(None)
+    confine.protect_judge_once()
+    directory = tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}-")
+    os.chmod(directory, 0o711)   # a worker run as another user reaches its own directory, lists none
+    return directory
 
 
 class Stopped(BaseException):
@@ -224,24 +228,23 @@ def _watch_parent(lifeline) -> None:
     kill_process_group(0)
 
 
-def _worker_main(jobs, results, lifeline, backend_spec: str, log_path: str) -> None:
-    # A process group of its own, so that killing the group takes whatever the backend started
-    # with it; SIGTERM unwinds (the exec backend then kills its command's group), then the worker
-    # kills its group: no process of the backend's outlives the worker.
-    os.setpgrp()
+def _worker_main(jobs, results, lifeline, backend_spec: str, log: int, layers: list[str]) -> None:
+    # Started by harness.confine.worker_entry: in a process group of its own (killing the group
+    # takes whatever the backend started with it; SIGTERM unwinds, the exec backend then kills its
+    # command's group, then the worker kills its group: no process of the backend's outlives the
+    # worker), its log open, confined.
     signal.signal(signal.SIGTERM, _stop_worker)
     threading.Thread(target=_watch_parent, args=(lifeline,), name="opcase-lifeline", daemon=True).start()
     try:
         _serve(socket.socket(fileno=os.dup(jobs.fileno())), socket.socket(fileno=os.dup(results.fileno())),
-               backend_spec, log_path)
+               backend_spec, log, layers)
     except _StopWorker:
         kill_process_group(0)
 
 
-def _serve(jobs: socket.socket, results: socket.socket, backend_spec: str, log_path: str) -> None:
+def _serve(jobs: socket.socket, results: socket.socket, backend_spec: str, log: int, layers: list[str]) -> None:
     # Everything the backend prints goes to the log, so that it cannot garble the report and
     # so that its last words can be quoted if it dies.
-    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
     os.dup2(log, 1)
     os.dup2(log, 2)
     # Python stacks into the log on a fatal signal, and on _STACK_SIGNAL, which the parent sends
@@ -254,14 +257,15 @@ def _serve(jobs: socket.socket, results: socket.socket, backend_spec: str, log_p
     except BackendLoadError as exc:
         channel.send(results, {"kind": "load-error", "message": channel.clip(str(exc))})
         return
-    channel.send(results, {"kind": "ready", "origin": channel.clip(backend.origin)})
+    channel.send(results, {"kind": "ready", "origin": channel.clip(backend.origin), "confined": layers})
     while True:
         job, fds = channel.receive(jobs)
         if job is None:
             return
         os.ftruncate(log, 0)
         if job.get("kind") == "case":
-            _case_job(backend, job, jobs, results)
+            _case_job(backend, job, fds, jobs, results)
+            fds = []   # taken over
         elif job.get("kind") == "call":
             _call_job(backend, job, fds, results)
         elif job.get("kind") == "supports":
@@ -306,15 +310,14 @@ class _Outbox:
             self.docs, self.fds = [], []
 
 
-def _case_job(backend, job: dict, jobs: socket.socket, results: socket.socket) -> None:
+def _case_job(backend, job: dict, fds: list[int], jobs: socket.socket, results: socket.socket) -> None:
     """Call the backend on one case (harness.calling.call_case) and hand what it did over: the
     judged call at once under --bitwise (each further call is compared with it as it comes),
     else with the end of the case."""
     outbox = _Outbox(results)
-    try:
-        case = load(job["path"], verify=False, goldens=False)
-    except CaseFileError as exc:
-        outbox.add("first", {"outcome": RAISED, "message": channel.clip(str(exc)), "seconds": 0.0})
+    case = case_job.unpack(job, fds)
+    if isinstance(case, str):
+        outbox.add("first", {"outcome": RAISED, "message": channel.clip(case), "seconds": 0.0})
         outbox.add("end", {})
         outbox.flush()
         return
@@ -361,27 +364,7 @@ def _call_job(backend, job: dict, fds: list[int], results: socket.socket) -> Non
     outbox.flush()
 
 
-def _params_to_json(params: dict) -> dict:
-    """A call's params as JSON: tuples (made lists by JSON) are marked, to come back as tuples."""
-    def encode(value):
-        if isinstance(value, tuple):
-            return {"tuple": [encode(v) for v in value]}
-        if isinstance(value, list):
-            return [encode(v) for v in value]
-        if isinstance(value, np.generic):
-            return value.item()
-        return value
-    return {k: encode(v) for k, v in params.items()}
-
-
-def _params_from_json(params: dict) -> dict:
-    def decode(value):
-        if isinstance(value, dict) and set(value) == {"tuple"}:
-            return tuple(decode(v) for v in value["tuple"])
-        if isinstance(value, list):
-            return [decode(v) for v in value]
-        return value
-    return {k: decode(v) for k, v in params.items()}
+_params_to_json, _params_from_json = case_job.params_to_json, case_job.params_from_json
 
 
 # --------------------------------------------------------------------------- parent side
@@ -389,13 +372,16 @@ def _params_from_json(params: dict) -> dict:
 class _Worker:
     def __init__(self, backend_spec: str, log_dir: str, number: int):
         self.log_path = os.path.join(log_dir, f"worker-{number}.log")
+        private_dir = os.path.join(log_dir, f"worker-{number}")   # its HOME, cache and TMPDIR
+        os.mkdir(private_dir, 0o700)
+        self.confined: list[str] = []
         jobs_here, jobs_there = _CONTEXT.Pipe(duplex=True)        # socket pairs: descriptors can
         results_here, results_there = _CONTEXT.Pipe(duplex=True)  # travel with the frames
         # Never written: the worker sees it close when this process ends, however it ends.
         child_lifeline, self.lifeline = _CONTEXT.Pipe(duplex=False)
-        self.process = _CONTEXT.Process(target=_worker_main,
+        self.process = _CONTEXT.Process(target=confine.worker_entry,
                                         args=(jobs_there, results_there, child_lifeline, backend_spec,
-                                              self.log_path),
+                                              self.log_path, private_dir, confine.backend_readable(backend_spec)),
                                         name=f"opcase-worker-{number}", daemon=True)
         self.process.start()
         for end in (jobs_there, results_there, child_lifeline):
@@ -591,6 +577,7 @@ class _Pool:
                 for frame in first.frames():
                     if frame.get("kind") == "ready":
                         first.ready, self.origin = True, str(frame.get("origin", ""))
+                        confine.note_run(frame.get("confined"))
                     elif frame.get("kind") == "load-error":
                         raise BackendLoadError(str(frame.get("message", "")))
             except ChannelError as exc:
@@ -634,9 +621,13 @@ class _Pool:
         for worker in list(self.workers):
             while worker.ready and self.pending and (worker.case is not None) + len(worker.queued) < depth:
                 index = self.pending.popleft()
+                # The judge loads the case; the worker gets its call only (harness.case_job).
+                judgement, settled = self._judgement(index)
+                if judgement is None:
+                    self._finish(index, settled)
+                    continue
                 try:
-                    worker.send({"kind": "case", "path": str(self.files[index]), "bitwise": self.options.bitwise,
-                                 "timing": [self.options.timing.repeat, self.options.timing.warmup]})
+                    _send_case(worker, judgement.case, self.options)
                 except OSError:
                     # Its end of the channel is gone (the worker died on the case under way, or its
                     # backend closed it): this case was never sent; the worker's own case is charged.
@@ -646,7 +637,7 @@ class _Pool:
                     break
                 # The worker starts on the case at once (or after the one under way); this process
                 # reads it meanwhile.
-                worker.queued.append((index, *self._judgement(index)))
+                worker.queued.append((index, judgement, None))
                 if worker.case is None:
                     self._start_next(worker)
 
@@ -806,6 +797,17 @@ class _Pool:
         self.on_result(result)
 
 
+def _send_case(worker: _Worker, case, options: RunOptions) -> None:
+    """A case's job to a worker: its call, inputs as sealed memory files, no path (harness.case_job)."""
+    doc, fds = case_job.pack(case, {"bitwise": options.bitwise,
+                                    "timing": [options.timing.repeat, options.timing.warmup]})
+    try:
+        worker.send(doc, fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def _is_timing(doc) -> bool:
     """Whether a frame's timing has the form of gen.core.timing.summarize()."""
     numbers = ("median_us", "min_us", "max_us", "spread_pct")
@@ -870,6 +872,7 @@ class IsolatedBackend:
                     for frame in worker.frames():
                         if frame.get("kind") == "ready":
                             worker.ready, self.origin = True, str(frame.get("origin", ""))
+                            confine.note_run(frame.get("confined"))
                         elif frame.get("kind") == "load-error":
                             worker.kill()
                             raise BackendLoadError(str(frame.get("message", "")))

@@ -127,16 +127,11 @@ def changes_its_process(request):
 
 def fails_then_hangs_when_smaller(request):
     """Fails the case it is given first (a planted error), hangs on any smaller one: a shrink whose
-    candidates hang must still end at --time.  Each candidate runs in a fresh worker: the size
-    seen first is kept in a file of the run's TMPDIR."""
-    import tempfile
+    candidates hang must still end at --time.  Each candidate runs in a fresh, confined worker that
+    can keep nothing between runs: the first case's input size comes in OPCASE_TEST_FIRST_SIZE."""
     import time
     size = sum(a.size for a in request.inputs.values())
-    seen = os.path.join(tempfile.gettempdir(), "first-size-seen")
-    if os.path.exists(seen) and size < int(open(seen).read()):
+    if size < int(os.environ.get("OPCASE_TEST_FIRST_SIZE", "0")):
         time.sleep(600)
-    if not os.path.exists(seen):
-        with open(seen, "w") as f:
-            f.write(str(size))
     out = _reference.run(request)
     return {name: array + np.ones((), array.dtype) for name, array in out.items()}

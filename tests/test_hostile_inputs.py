@@ -674,13 +674,21 @@ def test_a_backend_that_replays_stored_goldens_passes_them_and_fails_fresh_cases
     stored = REPO / "cases" / "psamask_forward"
     monkeypatch.setenv("OPCASE_TEST_SEEN", str(stored))   # replay_backends reads the stored cases from disk
     seen, doc = _fresh_run(tmp_path, monkeypatch, [stored], "replay_backends:replay")
-    assert seen.exit_code == 0 and doc["summary"]["counts"]["passed"] == len(find([stored])), seen.output
+    from harness import confine
+    # With Landlock its worker cannot open the stored cases either (harness/GUARANTEES.md): none passes.
+    stored_status = "failed" if confine.landlock_abi() > 0 else "passed"
+    if stored_status == "passed":
+        assert seen.exit_code == 0 and doc["summary"]["counts"]["passed"] == len(find([stored])), seen.output
+    else:   # it does no better than a backend of zeros
+        _, zeros = _fresh_run(tmp_path, monkeypatch, [stored], "hostile_backends:zeros")
+        assert seen.exit_code == 1, seen.output
+        assert [c["status"] for c in doc["cases"]] == [c["status"] for c in zeros["cases"]]
     fresh, doc = _fresh_run(tmp_path, monkeypatch, [stored], "replay_backends:replay", "--fresh", "3")
     assert fresh.exit_code == 1, fresh.output
     by_suite = {}
     for case in doc["cases"]:
         by_suite.setdefault(case["suite"] == "fresh", set()).add(case["status"])
-    assert by_suite == {False: {"passed"}, True: {"failed"}}, by_suite
+    assert by_suite[True] == {"failed"} and (stored_status == "failed" or by_suite[False] == {"passed"}), by_suite
     assert sum(case["suite"] == "fresh" for case in doc["cases"]) == 3
     seed = doc["run"]["fresh"]["seed"]
     assert f"fresh: 3 case(s) drawn at run time with --fresh-seed {seed} (psamask_forward): 3 failed" in fresh.output

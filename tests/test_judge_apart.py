@@ -135,8 +135,14 @@ def test_calibrate_times_out_a_hanging_backend(tmp_path, marker):
 def test_shrink_ends_at_its_time_when_a_candidate_hangs(tmp_path, marker):
     case = REPO / "cases" / "psamask_forward" / "random"
     case = sorted(case.glob("*.opcase"))[0]
-    done = opcase(["shrink", case, "--backend", "hostile_backends:fails_then_hangs_when_smaller", "--time", "20",
-                   "-o", tmp_path / "shrunk"], marker, tmp_path, timeout=120)
+    from gen.core.casefile import load
+    first_size = sum(t.data.size for t in load(case).inputs.values() if not t.absent)
+    os.environ["OPCASE_TEST_FIRST_SIZE"] = str(first_size)
+    try:
+        done = opcase(["shrink", case, "--backend", "hostile_backends:fails_then_hangs_when_smaller", "--time", "20",
+                       "-o", tmp_path / "shrunk"], marker, tmp_path, timeout=120)
+    finally:
+        del os.environ["OPCASE_TEST_FIRST_SIZE"]
     assert done.returncode == 0, done.stdout + done.stderr
     assert "stopped: out of time" in done.stdout
     assert leftover_dirs(tmp_path) == []

@@ -9,9 +9,12 @@ committed cases of these kernels must come out byte for byte with the C loops on
 """
 from __future__ import annotations
 
+import shutil
+import hashlib
 import ctypes
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -522,11 +525,34 @@ def test_native_builds_once_into_a_cache_named_by_the_source(compiled, tmp_path,
     library = native.load(source)
     assert library is not None and library.probe(41) == 42
     built = list((tmp_path / "cache" / "opcase" / "native").iterdir())
-    assert [p.name for p in built] == [native.library_path(source).name]      # no temporary file left behind
+    name = native.library_path(source).name
+    assert sorted(p.name for p in built) == [name, name + ".sha256"]      # no temporary file left behind
     source.write_text("int probe(int x) { return x + 2; }\n")                 # an edited source: a new library
     monkeypatch.setattr(native, "_loaded", {})
     assert native.load(source).probe(41) == 43
-    assert len(list((tmp_path / "cache" / "opcase" / "native").iterdir())) == 2
+    assert len(list((tmp_path / "cache" / "opcase" / "native").iterdir())) == 4
+
+
+def test_a_library_planted_in_the_cache_is_rebuilt_not_loaded(compiled, tmp_path, monkeypatch):
+    """A backend (or anyone) that replaced a cached library, with or without its record, gets a
+    fresh build loaded instead: the planted bytes never run."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    source = _source(tmp_path, "int probe(int x) { return x + 1; }\n")
+    assert native.load(source).probe(41) == 42
+    target = native.library_path(source)
+    (tmp_path / "evil").mkdir()
+    planted = _source(tmp_path / "evil", "int probe(int x) { return 0; }\n")
+    evil = tmp_path / "evil.so"
+    subprocess.run([native.compiler(), *native.FLAGS, "-o", str(evil), str(planted)], check=True)
+    for also_record in (False, True):
+        shutil.copy(evil, target.with_name("planting"))   # a new file: the loaded library's pages stay intact
+        os.replace(target.with_name("planting"), target)
+        if also_record:   # a record of its own beside it, writable by others: refused as well
+            (target.parent / (target.name + ".sha256")).write_text(hashlib.sha256(evil.read_bytes()).hexdigest())
+            os.chmod(target, 0o777)
+        monkeypatch.setattr(native, "_loaded", {})
+        assert native.load(source).probe(41) == 42
+        assert target.read_bytes() != evil.read_bytes()
 
 
 def test_native_falls_back_silently_and_says_why_on_request(compiled, tmp_path, monkeypatch, capsys):

@@ -23,6 +23,7 @@ from gen.core.timing import TimingPlan
 from gen.core.verdict import FAILED, MISTRUSTED, SKIPPED
 from gen.generate import GenerationError
 from harness.backends import load_backend, with_device
+from harness import confine
 from harness.backends.exec_backend import TIMEOUT_ENV
 from harness.cli import ray_executor
 from harness.cli.adjoint import adjoint_lines
@@ -335,6 +336,9 @@ def _report(args: RunArguments, files, n_selected: int, outcome: _Outcome, backe
     """The closing lines, the results files and the exit status."""
     results = outcome.results
     gate = gate_summary(results, args.baseline_path, baseline) if baseline is not None else None
+    runs_here = backend is not None and args.jobs is None and pool_timeout is None   # else in workers (run_cases)
+    confined = confine.run_summary(args.backend_spec, runs_here)
+    click.echo(confined)
     _echo_attention(results, args.quiet, args.verbose)   # as pytest's short summary: before the totals, which stay the last line
     if outcome.stopped_early:
         click.echo(f"stopped after {args.maxfail} failing case(s) (--maxfail/-x): {len(files) - len(results)} of "
@@ -346,8 +350,8 @@ def _report(args: RunArguments, files, n_selected: int, outcome: _Outcome, backe
                                keep_dir_of(args.keep_fresh, args.json_path, args.junit_path, args.html_path)):
             click.echo(line)
     adjoint_broken = _echo_adjoint(files, args.backend_spec, args.timeout) if args.adjoint else False
-    runs_here = backend is not None and args.jobs is None and pool_timeout is None   # else in workers (run_cases)
-    run_info = {"backend_origin": outcome.origin, "in_process": runs_here, "jobs": args.jobs, "timeout": args.timeout,
+    run_info = {"backend_origin": outcome.origin, "workers_confined": confined, "in_process": runs_here,
+                "jobs": args.jobs, "timeout": args.timeout,
                 "repeat": args.repeat, "warmup": args.warmup if args.repeat else None, "bitwise": args.bitwise,
                 "shard": args.shard_text, "filter": args.filter_text, "exclude": args.exclude_text,
                 "device_profile": args.profile_path, "compare": args.baseline_path, "maxfail": args.maxfail,

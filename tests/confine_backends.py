@@ -1,0 +1,88 @@
+"""Backends that try to reach the goldens or the judge from their worker, for tests/test_confinement.py.
+
+Each returns a case's goldens when its attack works (so a working attack turns its cases green)
+and raises, saying what stopped it, when it does not (its cases are then errors).  The test
+passes the repository's cases directory and opcase's cache as environment variables, as an
+attacker could guess them.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+from pathlib import Path
+
+from gen.core.casefile import load
+
+CASES = Path(os.environ.get("OPCASE_TEST_CASES", "/nonexistent"))
+JUDGE_CACHE = Path(os.environ.get("OPCASE_TEST_JUDGE_CACHE", "/nonexistent"))
+
+
+def _goldens_of(path: Path, request) -> dict:
+    case = load(path)
+    return {name: case.outputs[name].data for name in request.outputs}
+
+
+def _named(request) -> Path:
+    """The case file of the request, found among the committed cases by its shapes and params."""
+    for path in sorted(CASES.rglob("*.opcase")):
+        case = load(path, verify=False)
+        if case.op == request.op and case.params == request.params and all(
+                tuple(case.inputs[n].shape) == tuple(a.shape) for n, a in request.inputs.items()):
+            return path
+    raise RuntimeError(f"no case file found under {CASES}")
+
+
+def reads_by_path(request):
+    return _goldens_of(_named(request), request)
+
+
+def reads_through_proc(request):
+    """The judge's command line names the case files (as `opcase run` was given them)."""
+    words = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().split(b"\0")
+    for word in words:
+        path = Path(word.decode())
+        if path.suffix == ".opcase" or path.is_dir():
+            global CASES
+            CASES = path if path.is_dir() else path.parent
+            return _goldens_of(_named(request), request)
+    raise RuntimeError("no case path on the judge's command line")
+
+
+def searches_the_filesystem(request):
+    found = []
+    for root, _dirs, files in os.walk("/"):
+        found += [Path(root, f) for f in files if f.endswith(".opcase")]
+        if found:
+            break
+    if not found:
+        raise RuntimeError("no case file found searching from /")
+    global CASES
+    CASES = found[0].parent.parent.parent
+    return _goldens_of(_named(request), request)
+
+
+def plants_a_library(request):
+    """Writes into the judge's cache of compiled libraries (gen.native)."""
+    JUDGE_CACHE.mkdir(parents=True, exist_ok=True)
+    (JUDGE_CACHE / "planted.so").write_bytes(b"\x7fELF planted")
+    raise RuntimeError("planted")
+
+
+def signals_the_judge(request):
+    os.kill(os.getppid(), signal.SIGSTOP)
+    raise RuntimeError("the judge was stopped")
+
+
+def reads_the_judges_memory(request):
+    with open(f"/proc/{os.getppid()}/mem", "rb") as memory:
+        memory.read(1)
+    raise RuntimeError("read the judge's memory")
+
+
+def ptraces_the_judge(request):
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.ptrace(16, os.getppid(), None, None) != 0:   # PTRACE_ATTACH
+        raise OSError(ctypes.get_errno(), f"ptrace: {os.strerror(ctypes.get_errno())}")
+    os.kill(os.getppid(), signal.SIGKILL)
+    raise RuntimeError("attached to the judge")

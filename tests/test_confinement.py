@@ -1,0 +1,69 @@
+"""A worker cannot reach a golden or its judge: each attack of tests/confine_backends.py ends in
+errors, never a green, and the run names the layers that stopped it ("workers confined: ...").
+
+Where this machine lacks a layer the run names it missing; the attacks that only that layer
+stops are then skipped, after checking that the run says so.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+from harness import confine
+from test_processes import BOUNDARY, REPO, TWO_CASES, marker, opcase   # noqa: F401 - marker is a fixture
+
+LANDLOCK = confine.landlock_abi() > 0
+
+
+def _run(tmp_path, marker, backend: str, extra=()):
+    report = tmp_path / "report.json"
+    os.environ["OPCASE_TEST_CASES"] = str(BOUNDARY)
+    os.environ["OPCASE_TEST_JUDGE_CACHE"] = str(tmp_path / "judge-cache" / "opcase" / "native")
+    try:
+        done = opcase(["run", *TWO_CASES, "--backend", f"confine_backends:{backend}", "--json", report, *extra],
+                      marker, tmp_path, timeout=120)
+    finally:
+        del os.environ["OPCASE_TEST_CASES"], os.environ["OPCASE_TEST_JUDGE_CACHE"]
+    return done, (json.loads(report.read_text()) if report.exists() else None)
+
+
+def test_the_run_names_every_layer(tmp_path, marker):
+    done, doc = _run(tmp_path, marker, "reads_by_path")
+    line = next(line for line in done.stdout.splitlines() if line.startswith("workers confined: "))
+    assert doc["run"]["workers_confined"] == line
+    for layer in ("judge not dumpable", "private HOME and cache", "user namespace", "Landlock", "PID namespace"):
+        assert layer in line
+    if os.geteuid() == 0:
+        assert "unprivileged user" in line
+    assert ("Landlock ABI" in line) == LANDLOCK and ("Landlock: missing" in line) == (not LANDLOCK)
+
+
+@pytest.mark.parametrize("backend", ["reads_by_path", "reads_through_proc", "searches_the_filesystem"])
+def test_a_worker_finds_no_golden(tmp_path, marker, backend):
+    done, doc = _run(tmp_path, marker, backend, ["--jobs", "2"])
+    if not LANDLOCK:
+        pytest.skip("no Landlock here: the run says 'Landlock: missing', and nothing stops a same-user read")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert [c["status"] for c in doc["cases"]] == ["error", "error"]
+    assert all("Permission denied" in c["message"] or "no case" in c["message"] for c in doc["cases"])
+
+
+def test_a_worker_cannot_plant_a_library_in_the_judges_cache(tmp_path, marker):
+    done, doc = _run(tmp_path, marker, "plants_a_library")
+    if not LANDLOCK:
+        pytest.skip("no Landlock here: gen.native's recorded hashes are what stands (test_native_goldens)")
+    assert [c["status"] for c in doc["cases"]] == ["error", "error"]
+    assert not (tmp_path / "judge-cache" / "opcase" / "native" / "planted.so").exists()
+
+
+@pytest.mark.parametrize("backend", ["signals_the_judge", "reads_the_judges_memory", "ptraces_the_judge"])
+def test_a_worker_cannot_reach_its_judge(tmp_path, marker, backend):
+    done, doc = _run(tmp_path, marker, backend, ["--timeout", "60"])
+    assert done.returncode == 1, done.stdout + done.stderr   # the judge lived to say so
+    assert [c["status"] for c in doc["cases"]] == ["error", "error"]
+    assert doc["complete"] is True
+    assert all("Operation not permitted" in c["message"] or "Permission denied" in c["message"]
+               for c in doc["cases"]), [c["message"] for c in doc["cases"]]
