@@ -221,9 +221,11 @@ def backend_readable(backend_spec: str) -> list[str]:
         except ValueError:
             return []
         return [os.path.realpath(w) for w in words if os.path.isfile(w)]
-    if ":" not in backend_spec:
+    from harness.backends import module_and_attr   # the judge's side only: loads no backend
+    module_name, is_module, _ = module_and_attr(backend_spec)   # module:attr, or a bare module (its run)
+    if not is_module:
         return []   # built-in and plugin backends live in opcase's packages and site-packages
-    top = backend_spec.partition(":")[0].split(".")[0]
+    top = module_name.split(".")[0]
     try:
         found = importlib.machinery.PathFinder.find_spec(top, _module_finder_path()) if top.isidentifier() else None
     except (ImportError, ValueError):
@@ -245,7 +247,7 @@ def worker_entry(jobs, results, lifeline, backend_spec: str, log_path: str, priv
     # the files it is allowed, not list the current directory.
     backend_readable(backend_spec)
     layers = confine_self(private_dir, readable)
-    from harness import workers
+    from harness import workers   # only once confined: it loads numpy, whose threads would block unshare
     workers._worker_main(jobs, results, lifeline, backend_spec, log, layers)
 
 
