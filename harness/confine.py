@@ -211,8 +211,8 @@ def _module_finder_path() -> list[str]:
 
 def backend_readable(backend_spec: str) -> list[str]:
     """What a ``module:attr`` backend's own code lives in (the judge asks, in the worker's current
-    directory): its module's file or its top package's directory, never more (a directory of
-    cases beside a single-file backend stays closed)."""
+    directory): its top package's directory, or a single-file module's directory (it may import what
+    lies beside it), never more."""
     import importlib.machinery
     if backend_spec.startswith("exec:"):   # the command's own files: its program, its script
         import shlex
@@ -234,7 +234,9 @@ def backend_readable(backend_spec: str) -> list[str]:
         return []
     if found.submodule_search_locations:
         return [os.path.realpath(p) for p in found.submodule_search_locations]
-    return [os.path.realpath(found.origin)]
+    # A single-file backend may import the modules beside it (its helpers, a conftest): its directory.
+    # Cases kept under that directory are then readable to it (harness/GUARANTEES.md says so).
+    return [os.path.dirname(os.path.realpath(found.origin))]
 
 
 def worker_entry(jobs, results, lifeline, backend_spec: str, log_path: str, private_dir: str,

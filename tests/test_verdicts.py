@@ -254,8 +254,8 @@ def test_gen_with_a_baseline_that_measures_its_own_time_sets_the_same_thresholds
 @pytest.mark.parametrize("baseline, reason", [
     ("rejects", "rejected a valid call: not today"),
     ("zeros", "output 'output' is all zeros and the golden is not"),
-    ("with_nan", "fails the thresholds it sets (they would be just the ACCURACY.md cap): output: 1 NaN/Inf"),
-    ("one_percent_off", "fails the thresholds it sets (they would be just the ACCURACY.md cap): "
+    ("with_nan", "fails the thresholds it sets (they would be just the docs' cap): output: 1 NaN/Inf"),
+    ("one_percent_off", "fails the thresholds it sets (they would be just the docs' cap): "
                         "output.diff1=0.01 > 0.003"),
     ("wrong_shape", "output 'output' has shape [1], expected"),
     ("wrong_dtype", "output 'output' has dtype float64, expected float32"),
