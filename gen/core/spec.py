@@ -23,6 +23,7 @@ from gen.core.backend import BUILTIN_NAMES
 from gen.core.casefile import METRICS
 from gen.core.expr import ExprError, attribute_owners, compile_expr
 from gen.core.casefile import PLAIN_NAME_RULE, is_plain_name
+from gen.core.safe_regex import regex_problem
 
 FLOAT_DTYPES = ("float16", "float32", "float64")
 TENSOR_DTYPES = FLOAT_DTYPES + ("int32", "int64", "uint8", "bool")
@@ -886,6 +887,9 @@ def _deviations(v: _Validator, raw) -> list:
             re.compile(pattern)
         except re.error as exc:
             v.fail(node, "cases", f"deviation: cases {pattern!r} is no regex ({exc})")
+        problem = regex_problem(pattern)   # matching it cannot hang
+        if problem:
+            v.fail(node, "cases", f"deviation: cases {pattern!r}: {problem}")
         if node["status"] not in DEVIATION_STATUSES:
             v.fail(node, "status", f"deviation: status must be one of {', '.join(DEVIATION_STATUSES)}")
         if not isinstance(node["reason"], str) or len(node["reason"].split()) < 3:
