@@ -2,6 +2,7 @@
 bounded time and memory.  Each test here failed on the code before the fix."""
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -46,3 +47,20 @@ def test_a_plain_deviation_regex_is_still_accepted(tmp_path):
                     + "\ndeviations:\n  - backend: lowp\n    cases: 'boundary/(map_1x1|map_2x2)-.*'\n"
                       "    status: failed\n    reason: a scoped disagreement, named by two prefixes\n")
     assert load_spec(spec).deviations[0].covers("lowp", "boundary", "map_1x1-psa_type0-float32")
+
+
+def test_fast_path_plans_a_bounded_number_of_cases(tmp_path):
+    """suites.fast_path had no cap: a small spec planned 200,000 cases; now one line at the path past the cap."""
+    import yaml
+    raw = yaml.safe_load((REPO / "specs" / f"{OP}.yaml").read_text())
+    fast = raw["suites"]["fast_path"]
+    path = dict(fast["paths"][0])
+    path["shapes"] = [{**fast["shapes"][0], next(iter(fast["shapes"][0])): n} for n in range(1, 41)]
+    fast["paths"] = [{**path, "name": f"p{i}"} for i in range(100)]   # 100 paths x 40 shapes: 4,000 cases
+    spec = tmp_path / f"{OP}.yaml"
+    spec.write_text(json.dumps(raw))   # JSON is YAML, with no aliases (a spec refuses them)
+    start = time.monotonic()
+    with pytest.raises(SpecError) as raised:
+        load_spec(spec)
+    assert time.monotonic() - start < 10
+    assert "plans over" in str(raised.value) and len(str(raised.value).splitlines()) == 1
