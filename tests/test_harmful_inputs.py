@@ -64,3 +64,16 @@ def test_fast_path_plans_a_bounded_number_of_cases(tmp_path):
         load_spec(spec)
     assert time.monotonic() - start < 10
     assert "plans over" in str(raised.value) and len(str(raised.value).splitlines()) == 1
+
+
+def test_gen_case_refuses_a_case_past_memory_before_allocating(tmp_path):
+    """`gen --case` built any size: numpy's MemoryError traceback (or the OOM killer)."""
+    from click.testing import CliRunner
+    from harness.cli import main
+    huge = "carafe_forward:float32:N=64,H=4096,W=4096,C=1024:kernel_size=5,group_size=1,scale_factor=2:seed=1"
+    start = time.monotonic()
+    result = CliRunner().invoke(main, ["gen", "--case", huge, "-o", str(tmp_path)])
+    assert time.monotonic() - start < 20
+    assert result.exit_code == 2 and ("in memory" in result.output or "free under" in result.output), result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert not list(tmp_path.rglob("*.opcase"))

@@ -255,6 +255,8 @@ def _gen_described(descriptor: str, specs, baseline, device, out_dir, timeout=No
                                specs)
     except (DescriptorError, SpecError, GenerationError, BackendLoadError) as exc:
         raise InputError(str(exc)) from None
+    except MemoryError:
+        raise InputError(f"descriptor {descriptor!r}: the case does not fit in this machine's memory") from None
     except OSError as exc:
         raise click.ClickException(f"cannot write the case to {out_dir}: {exc}") from None
     click.echo(f"wrote {path}")
