@@ -77,3 +77,24 @@ def test_gen_case_refuses_a_case_past_memory_before_allocating(tmp_path):
     assert result.exit_code == 2 and ("in memory" in result.output or "free under" in result.output), result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert not list(tmp_path.rglob("*.opcase"))
+
+
+@pytest.mark.parametrize("leaves", ["os.mkfifo(sys.argv[-1])", "os.symlink('/dev/zero', sys.argv[-1])"])
+def test_an_exec_response_that_is_a_fifo_or_dev_zero_costs_only_its_cases(tmp_path, leaves):
+    """A FIFO left as the response hung `run --timeout 5` (the judge's read, not the program, blocked);
+    a link to /dev/zero read until memory ran out.  Now each case errors, one line, in bounded time."""
+    import subprocess
+    import sys
+    program = tmp_path / "leaves.py"
+    program.write_text(f"import os, sys\nif '--list-supported' in sys.argv:\n    print('{OP}')\n    sys.exit(0)\n"
+                       f"{leaves}\n")
+    results = tmp_path / "r.json"
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(REPO / "cases" / OP / "invalid"),
+                           "--backend", f"exec:{sys.executable} {program}", "--timeout", "5", "--json", str(results)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert time.monotonic() - start < 100
+    assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr, done.stdout[-2000:] + done.stderr
+    cases = json.loads(results.read_text())["cases"]
+    assert cases and {c["status"] for c in cases} == {"error"}
+    assert all("regular file" in c["message"] or "plain file" in c["message"] for c in cases), cases[0]["message"]
