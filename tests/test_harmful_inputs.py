@@ -98,3 +98,21 @@ def test_an_exec_response_that_is_a_fifo_or_dev_zero_costs_only_its_cases(tmp_pa
     cases = json.loads(results.read_text())["cases"]
     assert cases and {c["status"] for c in cases} == {"error"}
     assert all("regular file" in c["message"] or "plain file" in c["message"] for c in cases), cases[0]["message"]
+
+
+def test_an_infinite_kernel_time_is_the_backends_error_not_the_channels(tmp_path):
+    """A backend reporting inf seconds for its call was blamed on "the channel" (the timed calls' frame
+    refused); now the case errors, saying the reported time is not a finite duration."""
+    import os
+    import subprocess
+    import sys
+    (tmp_path / "inf_timed.py").write_text("from run_backends import _timed\ntimed_inf = _timed(float('inf'))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests"), str(tmp_path)])}
+    results = tmp_path / "r.json"
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(REPO / "cases" / OP / "boundary"),
+                           "--backend", "inf_timed:timed_inf", "--repeat", "2", "--jobs", "1", "--json", str(results)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    cases = json.loads(results.read_text())["cases"]
+    assert cases and {c["status"] for c in cases} == {"error"}
+    assert all("finite duration" in c["message"] and "channel" not in c["message"] for c in cases), cases[0]["message"]
