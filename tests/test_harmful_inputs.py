@@ -116,3 +116,28 @@ def test_an_infinite_kernel_time_is_the_backends_error_not_the_channels(tmp_path
     cases = json.loads(results.read_text())["cases"]
     assert cases and {c["status"] for c in cases} == {"error"}
     assert all("finite duration" in c["message"] and "channel" not in c["message"] for c in cases), cases[0]["message"]
+
+
+def test_a_second_gen_into_the_same_folder_is_refused_and_a_killed_gens_temporaries_go(tmp_path):
+    """Two `gen --seed` runs into one -o at once mixed their cases; a SIGKILLed gen's hidden .tmp files
+    stayed for ever.  Now the second gen is one line, exit 2, and the next gen removes the temporaries."""
+    from click.testing import CliRunner
+    from gen.out_lock import hold_out_dir
+    from harness.cli import main
+    out = tmp_path / "out"
+    stale = out / OP / "random" / ".some_case-float32.opcase.k1ll3d.tmp"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"half a case")
+    spec = str(REPO / "specs" / f"{OP}.yaml")
+    held = hold_out_dir(out)   # as a gen under way holds it
+    try:
+        busy = CliRunner().invoke(main, ["gen", spec, "--suite", "invalid", "--seed", "1", "-o", str(out)])
+        assert busy.exit_code == 2 and "another opcase gen" in busy.output, busy.output
+        assert not list(out.rglob("*.opcase"))
+    finally:
+        held.release()
+    assert not stale.exists()   # the holder removed it: no gen was writing it
+    stale.write_bytes(b"half a case")
+    done = CliRunner().invoke(main, ["gen", spec, "--suite", "invalid", "--seed", "1", "-o", str(out)])
+    assert done.exit_code == 0, done.output
+    assert not stale.exists() and not (out / ".opcase-gen.lock").exists() and list(out.rglob("*.opcase"))
