@@ -141,3 +141,17 @@ def test_a_second_gen_into_the_same_folder_is_refused_and_a_killed_gens_temporar
     done = CliRunner().invoke(main, ["gen", spec, "--suite", "invalid", "--seed", "1", "-o", str(out)])
     assert done.exit_code == 0, done.output
     assert not stale.exists() and not (out / ".opcase-gen.lock").exists() and list(out.rglob("*.opcase"))
+
+
+def test_power_json_says_incomplete_from_the_start(tmp_path):
+    """`power --json` was written only at the end: an earlier run's "ok": true survived a crash.  Here the
+    run ends early (its base cannot be loaded): the file no longer says ok."""
+    from click.testing import CliRunner
+    from harness.cli import main
+    report = tmp_path / "power.json"
+    report.write_text(json.dumps({"summary": {"ok": True}}))
+    result = CliRunner().invoke(main, ["power", str(REPO / "cases" / OP / "invalid"), "--backend",
+                                       "no_such_module_of_opcase:backend", "--json", str(report)])
+    assert result.exit_code == 2, result.output
+    doc = json.loads(report.read_text())
+    assert doc["complete"] is False and doc["summary"]["ok"] is False

@@ -12,6 +12,7 @@ import click
 
 from gen.core.backend import BackendLoadError
 from gen.core.casefile import atomic_write
+from harness.power_started import power_incomplete_json
 from gen.core.registry import spec_for
 from gen.core.spec import SpecError, load_spec
 from gen.hunt_entries import write_hunt
@@ -78,6 +79,9 @@ def power(paths, backend_spec, json_path, max_size, filter_text, timeout, hunt, 
 
     if json_path is not None:
         check_writable("--json", json_path)
+        # As `opcase run` does: a started, incomplete document first, so that a crash or a kill leaves
+        # no earlier run's "ok": true behind.
+        atomic_write(json_path, power_incomplete_json(backend_spec) + "\n")
     budget = _hunt_budget(budget_text) if hunt else None
     specs = [p for p in paths if Path(p).suffix in (".yaml", ".yml")]
     try:
@@ -99,7 +103,7 @@ def power(paths, backend_spec, json_path, max_size, filter_text, timeout, hunt, 
     if hunt:
         doc["hunt"] = _hunt(doc, specs, base, backend_spec, seed, budget, not no_write)
     if json_path:
-        atomic_write(json_path, json.dumps(doc, indent=1, allow_nan=False) + "\n")
+        atomic_write(json_path, json.dumps({"complete": True, **doc}, indent=1, allow_nan=False) + "\n")
     if doc["summary"]["nothing_judged"] and not doc["base_problems"]:   # a failure outranks an empty run
         click.echo(f"exit status {EXIT_NOTHING_JUDGED}: the base {backend_spec} judged no case: nothing was measured",
                    err=True)
