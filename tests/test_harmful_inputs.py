@@ -155,3 +155,27 @@ def test_power_json_says_incomplete_from_the_start(tmp_path):
     assert result.exit_code == 2, result.output
     doc = json.loads(report.read_text())
     assert doc["complete"] is False and doc["summary"]["ok"] is False
+
+
+def test_the_hunt_writes_through_a_symlink_and_never_into_a_spec_edited_meanwhile(tmp_path):
+    """`power --hunt` replaced a symlinked spec with a plain file, and wrote into a spec edited while it
+    ran (leaving one that no longer generated)."""
+    import os
+    from gen.hunt_entries import spec_digest, write_hunt
+    hunted = next(p for p in sorted((REPO / "specs").glob("*.yaml")) if load_spec(p).suites.get("hunt"))
+    real = tmp_path / "real" / hunted.name
+    real.parent.mkdir()
+    real.write_text(hunted.read_text())
+    link = tmp_path / hunted.name
+    os.symlink(real, link)
+    found = [(e["case"], [*e["kills"], "a_bug_of_this_test"]) for e in load_spec(real).suites["hunt"][:1]]
+    assert found, "the committed spec has a hunt suite"
+    digest = spec_digest(link)
+    with open(real, "a", encoding="utf-8") as edited:
+        edited.write("\n# edited while the hunt ran\n")
+    before = real.read_bytes()
+    with pytest.raises(ValueError, match="edited while the hunt ran"):
+        write_hunt(link, found, digest)
+    assert real.read_bytes() == before
+    assert write_hunt(link, found, spec_digest(link)) >= 0
+    assert link.is_symlink() and b"a_bug_of_this_test" in real.read_bytes()

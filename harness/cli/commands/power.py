@@ -15,7 +15,7 @@ from gen.core.casefile import atomic_write
 from harness.power_started import power_incomplete_json
 from gen.core.registry import spec_for
 from gen.core.spec import SpecError, load_spec
-from gen.hunt_entries import write_hunt
+from gen.hunt_entries import spec_digest, write_hunt
 from harness.cli.commands.gen import gen
 from harness.cli.common import (EXIT_FAILED, EXIT_NOTHING_JUDGED, InputError, check_writable, finite_seconds,
                                 progress_bar, run_files, size_option, status_line)
@@ -125,6 +125,8 @@ def _hunt(doc: dict, specs, base, backend_spec: str, seed: int, budget, write: b
     given = {}
     for path in specs:
         given.setdefault(load_spec(path).op, Path(path))
+    # Each spec as the hunt starts: what it finds is written only into that very text.
+    digests = {k: spec_digest(given.get(k) or spec_for(k).path) for k in alive(doc)}
     hunts = []
     with status_line() as show:
         for kernel, names in sorted(alive(doc).items()):
@@ -139,7 +141,7 @@ def _hunt(doc: dict, specs, base, backend_spec: str, seed: int, budget, write: b
             continue
         path = given.get(h.kernel) or spec_for(h.kernel).path
         try:
-            added = write_hunt(path, h.found)
+            added = write_hunt(path, h.found, digests.get(h.kernel))
         except (SpecError, OSError, ValueError) as exc:
             raise click.ClickException(f"cannot add the hunt's cases to {path}: {exc}") from None
         click.echo(f"wrote {added} new hunt case(s) into {path} (suites.hunt; `opcase gen {path} --suite hunt` "
