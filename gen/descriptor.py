@@ -3,13 +3,15 @@ stands for."""
 from __future__ import annotations
 
 import hashlib
+import shutil
 
 from dataclasses import replace
 
 from gen.core.descriptor import DESCRIBED, HUNT, NOTE_PREFIX, RANDOM_NAME, DescriptorError, Explicit, op_of, parse
 from gen.core.registry import UnknownOp, spec_for
 from gen.core.spec import SUITES, Spec, SpecError, line_of, load_spec
-from gen.generate import Plan, case_path, plan_suite, slug
+from gen.core.casefile import physical_memory
+from gen.generate import Plan, builds_in_memory, case_path, input_bytes_in_memory, plan_suite, slug, total_bytes
 from gen.jobs import generator_of
 
 _LONGEST_NAME = 150
@@ -137,4 +139,23 @@ def write_described(text: str, out_dir, load_baseline, baseline: str | None = No
     loaded with ``load_baseline`` (gen.jobs.BaselineLoader)."""
     spec = spec_of(text, spec_paths)
     plan = plan_of(spec, text)
+    _refuse_past_memory(text, spec, plan, out_dir)
     return generator_of(spec, baseline, load_baseline).write(plan, case_path(out_dir, plan, spec.op))
+
+
+def _refuse_past_memory(text: str, spec: Spec, plan: Plan, out_dir) -> None:
+    """A descriptor names any dims: refuse, before numpy allocates, a case whose tensors held in
+    memory while it is built would take over half the machine's memory (numpy's MemoryError, or the
+    OOM killer, otherwise)."""
+    held = total_bytes(spec, plan) if builds_in_memory(spec, plan) else input_bytes_in_memory(spec, plan)
+    memory = physical_memory()
+    if memory is not None and held > memory // 2:
+        raise DescriptorError(f"descriptor {text!r}: building the case holds {held / 2**30:.1f} GiB in memory, "
+                              f"over half of this machine's {memory / 2**30:.1f} GiB")
+    try:
+        free = shutil.disk_usage(out_dir).free
+    except OSError:
+        return   # the write itself then says what is wrong with the folder
+    if total_bytes(spec, plan) > free:
+        raise DescriptorError(f"descriptor {text!r}: the case takes {total_bytes(spec, plan) / 2**30:.1f} GiB, "
+                              f"over the {free / 2**30:.1f} GiB free under {out_dir}")

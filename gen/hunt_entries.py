@@ -11,6 +11,8 @@ import json
 import re
 from pathlib import Path
 
+import hashlib
+
 from gen.core.casefile import atomic_write
 from gen.core.spec import load_spec
 
@@ -77,8 +79,18 @@ def with_hunt(text: str, entries: list[dict]) -> str:
     return "".join(lines)
 
 
-def write_hunt(spec_path: Path, found: list[tuple[str, list[str]]]) -> int:
-    """Add the found (descriptor, bugs it kills) to the spec's suites.hunt; how many cases are new."""
+def spec_digest(spec_path) -> str:
+    """The sha256 of a spec's bytes, as a hunt starts: write_hunt writes only into that very text."""
+    return hashlib.sha256(Path(spec_path).read_bytes()).hexdigest()
+
+
+def write_hunt(spec_path: Path, found: list[tuple[str, list[str]]], expected_digest: str | None = None) -> int:
+    """Add the found (descriptor, bugs it kills) to the spec's suites.hunt; how many cases are new.
+    A symlinked spec is written through its link (the link stays); ``expected_digest``: the spec's
+    spec_digest() when the hunt started: a spec edited since is left as it is (ValueError)."""
+    spec_path = Path(spec_path).resolve()
+    if expected_digest is not None and spec_digest(spec_path) != expected_digest:
+        raise ValueError("the spec was edited while the hunt ran: nothing written; run the hunt again")
     spec = load_spec(spec_path)
     existing = spec.suites.get("hunt") or []
     entries = merged(existing, found)

@@ -16,18 +16,24 @@ Statuses map to pytest's outcomes:
   nondeterministic                                    of `opcase run` as the failure text
   skipped (the backend declines), mistrusted          skip, with the reason
   (not judged: the case proves nothing)
-  failing, and not passed in --opcase-compare's       xfail: a known failure, not a regression
-  baseline either
 
-A session whose opcase items judged nothing (each skipped or mistrusted) exits 5, as ``opcase run``
-does: a run that judged nothing is not green.
+With ``--opcase-compare BASELINE`` the gate is ``opcase run --compare``'s, exactly (harness.gate):
+an item fails where that run fails the case (its status, a regression or a slowdown), and a
+session whose cases share none with the baseline fails (exit 1), as the gate does.  A session
+whose opcase items judged nothing (each skipped or mistrusted) exits 5, as ``opcase run`` does: a
+run that judged nothing is not green.
 """
 from __future__ import annotations
+
+import argparse
+import math
 
 import pytest
 
 # Cases handed to the runner at once: a worker process is started per batch.
 BATCH_CASES = 64
+_EXIT_FAILED = 1
+_EXIT_USAGE = 4   # pytest's own status for a usage error
 _EXIT_NOTHING_JUDGED = 5
 
 
@@ -37,11 +43,27 @@ def pytest_addoption(parser):
                     help="collect every .opcase file under the given paths as a test item (one per case)")
     group.addoption("--opcase-backend", default=None, metavar="B",
                     help="the backend to judge, as `opcase run --backend` names it (required with --opcase)")
-    group.addoption("--opcase-timeout", default=None, type=float, metavar="S",
-                    help="cut off a case after S seconds (as `opcase run --timeout`)")
+    group.addoption("--opcase-timeout", default=None, type=_timeout_seconds, metavar="S",
+                    help="cut off a case after S seconds (as `opcase run --timeout`: finite, over 0, "
+                         "at most 10 days)")
     group.addoption("--opcase-compare", default=None, metavar="BASELINE",
-                    help="a baseline of `opcase baseline update`: failing cases it did not record as "
-                         "passed are xfail, regressions fail")
+                    help="a baseline of `opcase baseline update`: gate as `opcase run --compare` does "
+                         "(regressions and slowdowns fail; a baseline sharing no case fails the session)")
+
+
+def _timeout_seconds(text: str) -> float:
+    """--opcase-timeout's value, refused as `opcase run --timeout` refuses it: a timeout that is 0,
+    negative, NaN, infinite or over the longest one would mean no timeout, or overflow."""
+    from gen.core.timing import MAX_TIMEOUT_S   # only when the option is given
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a finite number of seconds over 0")
+    if seconds > MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"{seconds:g} s is over the longest timeout, {MAX_TIMEOUT_S:g} s (10 days)")
+    return seconds
 
 
 def pytest_configure(config):
@@ -64,6 +86,7 @@ class _OpcaseSession:
         self.backend = None
         self.judged = 0
         self.items = 0
+        self.unloadable = False   # the backend could not be loaded: the session stopped with one line
 
     def pytest_collect_file(self, file_path, parent):
         if file_path.suffix == ".opcase":
@@ -99,19 +122,37 @@ class _OpcaseSession:
             results, _ = run_cases(list(paths), self.backend, self.backend_spec, options, lambda result: None,
                                    timeout=self.timeout)
         except BackendLoadError as exc:
-            raise pytest.UsageError(f"--opcase-backend: {exc}") from None
+            # Once for the session, not a traceback per item: no item can run without its backend.
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            self.unloadable = True
+            pytest.exit(f"--opcase-backend: {first}", returncode=_EXIT_USAGE)
         for path, result in zip(paths, results):
             if self.baseline is not None:
                 judge_against(result, self.baseline.get(result.key))
             self.results[path] = result
 
+    def _gate_refused(self) -> bool:
+        """Whether `opcase run --compare`'s gate, over the cases this session ran, fails as a whole
+        where no item does: a baseline that shares no case with them compared nothing."""
+        if self.baseline is None or not self.results:
+            return False
+        from harness.gate import gate_summary   # only with --opcase-compare
+        gate = gate_summary(list(self.results.values()), "", self.baseline)
+        return not gate["ok"] and gate["compared"] == 0
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
-        if self.items and not self.judged and exitstatus == 0:
+        if self._gate_refused() and exitstatus in (0, _EXIT_NOTHING_JUDGED):
+            session.exitstatus = _EXIT_FAILED
+        elif self.items and not self.judged and exitstatus == 0:
             session.exitstatus = _EXIT_NOTHING_JUDGED
 
     def pytest_terminal_summary(self, terminalreporter):
-        if self.items and not self.judged:
+        if self._gate_refused():
+            terminalreporter.write_line(
+                f"opcase: --opcase-compare: the baseline shares no case with the {len(self.results)} run: "
+                f"it compared nothing, and the gate fails (exit status {_EXIT_FAILED}), as `opcase run --compare`")
+        elif self.items and not self.judged and not self.unloadable:
             terminalreporter.write_line(
                 f"opcase: no case judged ({self.items} run, each skipped or mistrusted): exit status "
                 f"{_EXIT_NOTHING_JUDGED}, a run that judges nothing is not a pass")
@@ -156,8 +197,8 @@ class OpcaseItem(pytest.Item):
         return self.config.pluginmanager.get_plugin("opcase-session")
 
     def runtest(self):
-        from gen.core.verdict import FAILING, MISTRUSTED, PASSED, SKIPPED   # only when --opcase runs
-        from harness.gate import GATE_FAILING   # (as above)
+        from gen.core.verdict import MISTRUSTED, PASSED, SKIPPED   # only when --opcase runs
+        from harness.report import fails   # (as above): the very test `opcase run` applies
         state = self._session()
         state.items += 1
         result = state.result_for(self)
@@ -167,10 +208,7 @@ class OpcaseItem(pytest.Item):
         if result.status in (SKIPPED, MISTRUSTED):
             pytest.skip(f"{result.status}: {result.message.splitlines()[0] if result.message else ''}".rstrip(": "))
         state.judged += 1
-        failing = result.status in FAILING or result.gate in GATE_FAILING
-        if failing and state.baseline is not None and result.gate not in GATE_FAILING:
-            pytest.xfail(f"{result.status}, and not passed in the baseline either")
-        if failing:
+        if fails(result):
             raise OpcaseFailure(result)
         assert result.status == PASSED, result.status
 

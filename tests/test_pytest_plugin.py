@@ -92,20 +92,52 @@ def test_declined_cases_skip_and_a_run_that_judged_nothing_exits_5(tmp_path):
     assert "no case judged" in done.stdout
 
 
-def test_known_failures_in_the_baseline_are_xfail(tmp_path):
-    """With --opcase-compare, a case that did not pass in the baseline either is xfail, not a failure."""
-    results = tmp_path / "run.json"
-    subprocess.run([sys.executable, "-m", "harness.cli", "run", str(CASES / "psamask_forward"), "--backend", PLANTED,
+def _baseline_of(tmp_path, cases, backend, name) -> tuple:
+    """A baseline recorded from `opcase run CASES --backend BACKEND` (failing cases included)."""
+    results = tmp_path / f"{name}.json"
+    subprocess.run([sys.executable, "-m", "harness.cli", "run", str(cases), "--backend", backend,
                     "--json", str(results)], cwd=tmp_path, env=_env(), capture_output=True, timeout=600)
-    baseline = tmp_path / "baseline.json"
+    baseline = tmp_path / f"{name}-baseline.json"
     update = subprocess.run([sys.executable, "-m", "harness.cli", "baseline", "update", str(results), "-o", str(baseline),
                              "--allow-failing"], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=600)
     assert update.returncode == 0, update.stdout + update.stderr
-    done, _ = _pytest(tmp_path, "--opcase", CASES / "psamask_forward", "--opcase-backend", PLANTED,
-                      "--opcase-compare", baseline, "-q", "-rx")
-    assert done.returncode == 0, done.stdout[-3000:]
-    last = done.stdout.strip().splitlines()[-1]
-    assert re.search(r"\b\d+ xfailed", last) and not re.search(r"\b\d+ failed", last), last
+    return baseline
+
+
+def _run_compare(tmp_path, cases, backend, baseline) -> tuple[int, set]:
+    """`opcase run --compare`'s exit status and the cases it fails."""
+    results = tmp_path / "compared.json"
+    run = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(cases), "--backend", backend, "--compare",
+                          str(baseline), "--json", str(results)], cwd=tmp_path, env=_env(), capture_output=True,
+                         text=True, timeout=600)
+    failing = {f"{c['op']}/{c['suite']}/{c['name']}" for c in json.loads(results.read_text())["cases"]
+               if c["status"] not in ("passed", "skipped", "mistrusted") or c.get("gate") in ("regression", "slowdown")}
+    return run.returncode, failing
+
+
+def test_opcase_compare_gates_exactly_as_run_compare(tmp_path):
+    """With --opcase-compare the items that fail and the exit status are `opcase run --compare`'s: failing
+    cases the baseline lacks, and those it recorded as failing, fail (no xfail hides them)."""
+    kernel = CASES / "psamask_forward"
+    baseline = _baseline_of(tmp_path, kernel / "invalid", PLANTED, "partial")   # lacks the other suites
+    run_status, run_failing = _run_compare(tmp_path, kernel, PLANTED, baseline)
+    assert run_status == 1 and run_failing
+    done, outcomes = _pytest(tmp_path, "--opcase", kernel, "--opcase-backend", PLANTED,
+                             "--opcase-compare", baseline, "-q", "-rx")
+    assert done.returncode == run_status, done.stdout[-3000:]
+    assert {key for key, (_, outcome, _) in outcomes.items() if outcome == "failure"} == run_failing
+    assert "xfail" not in done.stdout.strip().splitlines()[-1]
+
+
+def test_a_baseline_sharing_no_case_fails_the_session_as_the_gate_does(tmp_path):
+    baseline = _baseline_of(tmp_path, CASES / "psamask_forward" / "invalid", "reference", "other")
+    cases = CASES / "psamask_backward" / "invalid"
+    run_status, _ = _run_compare(tmp_path, cases, "reference", baseline)
+    assert run_status == 1
+    done, outcomes = _pytest(tmp_path, "--opcase", cases, "--opcase-backend", "reference", "--opcase-compare", baseline)
+    assert outcomes and {outcome for _, outcome, _ in outcomes.values()} == {"passed"}
+    assert done.returncode == run_status, done.stdout[-3000:]
+    assert "shares no case" in done.stdout
 
 
 def test_without_opcase_the_plugin_does_nothing(tmp_path):
@@ -115,3 +147,24 @@ def test_without_opcase_the_plugin_does_nothing(tmp_path):
     missing_backend = subprocess.run([sys.executable, "-m", "pytest", *_plugin_args(), "--opcase", str(CASES)],
                                      cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=600)
     assert missing_backend.returncode == 4 and "--opcase-backend" in missing_backend.stderr
+
+
+def test_opcase_timeout_refuses_what_would_mean_no_timeout(tmp_path):
+    """inf overflowed the timer (a traceback); nan and 0 meant no timeout at all: each is a usage error."""
+    for value in ("inf", "nan", "0", "-1", "1e9"):
+        done, outcomes = _pytest(tmp_path, "--opcase", CASES / "psamask_forward" / "invalid", "--opcase-backend",
+                                 "reference", f"--opcase-timeout={value}")
+        assert done.returncode == 4 and not outcomes, (value, done.stdout[-2000:], done.stderr[-2000:])
+        assert "--opcase-timeout" in done.stderr and "Traceback" not in done.stdout + done.stderr, value
+
+
+def test_an_unloadable_backend_is_one_line_not_a_traceback_per_item(tmp_path):
+    (tmp_path / "unloadable.py").write_text("import no_such_module_of_opcase_tests\n")
+    env = {**_env(), "PYTHONPATH": os.pathsep.join([_env()["PYTHONPATH"], str(tmp_path)])}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *_plugin_args(), "--opcase",
+                           str(CASES / "psamask_forward"), "--opcase-backend", "unloadable:backend"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    text = done.stdout + done.stderr
+    assert done.returncode == 4, text[-3000:]
+    assert "no_such_module_of_opcase_tests" in text and "Traceback" not in text and "no case judged" not in text
+    assert len(text.splitlines()) < 30, len(text.splitlines())

@@ -16,7 +16,7 @@ from functools import lru_cache
 
 FUNCTIONS = {
     "min": min, "max": max, "abs": abs, "len": len, "all": all, "any": any,
-    "ceil": math.ceil, "floor": math.floor, "prod": math.prod, "int": int, "float": float,
+    "ceil": math.ceil, "floor": math.floor, "prod": None, "int": int, "float": float,
     "isfinite": math.isfinite,
 }
 ATTRIBUTES = {"shape", "dtype", "layout", "ndim", "size"}
@@ -62,6 +62,15 @@ def _times(left, right):
     return left * right
 
 
+def _product(values, *, start=1):
+    """``prod(...)``: math.prod's product, each step through the guard of ``*`` (math.prod itself would
+    repeat a str or list, ``prod(('x', 10**9))``, and multiply integers past MAX_INT_BITS)."""
+    result = start
+    for value in values:
+        result = _times(result, value)
+    return result
+
+
 def _modulo(left, right):
     # '%' on a str or bytes is formatting, which can pad to any width ('%01000000000d' % 0).
     if isinstance(left, (str, bytes)):
@@ -71,6 +80,7 @@ def _modulo(left, right):
 
 # The guards are reached under names a spec cannot write (names starting with '_' are refused).
 _GUARDS = {"_power": _power, "_times": _times, "_modulo": _modulo}
+FUNCTIONS["prod"] = _product
 
 
 class _Guarded(ast.NodeTransformer):

@@ -23,6 +23,7 @@ from gen.core.backend import BUILTIN_NAMES
 from gen.core.casefile import METRICS
 from gen.core.expr import ExprError, attribute_owners, compile_expr
 from gen.core.casefile import PLAIN_NAME_RULE, is_plain_name
+from gen.core.safe_regex import regex_problem
 
 FLOAT_DTYPES = ("float16", "float32", "float64")
 TENSOR_DTYPES = FLOAT_DTYPES + ("int32", "int64", "uint8", "bool")
@@ -49,6 +50,9 @@ TRUST_ENV = "OPCASE_TRUST_SPEC_CODE"
 # Cases one network or boundary entry may expand to (the product of the lengths of its 'each' lists).
 MAX_CASES_PER_ENTRY = 1000
 MAX_RANDOM_COUNT = 100_000
+# Cases suites.fast_path may plan in all (its paths' each lists times their shapes, before dtypes; the
+# committed specs plan at most 20): without it a 56 KB spec planned 200,000 cases.
+MAX_FAST_PATH_CASES = 1000
 # The deepest nesting of mappings and lists in a spec (the committed specs nest 7 deep); PyYAML
 # builds nested nodes by recursion, which a few hundred levels take past Python's stack limit.
 MAX_YAML_DEPTH = 64
@@ -694,7 +698,7 @@ def _fast_path(v: _Validator, suites, node, spec_inputs, spec_params) -> None:
     paths = node["paths"]
     if not isinstance(paths, list) or not paths:
         v.fail(node, "paths", "suites.fast_path.paths must be a non-empty list of fast paths")
-    names = set()
+    names, planned = set(), 0
     for path in paths:
         where = "suites.fast_path path"
         _entry(v, path, where, spec_inputs, keys=["name", "why", "params", "dims", "values", "omit", "each", "shapes"])
@@ -712,6 +716,10 @@ def _fast_path(v: _Validator, suites, node, spec_inputs, spec_params) -> None:
                                              f"(known: {', '.join(spec_params)})")
         if "shapes" in path:
             _fast_path_shapes(v, path, f"{where} {path['name']}")
+        planned += math.prod(len(c) for c in (path.get("each") or {}).values()) * len(path.get("shapes", node["shapes"]))
+        if planned > MAX_FAST_PATH_CASES:
+            v.fail(path, None, f"{where} {path['name']}: suites.fast_path plans over {MAX_FAST_PATH_CASES} cases "
+                               f"(its paths' each lists times their shapes)")
 
 
 def _fast_path_shapes(v: _Validator, node, where) -> None:
@@ -886,6 +894,9 @@ def _deviations(v: _Validator, raw) -> list:
             re.compile(pattern)
         except re.error as exc:
             v.fail(node, "cases", f"deviation: cases {pattern!r} is no regex ({exc})")
+        problem = regex_problem(pattern)   # matching it cannot hang
+        if problem:
+            v.fail(node, "cases", f"deviation: cases {pattern!r}: {problem}")
         if node["status"] not in DEVIATION_STATUSES:
             v.fail(node, "status", f"deviation: status must be one of {', '.join(DEVIATION_STATUSES)}")
         if not isinstance(node["reason"], str) or len(node["reason"].split()) < 3:

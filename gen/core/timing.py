@@ -6,6 +6,7 @@ the harness times the ``run`` call with ``time.perf_counter``.  The result recor
 """
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -40,8 +41,8 @@ def call(backend, request) -> tuple[object, float, str]:
         seconds = float(seconds)
     except (TypeError, ValueError):
         raise BackendProtocolError(f"backend {backend.name}: reported time {seconds!r} is not a number") from None
-    if not seconds >= 0.0:   # also refuses NaN
-        raise BackendProtocolError(f"backend {backend.name}: reported time {seconds!r} is not a duration")
+    if not (seconds >= 0.0 and seconds != math.inf):   # refuses NaN too; inf is no time a call took
+        raise BackendProtocolError(f"backend {backend.name}: reported time {seconds!r} is not a finite duration")
     return outputs, seconds, "backend"
 
 

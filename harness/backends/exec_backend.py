@@ -62,6 +62,7 @@ from gen.core.casefile import DEFAULT_SIDECAR_BYTES, le_bytes_view, value_to_pb,
 from harness.workers import kill_process_group
 from gen.core.proto import opcase_pb2 as pb
 from gen.core.timing import MAX_TIMEOUT_S, BackendProtocolError
+from harness.backends.exec_response_file import ResponseFileError, read_response_bytes, response_limit
 
 PREFIX = "exec:"
 TIMEOUT_ENV = "OPCASE_EXEC_TIMEOUT"
@@ -183,9 +184,12 @@ def read_response(path: Path, request: Request) -> tuple[dict | None, pb.Respons
 
     Raises ExecError (without the command's output: the caller adds it) when it is unusable.
     """
-    if not path.exists():
+    if not os.path.lexists(path):
         raise ExecError(f"wrote no response (expected an opcase.Response at the last argument, {path.name})")
-    raw = path.read_bytes()
+    try:   # never blocks on a FIFO, never follows a link to /dev/zero, never reads past the bound
+        raw = read_response_bytes(path, response_limit(request))
+    except ResponseFileError as exc:
+        raise ExecError(str(exc)) from None
     msg = pb.Response()
     try:
         msg.ParseFromString(raw)

@@ -51,6 +51,14 @@ if NEIGHBOURS:
     # issue 10 items 5-8 (neighbour `inputs`): bombs, any function as reference, names as paths
     SCALARS += ["os:getcwd", "builtins:print", "9**9**9", "'a'*10**9", "../../escaped/x", f"{ESCAPE_DIR}/x"]
     TOKENS += ["**99999", "**9**9", "*10**9", "'a'*"]
+    # issue 35 item 6: prod() past the guards, regexes that backtrack without end (deviations), a
+    # fast_path suite that plans without end
+    SCALARS += ["prod(('x', 10**9))", "prod([[0], 10**9])", "prod([2**4000, 2**4000])", "(.|.)*#", "(a+)+$",
+                ".*.*.*.*.*#", "(?=a).*"]
+    TOKENS += [" * prod((9**99, 9**99))", "prod(('a', 10**9))", "(.|.)*", "(a+)+"]
+    CONTAINERS += [[{"backend": "lowp", "cases": "(.|.)*#", "status": "failed",
+                     "reason": "a pattern that backtracks without end"}],
+                   [{"N": n} for n in range(1, 400)]]
     TEXT_SNIPPETS += ["&a [*a, *a, *a, *a, *a, *a, *a, *a, *a]"]
 
 

@@ -19,6 +19,7 @@ from gen.core.spec import MAX_RANDOM_COUNT, SUITES, SpecError, load_spec
 from gen.descriptor import write_described
 from gen.generate import (GenerationError, builds_in_memory, case_path, foreign_case, input_bytes_in_memory,
                           plan_suite, total_bytes, written_whole)
+from gen.out_lock import OutDirBusy, hold_out_dir
 from gen.jobs import Task, default_jobs, largest_first, write_all
 from harness.backends import with_device
 from harness.cli import ray_executor
@@ -94,6 +95,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     suites = _suites(suite_text)
     resources = ray_resources(executor, address, resources_text, jobs)
     check_writable("-o", out_dir, directory=True)
+    _hold(out_dir)
     try:
         pattern = re.compile(select) if select else None
     except re.error as exc:
@@ -245,16 +247,30 @@ def _baseline_on_device(baseline: str | None, device: str | None) -> str | None:
     return with_device(baseline, device)
 
 
+def _hold(out_dir) -> None:
+    """Lock -o for this gen until the command ends, stale temporaries removed (gen.out_lock)."""
+    try:
+        lock = hold_out_dir(out_dir)
+    except OutDirBusy as exc:
+        raise InputError(str(exc)) from None
+    except OSError as exc:
+        raise InputError(f"-o {out_dir}: cannot lock it for this gen ({exc.strerror or exc})") from None
+    click.get_current_context().call_on_close(lock.release)
+
+
 def _gen_described(descriptor: str, specs, baseline, device, out_dir, timeout=None) -> None:
     """`opcase gen --case`: write the one case of ``descriptor``."""
 
     check_writable("-o", out_dir, directory=True)
+    _hold(out_dir)
     try:
         baseline = _baseline_on_device(baseline, device)
         path = write_described(descriptor, Path(out_dir), functools.partial(load_apart, timeout=timeout), baseline,
                                specs)
     except (DescriptorError, SpecError, GenerationError, BackendLoadError) as exc:
         raise InputError(str(exc)) from None
+    except MemoryError:
+        raise InputError(f"descriptor {descriptor!r}: the case does not fit in this machine's memory") from None
     except OSError as exc:
         raise click.ClickException(f"cannot write the case to {out_dir}: {exc}") from None
     click.echo(f"wrote {path}")

@@ -12,9 +12,10 @@ import click
 
 from gen.core.backend import BackendLoadError
 from gen.core.casefile import atomic_write
+from harness.power_started import power_incomplete_json
 from gen.core.registry import spec_for
 from gen.core.spec import SpecError, load_spec
-from gen.hunt_entries import write_hunt
+from gen.hunt_entries import spec_digest, write_hunt
 from harness.cli.commands.gen import gen
 from harness.cli.common import (EXIT_FAILED, EXIT_NOTHING_JUDGED, InputError, check_writable, finite_seconds,
                                 progress_bar, run_files, size_option, status_line)
@@ -78,6 +79,9 @@ def power(paths, backend_spec, json_path, max_size, filter_text, timeout, hunt, 
 
     if json_path is not None:
         check_writable("--json", json_path)
+        # As `opcase run` does: a started, incomplete document first, so that a crash or a kill leaves
+        # no earlier run's "ok": true behind.
+        atomic_write(json_path, power_incomplete_json(backend_spec) + "\n")
     budget = _hunt_budget(budget_text) if hunt else None
     specs = [p for p in paths if Path(p).suffix in (".yaml", ".yml")]
     try:
@@ -99,7 +103,7 @@ def power(paths, backend_spec, json_path, max_size, filter_text, timeout, hunt, 
     if hunt:
         doc["hunt"] = _hunt(doc, specs, base, backend_spec, seed, budget, not no_write)
     if json_path:
-        atomic_write(json_path, json.dumps(doc, indent=1, allow_nan=False) + "\n")
+        atomic_write(json_path, json.dumps({"complete": True, **doc}, indent=1, allow_nan=False) + "\n")
     if doc["summary"]["nothing_judged"] and not doc["base_problems"]:   # a failure outranks an empty run
         click.echo(f"exit status {EXIT_NOTHING_JUDGED}: the base {backend_spec} judged no case: nothing was measured",
                    err=True)
@@ -121,6 +125,8 @@ def _hunt(doc: dict, specs, base, backend_spec: str, seed: int, budget, write: b
     given = {}
     for path in specs:
         given.setdefault(load_spec(path).op, Path(path))
+    # Each spec as the hunt starts: what it finds is written only into that very text.
+    digests = {k: spec_digest(given.get(k) or spec_for(k).path) for k in alive(doc)}
     hunts = []
     with status_line() as show:
         for kernel, names in sorted(alive(doc).items()):
@@ -135,7 +141,7 @@ def _hunt(doc: dict, specs, base, backend_spec: str, seed: int, budget, write: b
             continue
         path = given.get(h.kernel) or spec_for(h.kernel).path
         try:
-            added = write_hunt(path, h.found)
+            added = write_hunt(path, h.found, digests.get(h.kernel))
         except (SpecError, OSError, ValueError) as exc:
             raise click.ClickException(f"cannot add the hunt's cases to {path}: {exc}") from None
         click.echo(f"wrote {added} new hunt case(s) into {path} (suites.hunt; `opcase gen {path} --suite hunt` "
