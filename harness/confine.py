@@ -87,6 +87,9 @@ def system_readable() -> list[str]:
               "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/dev/null", "/dev/zero", "/dev/urandom",
               "/dev/random", "/sys/devices/system/cpu", "/proc/cpuinfo", "/proc/meminfo"}
     places.update(p for p in sys.path if p and os.path.isdir(p) and "site-packages" in p)
+    # Where the user said a backend's imports are found (PYTHONPATH): a backend may import its helpers
+    # from there.  Cases kept under such a directory are readable too (harness/GUARANTEES.md).
+    places.update(os.path.realpath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.isdir(p))
     places.update(str(Path(__file__).resolve().parent.parent / package) for package in ("harness", "gen", "specs"))
     return sorted(p for p in places if os.path.exists(p))
 
