@@ -101,7 +101,7 @@ def _record_path(target: Path) -> Path:
 def verified(target: Path) -> bool:
     """Whether the cached library is the one this user built: owned by this user, writable by no
     one else, and its bytes those whose sha256 the build recorded beside it (in the judge's cache,
-    which no confined worker can open: harness.confine)."""
+    which no confined worker can open: harness.worker.confine)."""
     record = _record_path(target)
     try:
         for path in (target, record):

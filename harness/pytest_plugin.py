@@ -6,7 +6,7 @@ given is one test item, named by the case's descriptor (its ``CASE:`` line; ``OP
 case that has none), and pytest's own ``-k``, ``-x``, ``--lf``, ``--junitxml`` and xdist apply to
 opcase's verdicts.
 
-Cases run through the runner of ``opcase run`` (``harness.workers.run_cases``): a backend other than
+Cases run through the runner of ``opcase run`` (``harness.judge.workers.run_cases``): a backend other than
 opcase's own runs in worker processes, never in pytest's.  Items run in batches of BATCH_CASES (one
 worker start per batch, not per case), so ``-x`` stops at most a batch after the first failure.
 Statuses map to pytest's outcomes:
@@ -17,7 +17,7 @@ Statuses map to pytest's outcomes:
   skipped (the backend declines), mistrusted          skip, with the reason
   (not judged: the case proves nothing)
 
-With ``--opcase-compare BASELINE`` the gate is ``opcase run --compare``'s, exactly (harness.gate):
+With ``--opcase-compare BASELINE`` the gate is ``opcase run --compare``'s, exactly (harness.judge.gate):
 an item fails where that run fails the case (its status, a regression or a slowdown), and a
 session whose cases share none with the baseline fails (exit 1), as the gate does.  A session
 whose opcase items judged nothing (each skipped or mistrusted) exits 5, as ``opcase run`` does: a
@@ -111,9 +111,9 @@ class _OpcaseSession:
         # ask for it (this project's own tests among them) no import of the harness.
         from gen.core.backend import BackendLoadError   # (see above)
         from harness.backends import load_backend   # (see above)
-        from harness.gate import judge_against   # (see above)
-        from harness.runner import RunOptions   # (see above)
-        from harness.workers import run_cases, runs_isolated   # (see above)
+        from harness.judge.gate import judge_against   # (see above)
+        from harness.judge.runner import RunOptions   # (see above)
+        from harness.judge.workers import run_cases, runs_isolated   # (see above)
 
         options = RunOptions(repro_options=("--timeout", f"{self.timeout:g}") if self.timeout else ())
         try:
@@ -136,7 +136,7 @@ class _OpcaseSession:
         where no item does: a baseline that shares no case with them compared nothing."""
         if self.baseline is None or not self.results:
             return False
-        from harness.gate import gate_summary   # only with --opcase-compare
+        from harness.judge.gate import gate_summary   # only with --opcase-compare
         gate = gate_summary(list(self.results.values()), "", self.baseline)
         return not gate["ok"] and gate["compared"] == 0
 
@@ -161,7 +161,7 @@ class _OpcaseSession:
 def _load_baseline(path):
     if path is None:
         return None
-    from harness.gate import BaselineError, load_baseline   # only with --opcase-compare
+    from harness.judge.gate import BaselineError, load_baseline   # only with --opcase-compare
     try:
         return load_baseline(path)
     except BaselineError as exc:
@@ -198,7 +198,7 @@ class OpcaseItem(pytest.Item):
 
     def runtest(self):
         from gen.core.verdict import MISTRUSTED, PASSED, SKIPPED   # only when --opcase runs
-        from harness.report import fails   # (as above): the very test `opcase run` applies
+        from harness.reports.report import fails   # (as above): the very test `opcase run` applies
         state = self._session()
         state.items += 1
         result = state.result_for(self)
@@ -229,5 +229,5 @@ class OpcaseFailure(Exception):
         self.result = result
 
     def report(self) -> str:
-        from harness.report import case_line, failure_details   # only when a case fails
+        from harness.reports.report import case_line, failure_details   # only when a case fails
         return f"{case_line(self.result)}\n{failure_details(self.result)}"

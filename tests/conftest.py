@@ -13,7 +13,7 @@ from gen.core.backend import Backend, Request
 from harness.backends import load_backend
 from gen.core.rounding import round_to
 from gen.core.casefile import find
-from harness.runner import run_case
+from harness.judge.runner import run_case
 
 import needs
 
@@ -68,7 +68,7 @@ def pure_io_suite(tmp_path_factory, label: str) -> Path:
 
 
 def case_properties(root, testcase) -> dict:
-    """A JUnit testcase's properties: its testsuite's named CASE/PROPERTY (harness.junit)."""
+    """A JUnit testcase's properties: its testsuite's named CASE/PROPERTY (harness.reports.junit)."""
     suite = next(s for s in root.iter("testsuite") if testcase in list(s))
     prefix = testcase.get("name") + "/"
     return {p.get("name")[len(prefix):]: p.get("value") for p in suite.iter("property")

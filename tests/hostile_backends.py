@@ -2,7 +2,7 @@
 `hostile_backends:NAME`, for tests/test_judge_apart.py.
 
 `patches_the_judge` returns zeros and, inside its own module, rewrites what a judge in its
-process would use (numpy's reductions, gen.core.verdict, gen.core.metrics, harness.runner) so
+process would use (numpy's reductions, gen.core.verdict, gen.core.metrics, harness.judge.runner) so
 that every comparison passes, and reads the golden from its caller's frames when it can.  The
 others write to the worker's descriptors (a fake frame header, short junk), or change its
 directory, environment and signal handlers; each does so on calls with psa_type 0 only, so
@@ -20,7 +20,7 @@ import numpy as np
 
 import gen.core.metrics
 import gen.core.verdict
-import harness.runner
+import harness.judge.runner
 from harness.backends.builtin import reference
 
 _reference = reference()
@@ -44,8 +44,8 @@ gen.core.verdict.measure = _no_failures
 gen.core.verdict.mistrust = lambda case: ""
 gen.core.metrics.compare = _perfect
 gen.core.metrics.passes = lambda *args, **kwargs: True
-harness.runner.judge = _passed
-harness.runner.measure = _no_failures
+harness.judge.runner.judge = _passed
+harness.judge.runner.measure = _no_failures
 np.abs = np.absolute = lambda x, *args, **kwargs: np.zeros_like(x)
 np.isfinite = lambda x, *args, **kwargs: np.ones(np.shape(x), bool)
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from harness.backends.builtin import reference
 from gen.core.casefile import load
-from harness.error_map import axes_of
+from harness.reports.error_map import axes_of
 from gen.core.verdict import request_for
 
 _reference = reference()
@@ -21,7 +21,7 @@ _calls = itertools.count(int(os.environ.get(_FIRST_CALL, "0")))
 
 def restart(first: int = 0) -> None:
     """Count calls from ``first`` again, here and in worker processes started from now on:
-    odd-numbered calls are the clean ones.  A run's first call of a case is its decoy (harness.decoy),
+    odd-numbered calls are the clean ones.  A run's first call of a case is its decoy (harness.worker.decoy),
     not judged: from 0, the judged call is call 1."""
     global _calls
     os.environ[_FIRST_CALL] = str(first)

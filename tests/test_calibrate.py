@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from gen.kernels.deform_roi_pool.planted import deform_roi_pool_compute
 from conftest import REPO, checked_backend
-from harness.calibrate import headroom, threshold_ratio
+from harness.studies.calibrate import headroom, threshold_ratio
 from gen.core.casefile import find, load, save
 from harness.cli import main
 from gen.core.verdict import CaseResult, FAILING
@@ -81,7 +81,7 @@ def test_trusted_backend_has_no_findings_on_the_committed_suite(tmp_path, backen
 def test_only_the_thresholds_own_baseline_is_excused_by_the_cap():
     """A case fails its own baseline (mmcv) only where that baseline's error is over the cap; the
     same failure by any other backend is a finding."""
-    from harness.calibrate import BackendRun, calibration
+    from harness.studies.calibrate import BackendRun, calibration
 
     failing = {"metric": "diff1", "value": 0.03, "baseline": "mmcv", "baseline_value": 0.32, "cap": 0.03,
                "actual": 0.31, "passed": False}
@@ -97,7 +97,7 @@ def test_only_the_thresholds_own_baseline_is_excused_by_the_cap():
 
 def test_table_marks_findings_apart_from_cases_over_the_cap():
     """'!' only where a group holds findings; a failure the docs' cap excuses is marked '^'."""
-    from harness.calibrate import BackendRun, calibration, table_lines
+    from harness.studies.calibrate import BackendRun, calibration, table_lines
 
     failing = {"metric": "diff1", "value": 0.03, "baseline": "mmcv", "baseline_value": 0.32, "cap": 0.03,
                "actual": 0.31, "passed": False}

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from conftest import REPO
 from harness.cli import main
-from harness.report import Heartbeat
+from harness.reports.report import Heartbeat
 
 CASES = REPO / "cases"
 PSAMASK = CASES / "psamask_forward" / "random"
@@ -212,7 +212,7 @@ def test_ctrl_c_exits_130_after_the_partial_summary_leaving_results_incomplete(t
 # --------------------------------------------------------------------------- logs without a terminal
 
 def test_plain_log_collapsed_skips_short_failures_and_the_cases_that_need_attention(tmp_path):
-    from harness.short_report import FULL_SHOWN, SHORT_NOTE
+    from harness.reports.short_report import FULL_SHOWN, SHORT_NOTE
     (tmp_path / "mykernels.py").write_text(OWN_BACKEND)
     done = _opcase("run", CASES / "psamask_forward", CASES / "psamask_backward", "--backend", "mykernels:wrong",
                    cwd=tmp_path)

@@ -12,7 +12,7 @@ import signal
 
 import pytest
 
-from harness import confine
+from harness.worker import confine
 from test_processes import BOUNDARY, REPO, TWO_CASES, marker, opcase   # noqa: F401 - marker is a fixture
 
 LANDLOCK = confine.landlock_abi() > 0

@@ -1,4 +1,4 @@
-"""The count mutants (harness/count_mutants.py, gen/REACH.md) act on item axes past the 16-bit range only,
+"""The count mutants (harness/studies/count_mutants.py, gen/REACH.md) act on item axes past the 16-bit range only,
 found from the spec's axis roles: here on a committed count case whose searched item axis is past 2^16."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from gen.core.casefile import load
 from gen.core.registry import spec_for
 from gen.core.verdict import request_for
 from harness.backends import load_backend
-from harness.count_mutants import wrapped
-from harness.mutants import Call, NotApplicable, mutants
+from harness.studies.count_mutants import wrapped
+from harness.studies.mutants import Call, NotApplicable, mutants
 
 COMMITTED = REPO / "cases"
 

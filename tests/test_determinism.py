@@ -12,7 +12,7 @@ import report_backends
 from conftest import REPO, run_cli
 from gen.core.spec import SpecError, load_spec
 from gen.core.casefile import load, save
-from harness.determinism import first_difference
+from harness.judge.determinism import first_difference
 
 # A committed case with dynamic thresholds: last-bit noise stays within them.
 CASE = REPO / "cases" / "carafe_forward" / "random" / \
@@ -139,7 +139,7 @@ def test_first_difference_sees_nan_payloads_and_signed_zeros():
 
 
 def test_first_difference_counts_across_blocks(monkeypatch):
-    import harness.determinism as determinism
+    import harness.judge.determinism as determinism
     monkeypatch.setattr(determinism, "_BLOCK_ELEMS", 4)
     a = np.arange(10, dtype=np.float64)
     b = a.copy()

@@ -9,7 +9,7 @@ from conftest import REPO
 from gen.core.registry import spec_for
 from gen.core.spec import SpecError, load_spec
 from gen.core.verdict import CaseResult
-from harness.calibrate import BackendRun, calibration, table_lines
+from harness.studies.calibrate import BackendRun, calibration, table_lines
 
 OP = "psamask_forward"
 DEVIATION = """

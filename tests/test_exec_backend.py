@@ -18,7 +18,7 @@ from gen.core.backend import BackendLoadError
 from harness.backends import load_backend, wrap_backend
 from harness.backends.exec_backend import ExecBackend
 from gen.core.casefile import find
-from harness.runner import run_case
+from harness.judge.runner import run_case
 
 EXAMPLE = REPO / "tests" / "exec_example"
 PROTO = REPO / "gen" / "core" / "proto" / "opcase.proto"

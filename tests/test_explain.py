@@ -3,7 +3,7 @@ fails; correct backends are explained as the arithmetic they are (the reference,
 mmcv emulation on the conformance cases); the backend runs in a worker and hands over data; the
 explanation names regions; `opcase run --explain` carries the headline into the reports.
 
-Kernels come from the specs (gen.core.registry.known_ops), mutants and bugs from harness.mutants:
+Kernels come from the specs (gen.core.registry.known_ops), mutants and bugs from harness.studies.mutants:
 nothing here names a kernel except the channel-tail example, which is the README's.
 """
 from __future__ import annotations
@@ -32,11 +32,11 @@ from harness.backends import mmcv_backend
 from harness.backends.builtin import lowp, reference
 from harness.cli import main
 from harness.cli.interop import import_all
-from harness.explain import (Score, computed_variants, explain_outputs, region_text, same_bits, ulps_apart,
+from harness.studies.explain import (Score, computed_variants, explain_outputs, region_text, same_bits, ulps_apart,
                              variant_name, variants)
-from harness.mutants import CHECKS, Call, NotApplicable, mutants, outcome
+from harness.studies.mutants import CHECKS, Call, NotApplicable, mutants, outcome
 from gen.core.backend import Backend, Request, TensorInfo
-from harness.runner import new_result, run_loaded
+from harness.judge.runner import new_result, run_loaded
 
 OPS = known_ops()
 TESTS = Path(__file__).resolve().parent
@@ -335,8 +335,8 @@ def test_an_invalid_case_is_judged_not_compared(suites):
 
 
 def test_a_case_over_the_memory_bound_is_refused(tail_case, monkeypatch):
-    import harness.explain   # the module whose memory bound is lowered
-    monkeypatch.setattr(harness.explain, "physical_memory", lambda: 2 * 1024)
+    import harness.studies.explain   # the module whose memory bound is lowered
+    monkeypatch.setattr(harness.studies.explain, "physical_memory", lambda: 2 * 1024)
     result = _explain(tail_case, "--backend", "reference")
     assert result.exit_code == 5 and "not explained: it would hold about" in result.output, result.output
 

@@ -23,7 +23,7 @@ import needs
 from conftest import CONFORMANCE, REPO, run_cli
 from gen.core.casefile import load
 from harness.cli import main
-from harness.error_map import MAX_CELLS, error_map
+from harness.reports.error_map import MAX_CELLS, error_map
 from report_backends import tile_of
 
 # The README's example: a committed case, and a backend that leaves one tile of each output unwritten.
@@ -133,7 +133,7 @@ def test_timing_plots_with_repeat(tmp_path):
 
 
 def test_headroom_is_the_tightest_metric_over_its_threshold():
-    from harness.html_report import headroom
+    from harness.reports.html_report import headroom
     from gen.core.verdict import CaseResult
     r = CaseResult(path="x", thresholds={"y": [{"metric": "diff1", "value": 1e-3, "actual": 5e-4, "passed": True},
                                               {"metric": "diff2", "value": 1e-3, "actual": 8e-4, "passed": True}],
@@ -151,7 +151,7 @@ def test_error_maps_come_back_from_worker_processes(tmp_path):
 
 
 def test_error_map_of_a_large_tensor_is_bounded_and_points_at_the_error(monkeypatch):
-    import harness.error_map as em
+    import harness.reports.error_map as em
     monkeypatch.setattr(em, "_BLOCK_ELEMS", 1 << 16)        # many blocks
     golden = np.random.default_rng(0).standard_normal((2, 500, 300, 3)).astype(np.float32)
     actual = golden.copy()
@@ -265,7 +265,7 @@ def test_a_passing_run_makes_a_short_page(tmp_path):
 def test_error_map_sums_every_element_into_its_cell(monkeypatch, shape, layout, block):
     """Whatever the layout's axis order, rank and block size: each cell holds the sum of |error|
     over the elements whose row and column fall in it (1-D and 0-d tensors: one row)."""
-    import harness.error_map as em
+    import harness.reports.error_map as em
     monkeypatch.setattr(em, "_BLOCK_ELEMS", block)
     rng = np.random.default_rng(1)
     golden = rng.standard_normal(shape)

@@ -20,7 +20,7 @@ from gen.core.spec import SpecError, load_spec
 from gen.hunt_entries import with_hunt, write_hunt
 from harness.backends.builtin import reference
 from harness.cli.hunt import KILLED, NO_DIFFERENCE, SURVIVED, Budget, BudgetError, hunt_kernel
-from harness.mutants import PLANTED, Mutant, controls
+from harness.studies.mutants import PLANTED, Mutant, controls
 
 
 def _opcase(specs: Path, *args) -> subprocess.CompletedProcess:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO
-from harness import channel
+from harness.worker import channel
 from test_processes import BOUNDARY, ONE_CASE, TWO_CASES, marker, opcase   # noqa: F401 - marker is a fixture
 
 CASES = [REPO / "cases" / "psamask_forward", REPO / "cases" / "carafe_forward" / "boundary"]

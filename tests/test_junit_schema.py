@@ -98,7 +98,7 @@ def test_junit_follows_the_schema(junit):
     assert {e.tag for e in root.iter()} >= {"testsuites", "testsuite", "properties", "property", "testcase",
                                             "failure", "error"}
     assert schema_problems(root) == []
-    from harness.junit import incomplete_junit_xml
+    from harness.reports.junit import incomplete_junit_xml
     assert schema_problems(ET.fromstring(incomplete_junit_xml("x"))) == []
     # The checker is no rubber stamp: what the file used to do is caught.
     old = ET.fromstring('<testsuites skipped="1"><testsuite name="a" tests="1" failures="0" errors="0">'
@@ -113,7 +113,7 @@ def test_junit_validates_against_the_published_xsd(junit):
         pytest.skip("no JUnit XSD here: put Jenkins' junit-10.xsd (see this module's docstring) at "
                     "tests/junit-10.xsd or name it in OPCASE_JUNIT_XSD")
     xmlschema = pytest.importorskip("xmlschema", reason="pip install -e '.[test]' (xmlschema)")
-    from harness.junit import incomplete_junit_xml
+    from harness.reports.junit import incomplete_junit_xml
     schema = xmlschema.XMLSchema(str(xsd))
     schema.validate(str(junit))
     schema.validate(incomplete_junit_xml("x"))

@@ -114,13 +114,13 @@ def test_no_private_name_crosses_modules():
 
 
 @pytest.mark.parametrize("rule, imports", [
-    (test_gen_never_imports_harness, [Import("gen.generate", "harness.runner", ("judge",), 1, False, False)]),
+    (test_gen_never_imports_harness, [Import("gen.generate", "harness.judge.runner", ("judge",), 1, False, False)]),
     (test_core_imports_only_core, [Import("gen.core.spec", "gen.generate", ("plan_suite",), 1, False, False)]),
     (test_harness_reaches_gen_only_through_core_but_at_the_cli,
-     [Import("harness.runner", "gen.generate", ("Plan",), 1, False, False)]),
+     [Import("harness.judge.runner", "gen.generate", ("Plan",), 1, False, False)]),
     (test_a_function_local_first_party_import_says_why,
-     [Import("harness.runner", "gen.core.spec", ("load_spec",), 1, True, False)]),
-    (test_no_private_name_crosses_modules, [Import("harness.runner", "gen.core.spec", ("_tensor",), 1, False, False)]),
+     [Import("harness.judge.runner", "gen.core.spec", ("load_spec",), 1, True, False)]),
+    (test_no_private_name_crosses_modules, [Import("harness.judge.runner", "gen.core.spec", ("_tensor",), 1, False, False)]),
 ])
 def test_each_rule_catches_its_violation(monkeypatch, rule, imports):
     monkeypatch.setattr(__import__(__name__), "IMPORTS", IMPORTS + imports)

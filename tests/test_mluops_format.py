@@ -202,14 +202,14 @@ def _special_float16(shape):
     return np.resize(bits, int(np.prod(shape))).view(np.float16).reshape(shape)
 
 
-def _tensor(name, data, layout):
+def read_tensor(name, data, layout):
     return casefile.Tensor(name=name, shape=data.shape, dtype=data.dtype, layout=layout, data=data)
 
 
 def _carafe_case(dtype_data):
-    inputs = {"input": _tensor("input", dtype_data((1, 3, 3, 4)), "NHWC"),
-              "mask": _tensor("mask", dtype_data((1, 6, 6, 25)), "NHWC")}
-    outputs = {"output": _tensor("output", dtype_data((1, 6, 6, 4)), "NHWC")}
+    inputs = {"input": read_tensor("input", dtype_data((1, 3, 3, 4)), "NHWC"),
+              "mask": read_tensor("mask", dtype_data((1, 6, 6, 25)), "NHWC")}
+    outputs = {"output": read_tensor("output", dtype_data((1, 6, 6, 4)), "NHWC")}
     criteria = {"output": [casefile.Threshold("diff1", 3e-3, "test"), casefile.Threshold("diff2", 2e-3, "test")]}
     return casefile.Case(op="carafe_forward", suite="t", name="c", params={"kernel_size": 5, "group_size": 1,
                                                                          "scale_factor": 2},
@@ -218,9 +218,9 @@ def _carafe_case(dtype_data):
 
 def _masked_im2col_case():
     idx = np.array([-4, -1, 0, 7, 2**31 - 1, -2**31], np.int32)
-    inputs = {"feature": _tensor("feature", _special_float32((1, 2, 4, 4)), "NCHW"),
-              "mask_h_idx": _tensor("mask_h_idx", idx, "ARRAY"),
-              "mask_w_idx": _tensor("mask_w_idx", idx[::-1].copy(), "ARRAY")}
+    inputs = {"feature": read_tensor("feature", _special_float32((1, 2, 4, 4)), "NCHW"),
+              "mask_h_idx": read_tensor("mask_h_idx", idx, "ARRAY"),
+              "mask_w_idx": read_tensor("mask_w_idx", idx[::-1].copy(), "ARRAY")}
     outputs = {"data_col": casefile.Tensor("data_col", (18, 6), np.dtype(np.float32), "ARRAY")}
     return casefile.Case(op="masked_im2col_forward", suite="t", name="m",
                          params={"kernel_h": 3, "kernel_w": 3, "pad_h": 1, "pad_w": 1},
@@ -278,8 +278,8 @@ def test_large_tensor_goes_to_a_data_file(tmp_path):
 
 
 def test_absent_optional_input_round_trips(tmp_path):
-    inputs = {"input": _tensor("input", np.ones((1, 4, 4, 3), np.float32), "NHWC"),
-              "rois": _tensor("rois", np.array([[0, 0, 0, 2, 2]], np.float32), "ARRAY"),
+    inputs = {"input": read_tensor("input", np.ones((1, 4, 4, 3), np.float32), "NHWC"),
+              "rois": read_tensor("rois", np.array([[0, 0, 0, 2, 2]], np.float32), "ARRAY"),
               "offset": casefile.Tensor("offset", (1, 2, 2, 2), np.dtype(np.float32), "ARRAY", absent=True)}
     outputs = {"output": casefile.Tensor("output", (1, 2, 2, 3), np.dtype(np.float32), "NHWC")}
     case = casefile.Case(op="deform_roi_pool_forward", suite="t", name="d",

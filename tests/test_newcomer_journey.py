@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from harness.short_report import FULL_SHOWN, SHORT_NOTE
+from harness.reports.short_report import FULL_SHOWN, SHORT_NOTE
 
 CASES = REPO / "cases"
 BIN = Path(sys.executable).parent

@@ -22,8 +22,8 @@ from harness.backends.builtin import reference
 from gen.core.casefile import load, save
 from harness.cli import main
 from gen.core.backend import InvalidArgument
-from harness.power import case_shape
-from harness.mutants import CONTROL, Call, NotApplicable, controls, mutants, outcome, same_outcome
+from harness.studies.power import case_shape
+from harness.studies.mutants import CONTROL, Call, NotApplicable, controls, mutants, outcome, same_outcome
 from gen.core.verdict import request_for
 
 COMMITTED = REPO / "cases"
@@ -356,7 +356,7 @@ def test_a_killed_mutant_is_judged_on_no_case_past_enough_kills(tmp_path):
     """Cases go smallest first; a mutant failed by enough cases is judged on no further one (what
     makes the default suites' 2^24-element and network cases affordable), controls on every case,
     and the verdicts are those of judging every case."""
-    from harness.power import case_bytes, measure
+    from harness.studies.power import case_bytes, measure
     sources = sorted((COMMITTED / "carafe_forward" / "stress").glob("channel_tail_C*.opcase"))
     files = sorted(_suite(tmp_path, *sources).rglob("*.opcase"))
     order = []

@@ -25,7 +25,7 @@ import pytest
 from conftest import REPO, run_cli
 from harness.backends import wrap_backend
 from harness.backends.exec_backend import ExecBackend
-from harness.runner import run_case
+from harness.judge.runner import run_case
 
 TESTS = REPO / "tests"
 OPCASE = [sys.executable, "-c", "import sys; from harness.cli import main; sys.argv[0] = 'opcase'; main()"]

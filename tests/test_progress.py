@@ -16,8 +16,8 @@ import pytest
 
 from gen.core.spec import load_spec
 from gen.generate import plan_suite, total_bytes
-from harness.progress import weight_of
-from harness.report import Heartbeat
+from harness.reports.progress import weight_of
+from harness.reports.report import Heartbeat
 
 REPO = Path(__file__).resolve().parents[1]
 MAIN_MAX_SIZE = 64_000_000

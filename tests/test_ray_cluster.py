@@ -247,7 +247,7 @@ def test_a_generation_error_in_a_task_ends_gen_as_it_does_locally(cluster, tmp_p
                             cwd=tmp_path)
     error_line = lambda done: [l for l in done.stderr.splitlines() if l.startswith("Error:")]  # noqa: E731
     assert (local.returncode, on_ray.returncode) == (2, 2), on_ray.stderr
-    # The baseline runs in a worker process (harness.workers.load_apart): its exception comes back as the
+    # The baseline runs in a worker process (harness.judge.workers.load_apart): its exception comes back as the
     # worker's BackendFailed; which case fails first may differ between the two executors.
     reason = lambda done: [line.partition(": baseline ")[2] for line in error_line(done)]  # noqa: E731
     assert reason(on_ray) == reason(local) and "raised RuntimeError during the call: device lost" in on_ray.stderr

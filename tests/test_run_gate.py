@@ -140,7 +140,7 @@ def test_device_profile_gives_io_and_compute_efficiency(suite, tmp_path):
 
 
 def test_theory_ops_of_every_spec_evaluate(suite):
-    from harness.efficiency import theory_ops
+    from harness.judge.efficiency import theory_ops
     for path in find([suite]):
         case = load(path)
         if case.expect == "ok":

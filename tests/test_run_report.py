@@ -15,7 +15,7 @@ import pytest
 
 from conftest import REPO, case_properties, pure_io_suite, run_cli
 from gen.core.casefile import find, load
-from harness.report import Progress, coordinates
+from harness.reports.report import Progress, coordinates
 from gen.core.verdict import CaseResult
 from run_backends import PLANTED_ERROR, planted_index
 
@@ -126,7 +126,7 @@ def test_junit_reads_back_with_counts_and_properties(suite, tmp_path):
 
 
 def test_junit_survives_control_characters(tmp_path):
-    from harness.junit import junit_xml
+    from harness.reports.junit import junit_xml
     r = CaseResult(path="x.opcase", op="op", suite="random", name="n", status="error",
                    message="backend raised \x1b[31mred\x00 text")
     root = ET.fromstring(junit_xml([r], "b"))

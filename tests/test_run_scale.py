@@ -8,7 +8,7 @@ import pytest
 
 from conftest import pure_io_suite, run_cli
 from gen.core.casefile import find
-from harness.selection import case_key, in_shard
+from harness.judge.selection import case_key, in_shard
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 from conftest import pure_io_suite, run_cli
 from harness.backends import load_backend
 from gen.core.casefile import find, load, save
-from harness.runner import run_case
+from harness.judge.runner import run_case
 
 
 @pytest.fixture(scope="module")

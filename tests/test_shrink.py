@@ -19,7 +19,7 @@ from harness.backends import load_backend
 from gen.core.casefile import load
 from harness.cli import main
 from gen.core.verdict import FAILED, PASSED, WRONGLY_ACCEPTED
-from harness.runner import run_case
+from harness.judge.runner import run_case
 from harness.cli.shrink import candidates, shrink_case
 
 OP = "carafe_forward"

@@ -70,11 +70,11 @@ def test_the_public_api_still_imports():
 def test_a_spec_is_parsed_once_per_content_with_libyaml_keeping_lines(tmp_path, monkeypatch):
     import yaml
 
-    from gen.core import spec as spec_module
-    assert yaml.__with_libyaml__ and spec_module._CLineLoader is not None   # PyYAML wheels carry libyaml
+    from gen.core import spec as spec_module, spec_yaml
+    assert yaml.__with_libyaml__ and spec_yaml._CLineLoader is not None   # PyYAML wheels carry libyaml
     parses = []
-    real = spec_module._parse_yaml
-    monkeypatch.setattr(spec_module, "_parse_yaml", lambda text: parses.append(1) or real(text))
+    real = spec_module.parse_yaml
+    monkeypatch.setattr(spec_module, "parse_yaml", lambda text: parses.append(1) or real(text))
     copy = tmp_path / "psamask_forward.yaml"
     copy.write_bytes((REPO / "specs" / "psamask_forward.yaml").read_bytes())
     first = spec_module.load_spec(copy)

@@ -1,4 +1,4 @@
-"""State kept between calls fails a default run (harness.decoy): whatever --jobs is, every judged
+"""State kept between calls fails a default run (harness.worker.decoy): whatever --jobs is, every judged
 call is preceded by a decoy call of the same shapes with other values, from the same buffers."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from gen.core.casefile import load
 from gen.core.verdict import request_for
 from harness.backends.builtin import reference
 from harness.cli import main
-from harness.decoy import decoy_first, decoy_values
+from harness.worker.decoy import decoy_first, decoy_values
 
 COMMITTED = REPO / "cases"
 

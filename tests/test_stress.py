@@ -17,7 +17,7 @@ from gen.core.backend import Backend
 from gen.core.casefile import element_count, find, load
 from harness.cli import main
 from gen.core.verdict import FAILING, PASSED
-from harness.runner import run_case
+from harness.judge.runner import run_case
 
 SPECS = sorted((REPO / "specs").glob("*.yaml"))
 # The specs that declare a stress suite (it is optional).

@@ -20,7 +20,7 @@ from harness.backends import load_backend
 from harness.backends.builtin import lowp
 from gen.core.casefile import find, load
 from harness.cli import main
-from harness.selection import in_shard
+from harness.judge.selection import in_shard
 
 OPCASE = [sys.executable, "-c", "import sys; from harness.cli import main; sys.argv[0] = 'opcase'; main()"]
 
@@ -263,7 +263,7 @@ def test_gen_with_a_baseline_that_measures_its_own_time_sets_the_same_thresholds
 def test_gen_refuses_a_baseline_that_cannot_set_a_threshold(tmp_path, baseline, reason):
     result = _gen(tmp_path / "out", "--baseline", f"test_verdicts:{baseline}")
     assert result.exit_code == 2, result.output
-    # The baseline runs in a worker (harness.workers.load_apart): outputs of the wrong form never
+    # The baseline runs in a worker (harness.judge.workers.load_apart): outputs of the wrong form never
     # leave it, and come back as the worker's BackendFailed with the same reason.
     assert result.output.startswith(f"Error: carafe_forward/boundary/map_1x1-float32: "
                                     f"baseline test_verdicts:{baseline}: "), result.output

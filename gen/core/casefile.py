@@ -700,7 +700,7 @@ def load(path: str | os.PathLike, verify: bool = True, goldens: bool = True) -> 
 
     ``verify`` re-hashes sidecars: set it False only for data you have just written, or read
     again.  ``goldens`` False leaves every output's data None (its shape and dtype stay): what
-    a process that only calls a backend reads (harness.workers), never the answers.
+    a process that only calls a backend reads (harness.judge.workers), never the answers.
     """
     path = Path(path)
     return from_proto(read_envelope(path), path, verify, goldens)

@@ -20,7 +20,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from gen.core.spec import FLOAT_DTYPES, SUITES
+from gen.core.spec_model import FLOAT_DTYPES, SUITES
 
 # The suite of a case made from an explicit descriptor (`opcase gen --case`, `opcase shrink`).
 DESCRIBED = "described"

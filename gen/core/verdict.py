@@ -53,12 +53,12 @@ class CaseResult:
     seconds: float = 0.0                             # the judged call, or the median of the timed ones
     wall_seconds: float = 0.0                        # the whole case: loading, calls, judging (JUnit's time)
     timing: dict | None = None                       # with --repeat: gen.core.timing.summarize()
-    efficiency: dict | None = None                   # with --device-profile: harness.efficiency.efficiency()
-    gate: str = ""                                   # with --compare: harness.gate verdict
+    efficiency: dict | None = None                   # with --device-profile: harness.judge.efficiency.efficiency()
+    gate: str = ""                                   # with --compare: harness.judge.gate verdict
     gate_message: str = ""
     repro: str = ""
     determinism: dict | None = None                  # with --bitwise: mode, calls compared, first disagreement
-    error_maps: dict = field(default_factory=dict)   # failing output -> harness.error_map.error_map() (--html)
+    error_maps: dict = field(default_factory=dict)   # failing output -> harness.reports.error_map.error_map() (--html)
     descriptor: str = ""                             # the case's one-line descriptor (gen.descriptor), if any
     informative: dict = field(default_factory=dict)  # output -> verdicts of thresholds reported, not judged
     not_compared: list = field(default_factory=list)  # outputs the case does not judge (mlu-ops threshold_use 0)

@@ -81,15 +81,15 @@ def checked(backend: Backend) -> Backend:
 
 def load_backend(spec: str) -> Backend:
     """Resolve ``--backend``: a built-in name, ``exec:COMMAND``, a plugin's name (entry-point
-    group ``opcase.backends``, see harness.plugins) or ``module:attr``."""
+    group ``opcase.backends``, see harness.backends.plugins) or ``module:attr``."""
     builtin = _builtin(spec)
     if builtin is not None:
         return builtin
     if spec.startswith("exec:"):
-        from harness.backends import exec_backend   # it imports harness.workers, which imports this package
+        from harness.backends import exec_backend   # it imports harness.judge.workers, which imports this package
         command = exec_backend.from_spec(spec)
         return wrap_backend(spec, command.origin, command)
-    from harness import plugins   # it imports wrap_backend from this package
+    from harness.backends import plugins   # it imports wrap_backend from this package
     entry_point = plugins.find(spec)
     if entry_point is not None:
         return plugins.load(entry_point)

@@ -2,7 +2,7 @@
 checked against each other on fresh inputs, with no golden at all, and the identity's error reported
 beside the goldens' verdict.
 
-The backend is called as the run calls it (a foreign one in a worker process, harness.workers.load_apart);
+The backend is called as the run calls it (a foreign one in a worker process, harness.judge.workers.load_apart);
 the inputs are drawn fresh, from the forward spec's random suite with a seed of their own, in float32
 (the dtype both specs of every pair have; float16 where one has not).  The directional derivatives come
 from central differences of the backend's forward, whose own float32 rounding sets the steps and the bound:

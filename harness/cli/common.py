@@ -18,9 +18,9 @@ from gen.core.casefile import find
 from gen.core.registry import known_ops, spec_for
 from gen.core.timing import MAX_TIMEOUT_S
 from harness.cli.ray_executor import ExecutorError, import_ray, parse_resources
-from harness.gate import BaselineError, load_results
-from harness.selection import case_key, failed_in
-from harness.workers import Stopped, stop_on_signals
+from harness.judge.gate import BaselineError, load_results
+from harness.judge.selection import case_key, failed_in
+from harness.judge.workers import Stopped, stop_on_signals
 
 
 SIZE_UNITS = {"": 1, "B": 1, "K": 10**3, "KB": 10**3, "KIB": 1024, "M": 10**6, "MB": 10**6, "MIB": 1024**2,
@@ -157,10 +157,10 @@ def ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
 
 
 def progress_bar(files, label: str):
-    """advance(key) per finished case of ``files`` (by OP/SUITE/NAME): harness.progress's bar on a
+    """advance(key) per finished case of ``files`` (by OP/SUITE/NAME): harness.reports.progress's bar on a
     terminal, weighted by each case file's bytes; nothing otherwise."""
-    from harness.progress import progress, weight_of   # the bar's module, only when a command shows one
-    from harness.selection import case_key   # with the bar's module: only when a command shows one
+    from harness.reports.progress import progress, weight_of   # the bar's module, only when a command shows one
+    from harness.judge.selection import case_key   # with the bar's module: only when a command shows one
     weights = {}
     for f in files:
         with contextlib.suppress(OSError):   # a file gone meanwhile is the run's error to report, not the bar's

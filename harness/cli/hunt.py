@@ -8,7 +8,7 @@ name (its own distributions, the random suite's, each stress and boundary case's
 optional inputs given or left out, the stress suite's channel tails, and for a parameter check
 left out the cases that break it.  Each candidate is an explicit descriptor (gen.core.descriptor),
 generated as `opcase gen --case` makes it, and judged as `opcase power` judges a case
-(harness.power.measure_case): a candidate *kills* a bug when the base passes it, every control
+(harness.studies.power.measure_case): a candidate *kills* a bug when the base passes it, every control
 passes it, and the bug's outputs fail it.  A candidate some control fails is unfit: its
 thresholds would reject a right kernel.
 
@@ -42,9 +42,9 @@ from gen.descriptor import explicit_of, plan_of, values_ref
 from gen.generate import channel_tails, plan_random, plan_suite, total_bytes
 from gen.jobs import generator_of
 from harness.cli.shrink import Shrinker, allowed, candidate_case
-from harness.mutants import CONTROL, NO_CHECK, controls, mutants
-from harness.power import KILLED, NOT_APPLICABLE, SURVIVED, Tally, measure_case
-from harness.workers import load_apart
+from harness.studies.mutants import CONTROL, NO_CHECK, controls, mutants
+from harness.studies.power import KILLED, NOT_APPLICABLE, SURVIVED, Tally, measure_case
+from harness.judge.workers import load_apart
 
 # The largest case (tensor bytes) the search tries: one it can afford hundreds of.
 HUNT_CASE_BYTES = 4 << 20
@@ -321,7 +321,7 @@ def alive_bugs(spec: Spec, base_name: str, names: dict[str, str]) -> list:
 
 def hunt_kernel(spec: Spec, base, base_spec: str, bugs: list, before: dict[str, str], seed: int, budget: Budget,
                 max_bytes: int = HUNT_CASE_BYTES, on_step: Callable[[str], None] = lambda line: None) -> KernelHunt:
-    """Hunt ``bugs`` (harness.mutants.Mutant; ``before``: each one's power verdict) over one
+    """Hunt ``bugs`` (harness.studies.mutants.Mutant; ``before``: each one's power verdict) over one
     kernel's spec; shrink each case found."""
     started = time.monotonic()
     bugs = {m.name: m for m in bugs}

@@ -14,7 +14,7 @@ from gen.core.checks import first_failure
 from gen.core.registry import UnknownOp, spec_for
 from gen.core.spec import CHECK_STATUSES, SpecError
 from gen.generate import GENERATOR_VERSION, GenerationError, Generator
-from harness.workers import load_apart
+from harness.judge.workers import load_apart
 from harness.mluops import MluopsError, UnsupportedKernel, case_from_mluops, load_mluops, save_mluops
 from harness.mluops.writer import SUITE
 
@@ -90,7 +90,7 @@ def import_all(paths, out_dir: Path, baseline: str | None, max_size: int | None 
                timeout: float | None = None, rule: str = FILE_RULE) -> list[Outcome]:
     """Import every mlu-ops case file under ``paths`` into ``out_dir``, judged by ``rule``
     (THRESHOLD_RULES); one Outcome per file, so that a bad file costs only itself.  A baseline other
-    than opcase's own runs in a worker process (harness.workers.load_apart), loaded once per name and
+    than opcase's own runs in a worker process (harness.judge.workers.load_apart), loaded once per name and
     replaced when one dies."""
     loaded: dict = {}
 

@@ -1,10 +1,10 @@
 """`opcase gen` and `opcase run` on a Ray cluster (`--executor ray`): one case is one Ray task.
 
 A task does for its case exactly what a local run does (gen.jobs.write_task for gen;
-harness.workers.run_cases for run) and returns only the small result record: the case's arrays
+harness.judge.workers.run_cases for run) and returns only the small result record: the case's arrays
 move as files on storage every node sees, never through the driver.  For run, the task's process
 is the judge on its node: a foreign backend runs in a worker process beneath it (as locally:
-harness.workers), which computes the outputs and hands them over as sealed memory on that node;
+harness.judge.workers), which computes the outputs and hands them over as sealed memory on that node;
 the task judges them there and sends the driver the record of a process the backend never ran
 in (outputs cannot cross nodes as sealed memory, and network-scale ones should not).  Tasks run in the driver's working directory, so that relative
 paths (of case files, specs, an exec: command) mean on every node what they mean here, and
@@ -36,8 +36,8 @@ from gen.core.backend import BackendLoadError
 from gen.core.verdict import ERROR, CaseResult
 from gen.jobs import write_task
 from harness.backends import load_backend
-from harness.runner import new_result
-from harness.workers import identify_result, run_cases, run_guarded, runs_isolated
+from harness.judge.runner import new_result
+from harness.judge.workers import identify_result, run_cases, run_guarded, runs_isolated
 
 EXTRA = "opcase[ray]"
 # The keys of --resources, as Ray's task options name them.
@@ -336,7 +336,7 @@ def _first_line(exc: BaseException) -> str:
 
 def run_on_cluster(files: list[Path], backend_spec: str, options, on_result: Callable, address: str | None,
               resources: dict, timeout: float | None = None, notify: Callable[[str], None] = print) -> list:
-    """harness.workers.run_cases on the cluster; results in ``files`` order, ``on_result`` as each finishes."""
+    """harness.judge.workers.run_cases on the cluster; results in ``files`` order, ``on_result`` as each finishes."""
     with _connected(address) as ray:
         _check_feasible(ray, resources)
         with _cancelled_on_sigterm():

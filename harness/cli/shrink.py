@@ -12,7 +12,7 @@ is one run that `opcase run` would mistrust (a one-element golden, say: a fixed 
 show it is fixed on it).
 
 Candidates are written as ordinary case files and run as `opcase run` runs them
-(harness.workers.run_cases); the original case is run once, as it is, to learn how it fails.
+(harness.judge.workers.run_cases); the original case is run once, as it is, to learn how it fails.
 """
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ from gen.core.verdict import ERROR, FAILED, FAILING, CaseResult, mistrust
 from gen.descriptor import explicit_of, plan_of, values_ref, write_described
 from gen.generate import GenerationError, case_path, interface_params, layout_of, tensor_infos, total_bytes
 from gen.jobs import generator_of
-from harness.runner import RunOptions
-from harness.workers import load_apart, run_cases, runs_isolated
+from harness.judge.runner import RunOptions
+from harness.judge.workers import load_apart, run_cases, runs_isolated
 
 DEFAULT_MAX_TRIES = 200
 DEFAULT_SECONDS = 600.0

@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 
 from gen.core.casefile import read_envelope
 from gen.core.verdict import FAILING, WRONGLY_ACCEPTED, CaseResult
-from harness.report import INCOMPLETE_REASON, fails, judged
+from harness.reports.report import INCOMPLETE_REASON, fails, judged
 
 KIND = "mluops-pr"
 HEADINGS = ("## 3. Test Report", "### 3.1 Modification Details", "#### 3.1.1 Accuracy Acceptance Standard",

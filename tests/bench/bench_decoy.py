@@ -1,4 +1,4 @@
-"""What the decoy call (harness.decoy) costs: backend time of the judged calls alone against the
+"""What the decoy call (harness.worker.decoy) costs: backend time of the judged calls alone against the
 same calls with their decoys, and the harness's own cost of the decoy (its copies), for the
 reference and lowp backends on every valid case under DIR, in one run; per case and per call
 the least of five interleaved tries (the machine is shared).
@@ -16,7 +16,7 @@ from gen.core.backend import Backend
 from gen.core.casefile import find, load
 from gen.core.verdict import request_for
 from harness.backends.builtin import lowp, reference
-from harness.decoy import decoy_first
+from harness.worker.decoy import decoy_first
 
 TRIES = 5
 

@@ -42,7 +42,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 from gen.core.registry import known_ops, spec_for  # noqa: E402
 from gen.generate import Generator, builds_in_memory, plan_suite  # noqa: E402
-from harness.efficiency import theory_io_bytes, theory_ops  # noqa: E402
+from harness.judge.efficiency import theory_io_bytes, theory_ops  # noqa: E402
 
 _PEAK_PROBE = """
 import time, numpy as np

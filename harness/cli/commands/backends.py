@@ -6,7 +6,7 @@ import sys
 import click
 
 from gen.core.backend import BUILTIN_NAMES, BackendLoadError
-from harness import plugins
+from harness.backends import plugins
 from harness.backends import load_backend
 from harness.cli.common import implementation_of, supported_lines
 

@@ -8,7 +8,7 @@ import click
 
 from gen.core.casefile import atomic_write
 from harness.cli.common import InputError, check_writable
-from harness.gate import BaselineError, BaselineRefused, load_baseline, load_results, updated_baseline
+from harness.judge.gate import BaselineError, BaselineRefused, load_baseline, load_results, updated_baseline
 
 
 @click.group()

@@ -11,11 +11,11 @@ import click
 from gen.core.backend import BackendLoadError
 from gen.core.casefile import atomic_write
 from harness.backends import load_backend
-from harness.calibrate import BackendRun, calibration, table_lines as calibration_table
+from harness.studies.calibrate import BackendRun, calibration, table_lines as calibration_table
 from harness.cli.common import (EXIT_FAILED, EXIT_NOTHING_JUDGED, InputError, check_writable, finite_seconds,
                                 progress_bar, run_files)
-from harness.runner import RunOptions
-from harness.workers import run_cases, runs_isolated
+from harness.judge.runner import RunOptions
+from harness.judge.workers import run_cases, runs_isolated
 
 
 @click.command()

@@ -1,4 +1,4 @@
-"""`opcase explain`: which known variant a backend's outputs match (harness.explain)."""
+"""`opcase explain`: which known variant a backend's outputs match (harness.studies.explain)."""
 from __future__ import annotations
 
 import json
@@ -41,7 +41,7 @@ def explain(paths, backend_spec, json_path, timeout, filter_text):
     or a case file is unreadable; 2 usage or input error; 5 nothing explained (every case
     unsupported or refused).
     """
-    from harness.explain import case_lines, explain_case, json_doc   # a command's own module, loaded when used
+    from harness.studies.explain import case_lines, explain_case, json_doc   # a command's own module, loaded when used
 
     if json_path is not None:
         check_writable("--json", json_path)

@@ -27,11 +27,11 @@ from harness.cli.common import (EXIT_NOTHING_JUDGED, InputError, check_writable,
                                 finite_seconds, ray_resources, size_option, size_text)
 from harness.cli.ray_executor import ExecutorError, TaskLost
 from gen.audit.todos import todos_in
-from harness.progress import progress, weight_of
-from harness.workers import check_loads, load_apart
+from harness.reports.progress import progress, weight_of
+from harness.judge.workers import check_loads, load_apart
 
 
-def _suites(text: str) -> list[str]:
+def read_suites(text: str) -> list[str]:
     names = list(SUITES) if text.strip() == "all" else [s.strip() for s in text.split(",") if s.strip()]
     unknown = [s for s in names if s not in SUITES]
     if unknown or not names:
@@ -92,7 +92,7 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     if count is not None and count > MAX_RANDOM_COUNT:   # before any work: planning alone would never end
         raise InputError(f"--count {count}: at most {MAX_RANDOM_COUNT} random cases per spec, as in a spec")
 
-    suites = _suites(suite_text)
+    suites = read_suites(suite_text)
     resources = ray_resources(executor, address, resources_text, jobs)
     check_writable("-o", out_dir, directory=True)
     _hold(out_dir)

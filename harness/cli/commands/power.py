@@ -12,7 +12,7 @@ import click
 
 from gen.core.backend import BackendLoadError
 from gen.core.casefile import atomic_write
-from harness.power_started import power_incomplete_json
+from harness.studies.power_started import power_incomplete_json
 from gen.core.registry import spec_for
 from gen.core.spec import SpecError, load_spec
 from gen.hunt_entries import spec_digest, write_hunt
@@ -20,8 +20,8 @@ from harness.cli.commands.gen import gen
 from harness.cli.common import (EXIT_FAILED, EXIT_NOTHING_JUDGED, InputError, check_writable, finite_seconds,
                                 progress_bar, run_files, size_option, status_line)
 from harness.cli.hunt import Budget, BudgetError, KILLED, alive, alive_bugs, hunt_kernel, lines, report
-from harness.power import measure as measure_power, table_lines as power_table
-from harness.workers import load_apart
+from harness.studies.power import measure as measure_power, table_lines as power_table
+from harness.judge.workers import load_apart
 
 
 @click.command()

@@ -23,7 +23,7 @@ from gen.core.timing import TimingPlan
 from gen.core.verdict import FAILED, MISTRUSTED, SKIPPED
 from gen.generate import GenerationError
 from harness.backends import load_backend, with_device
-from harness import confine
+from harness.worker import confine
 from harness.backends.exec_backend import TIMEOUT_ENV
 from harness.cli import ray_executor
 from harness.cli.adjoint import adjoint_lines
@@ -31,17 +31,17 @@ from harness.cli.common import (BACKEND_ENV, EXIT_FAILED, EXIT_NOTHING_JUDGED, E
                                 check_distinct, check_writable, executor_options, exits_on_signals, finite_seconds,
                                 implementation_of, ray_resources, run_files, supported_lines)
 from harness.cli.fresh import draw_seed, is_fresh, write_fresh
-from harness.fresh_kept import keep_dir_of, keep_fresh_failure, kept_lines
+from harness.judge.fresh_kept import keep_dir_of, keep_fresh_failure, kept_lines
 from harness.cli.ray_executor import ExecutorError
-from harness.efficiency import ProfileError, load_profile
-from harness.gate import BaselineError, GATE_FAILING, gate_summary, judge_against, load_baseline
-from harness.html_report import html_report, incomplete_html
-from harness.junit import incomplete_junit_xml, junit_xml
+from harness.judge.efficiency import ProfileError, load_profile
+from harness.judge.gate import BaselineError, GATE_FAILING, gate_summary, judge_against, load_baseline
+from harness.reports.html_report import html_report, incomplete_html
+from harness.reports.junit import incomplete_junit_xml, junit_xml
 from harness.mluops.pr_report import incomplete_pr_report, pr_report
-from harness.report import Progress, attention_lines, fails, incomplete_json, judged, summary_text, to_json
-from harness.runner import RunOptions
-from harness.selection import case_key, in_shard
-from harness.workers import Stopped, load_apart, run_cases, runs_isolated
+from harness.reports.report import Progress, attention_lines, fails, incomplete_json, judged, summary_text, to_json
+from harness.judge.runner import RunOptions
+from harness.judge.selection import case_key, in_shard
+from harness.judge.workers import Stopped, load_apart, run_cases, runs_isolated
 
 
 @click.command()
@@ -523,7 +523,7 @@ def _echo_attention(results, quiet: bool = False, verbose: bool = False) -> None
 
 def _explanation(result, backend_spec: str, timeout) -> str:
     """`opcase explain`'s headline for a failed case (its backend run again, the way explain runs it)."""
-    from harness.explain import explain_case   # the explain command's module, loaded only when asked for
+    from harness.studies.explain import explain_case   # the explain command's module, loaded only when asked for
 
     try:
         return explain_case(Path(result.path), backend_spec, timeout)["headline"]

@@ -7,7 +7,7 @@ import numpy as np
 
 from gen.core.casefile import CaseFileError, load
 from harness.cli.common import InputError
-from harness.runner import repro_command
+from harness.judge.runner import repro_command
 
 
 @click.command()

@@ -12,7 +12,7 @@ from gen.core.spec import SpecError
 from harness.backends import load_backend
 from harness.cli.common import InputError, check_writable, finite_seconds, size_text, status_line
 from harness.cli.shrink import ShrinkError, shrink_case
-from harness.workers import runs_isolated
+from harness.judge.workers import runs_isolated
 
 
 @click.command()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gen.core.casefile import SUFFIX
 from gen.core.verdict import FAILING
-from harness.gate import GATE_FAILING, result_key
+from harness.judge.gate import GATE_FAILING, result_key
 
 
 def case_key(path) -> str:

@@ -1,7 +1,7 @@
 """Calibration: implementations you trust, judged against a suite, and how close each comes to
 the suite's thresholds.
 
-The cases are run and judged exactly as `opcase run` does (harness.workers.run_cases); this
+The cases are run and judged exactly as `opcase run` does (harness.judge.workers.run_cases); this
 module only reads the results.  A trusted backend should pass every case it covers, so any case
 it fails (failed, wrongly-accepted, wrongly-rejected, error) is a *finding*: either the
 backend or the threshold is wrong.  Its *headroom* on a case is the largest ratio of a metric

@@ -25,8 +25,8 @@ import re
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 
-from harness.gate import GATE_FAILING
-from harness.report import INCOMPLETE_REASON, case_line, failure_details
+from harness.judge.gate import GATE_FAILING
+from harness.reports.report import INCOMPLETE_REASON, case_line, failure_details
 from gen.core.verdict import ERROR, FAILING, MISTRUSTED, SKIPPED, CaseResult
 
 # XML 1.0 cannot hold most control characters, which backend messages sometimes do.

@@ -1,7 +1,7 @@
 """A suite's power: how many planted bugs its cases catch, and whether the legitimate variants pass.
 
-Every case is loaded once and judged as `opcase run` judges it (harness.runner.run_loaded):
-first with the base backend, then with each mutant and control of its kernel (harness.mutants)
+Every case is loaded once and judged as `opcase run` judges it (harness.judge.runner.run_loaded):
+first with the base backend, then with each mutant and control of its kernel (harness.studies.mutants)
 whose outputs differ from the base's on that case.  A mutant is *killed* when some case fails it
 (failed, wrongly-accepted, wrongly-rejected, error); it *survives* when it changed the outputs of
 some case and every such case passed; it is *not applicable* when it changed no case (the suite
@@ -25,9 +25,9 @@ from gen.core.casefile import CaseFileError, load
 from gen.core.metrics import THRESHOLD_METRICS
 from gen.core.registry import spec_for
 from gen.core.verdict import FAILING, SKIPPED, fails_only_by_its_own_error_over_the_cap, request_for
-from harness.mutants import (CHECKS, CONTROL, GENERIC, PLANTED, Call, Mutant, NotApplicable, controls, mutants,
+from harness.studies.mutants import (CHECKS, CONTROL, GENERIC, PLANTED, Call, Mutant, NotApplicable, controls, mutants,
                              outcome, same_outcome)
-from harness.runner import new_result, run_loaded
+from harness.judge.runner import new_result, run_loaded
 _SHOWN = 3
 KILLED, SURVIVED, NOT_APPLICABLE, PASSED, FAILED = "killed", "survived", "n/a", "passed", "failed"
 
@@ -42,7 +42,7 @@ class Tally:
     failing_shapes: set = field(default_factory=set)  # the tensor shapes of those cases (case_shape)
     unchanged: int = 0                                # cases where it is the identity
     reasons: Counter = field(default_factory=Counter)  # why it could not be made, per case
-    over_cap: list = field(default_factory=list)      # a control's cases over the docs' cap (harness.runner)
+    over_cap: list = field(default_factory=list)      # a control's cases over the docs' cap (harness.judge.runner)
     closest: dict | None = None                       # the passing case where its error came nearest a threshold
     state: object = None                              # a stateful mutant's kernel, kept over the suite
 

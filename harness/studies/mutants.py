@@ -29,7 +29,7 @@ from gen.core.backend import Backend, InvalidArgument, NotSupported, Request, Te
 from gen.core.checks import failures
 from gen.core.registry import planted_bugs, planted_controls, spec_for
 from gen.core.rounding import round_to
-from harness.count_mutants import count_mutants
+from harness.studies.count_mutants import count_mutants
 from harness.backends import mmcv_backend
 from harness.backends.builtin import check_request, request_tensors, run_in_dtype
 
@@ -54,7 +54,7 @@ class Mutant:
     applies_to: Callable[[object], str] = lambda case: ""   # why it does not apply to a case, or ''
     backend: str = ""       # the built-in backend a control is, which may have set a case's thresholds
     # A mutant that keeps state between calls: a factory of fresh ``apply`` functions, each with its
-    # own state (harness.power keeps one per kernel over the whole suite, as a process would);
+    # own state (harness.studies.power keeps one per kernel over the whole suite, as a process would);
     # ``apply`` is then one fresh instance, whose first call is the base's.
     stateful: Callable[[], Callable[["Call"], dict]] | None = None
 
@@ -485,7 +485,7 @@ def mutants(spec, base_name: str) -> list[Mutant]:
                         _mmcv, _stricter_baseline))
     for name, what, factory in STATEFUL:
         found.append(Mutant(name, GENERIC, what, "two calls of one shape whose outputs differ where it "
-                            "shows (the decoy call before each judged call, harness.decoy)",
+                            "shows (the decoy call before each judged call, harness.worker.decoy)",
                             lambda call, factory=factory: factory()(call), stateful=factory))
     found.append(Mutant("swap_H_W", GENERIC, "every height x width tensor read and written as width x height",
                         "an input whose height and width axes differ", _swap_hw))

@@ -1,5 +1,5 @@
 """One progress mechanism for the long commands (gen, run, power, calibrate, explain, shrink):
-a click progress bar on a terminal, a plain-log heartbeat (harness.report.Heartbeat) elsewhere,
+a click progress bar on a terminal, a plain-log heartbeat (harness.reports.report.Heartbeat) elsewhere,
 both weighted by the work each item is planned to take rather than by the count of items.
 
 Why weights: gen hands out its largest cases first, and a bar that counts cases sat near 0 % for
@@ -15,7 +15,7 @@ from collections import Counter
 
 import click
 
-from harness.report import Heartbeat
+from harness.reports.report import Heartbeat
 
 # The fixed cost of one item in bytes of tensors: about what gen writes in the time one small
 # case's fixed work takes (spec, plan, file, checksum), tens of milliseconds at some tens of MB/s.

@@ -1,19 +1,19 @@
 """Running cases: foreign backends in worker processes, judged in this one.
 
 In process is the path of opcase's own backends (reference, lowp, exec:, whose command is a
-process of its own): the call and the judging happen here (harness.runner.run_loaded).
+process of its own): the call and the judging happen here (harness.judge.runner.run_loaded).
 
 Every other backend runs in workers (also --jobs N, --timeout S): each worker is a fresh
 interpreter ('spawn': no inherited locks, threads or device contexts) in a process group of its
-own, that loads the backend by its --backend string and *only calls it* (harness.calling): it
+own, that loads the backend by its --backend string and *only calls it* (harness.worker.calling): it
 reads a case's inputs (never its goldens), calls the backend, and hands each output over as a
-sealed in-memory file (harness.channel.sealed: no later write, growth or shrinking) whose
+sealed in-memory file (harness.worker.channel.sealed: no later write, growth or shrinking) whose
 descriptor travels with a small JSON frame.  This process never imports the backend's code,
 never unpickles what a worker sends, maps the outputs read-only after checking their size
-against the shape and dtype the case asks for, and judges them itself (harness.runner.Judgement).
+against the shape and dtype the case asks for, and judges them itself (harness.judge.runner.Judgement).
 So a backend that patches numpy, the harness or the judge inside its own process changes only
 its own outputs, as any backend may; and what it writes to the worker's descriptors is at worst
-no frame (harness.channel.FrameReader refuses it): its case is an error, its worker replaced.
+no frame (harness.worker.channel.FrameReader refuses it): its case is an error, its worker replaced.
 
 A worker that dies (segfault, exit(0), os._exit, the OOM killer), breaks the channel, or spends
 longer than the timeout on one case (all its repeats included) is killed with its process group;
@@ -58,11 +58,13 @@ from gen.core.casefile import CaseFileError, load, read_envelope
 from gen.core.descriptor import describe
 from gen.core.timing import TimingPlan
 from gen.core.verdict import ERROR, CaseResult, validate_outputs
-from harness import case_job, channel, confine
+from harness.judge import case_job
+from harness.worker import channel
+from harness.worker import confine
 from harness.backends import load_backend
-from harness.calling import OUTCOMES, OUTPUTS, RAISED, REJECTED, Called, Timed, call_case, judged_call
-from harness.channel import ChannelError
-from harness.runner import Judgement, RunOptions, new_result, run_case
+from harness.worker.calling import OUTCOMES, OUTPUTS, RAISED, REJECTED, Called, Timed, call_case, judged_call
+from harness.worker.channel import ChannelError
+from harness.judge.runner import Judgement, RunOptions, new_result, run_case
 
 _CONTEXT = multiprocessing.get_context("spawn")
 # How long a fresh worker may take to start and load the backend, on top of --timeout.
@@ -229,7 +231,7 @@ def _watch_parent(lifeline) -> None:
 
 
 def _worker_main(jobs, results, lifeline, backend_spec: str, log: int, layers: list[str]) -> None:
-    # Started by harness.confine.worker_entry: in a process group of its own (killing the group
+    # Started by harness.worker.confine.worker_entry: in a process group of its own (killing the group
     # takes whatever the backend started with it; SIGTERM unwinds, the exec backend then kills its
     # command's group, then the worker kills its group: no process of the backend's outlives the
     # worker), its log open, confined.
@@ -311,7 +313,7 @@ class _Outbox:
 
 
 def _case_job(backend, job: dict, fds: list[int], jobs: socket.socket, results: socket.socket) -> None:
-    """Call the backend on one case (harness.calling.call_case) and hand what it did over: the
+    """Call the backend on one case (harness.worker.calling.call_case) and hand what it did over: the
     judged call at once under --bitwise (each further call is compared with it as it comes),
     else with the end of the case."""
     outbox = _Outbox(results)
@@ -511,7 +513,7 @@ def _map_outputs(worker: _Worker, frame: dict, wanted: dict) -> dict | str:
 
 
 def _called(worker: _Worker, frame: dict, wanted: dict) -> Called:
-    """A frame of a judged call as harness.calling.Called, its outputs mapped here."""
+    """A frame of a judged call as harness.worker.calling.Called, its outputs mapped here."""
     outcome, message, seconds = frame.get("outcome"), frame.get("message", ""), frame.get("seconds", 0.0)
     if outcome not in OUTCOMES or not isinstance(message, str) or not isinstance(seconds, (int, float)):
         raise ChannelError("a frame of the call is malformed")
@@ -621,7 +623,7 @@ class _Pool:
         for worker in list(self.workers):
             while worker.ready and self.pending and (worker.case is not None) + len(worker.queued) < depth:
                 index = self.pending.popleft()
-                # The judge loads the case; the worker gets its call only (harness.case_job).
+                # The judge loads the case; the worker gets its call only (harness.judge.case_job).
                 judgement, settled = self._judgement(index)
                 if judgement is None:
                     self._finish(index, settled)
@@ -798,7 +800,7 @@ class _Pool:
 
 
 def _send_case(worker: _Worker, case, options: RunOptions) -> None:
-    """A case's job to a worker: its call, inputs as sealed memory files, no path (harness.case_job)."""
+    """A case's job to a worker: its call, inputs as sealed memory files, no path (harness.judge.case_job)."""
     doc, fds = case_job.pack(case, {"bitwise": options.bitwise,
                                     "timing": [options.timing.repeat, options.timing.warmup]})
     try:

@@ -90,7 +90,7 @@ def system_readable() -> list[str]:
     # Where the user said a backend's imports are found (PYTHONPATH): a backend may import its helpers
     # from there.  Cases kept under such a directory are readable too (harness/GUARANTEES.md).
     places.update(os.path.realpath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.isdir(p))
-    places.update(str(Path(__file__).resolve().parent.parent / package) for package in ("harness", "gen", "specs"))
+    places.update(str(Path(__file__).resolve().parents[2] / package) for package in ("harness", "gen", "specs"))
     return sorted(p for p in places if os.path.exists(p))
 
 
@@ -244,7 +244,7 @@ def backend_readable(backend_spec: str) -> list[str]:
 
 def worker_entry(jobs, results, lifeline, backend_spec: str, log_path: str, private_dir: str,
                  readable: list[str]) -> None:
-    """A worker's first code (harness.workers): confine it while it has one thread, before numpy
+    """A worker's first code (harness.judge.workers): confine it while it has one thread, before numpy
     (whose BLAS starts threads) or any of the backend's code, then serve."""
     os.setpgrp()
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
@@ -252,7 +252,7 @@ def worker_entry(jobs, results, lifeline, backend_spec: str, log_path: str, priv
     # the files it is allowed, not list the current directory.
     backend_readable(backend_spec)
     layers = confine_self(private_dir, readable)
-    from harness import workers   # only once confined: it loads numpy, whose threads would block unshare
+    from harness.judge import workers   # only once confined: it loads numpy, whose threads would block unshare
     workers._worker_main(jobs, results, lifeline, backend_spec, log, layers)
 
 
@@ -260,7 +260,7 @@ def summary(layers: list[str]) -> str:
     return "workers confined: " + "; ".join(layers) if layers else "workers confined: none"
 
 
-# What the workers of this process's latest run said (harness.workers), and the judge's own line.
+# What the workers of this process's latest run said (harness.judge.workers), and the judge's own line.
 _run_layers: list[str] | None = None
 _judge_layer = ""
 

@@ -1,11 +1,11 @@
 """A case as a worker receives it: its call only, never its file, its path or its goldens.
 
-The judge loads every case itself (harness.workers._Pool) and hands a worker what the backend is
+The judge loads every case itself (harness.judge.workers._Pool) and hands a worker what the backend is
 to be called with: the op, the dtype, the params, the inputs' names, shapes, dtypes and layouts
-(their values as sealed memory files, harness.channel.sealed, whose descriptors ride with the
+(their values as sealed memory files, harness.worker.channel.sealed, whose descriptors ride with the
 frame) and the outputs' shapes, dtypes and layouts.  No frame carries a path, so a worker has
 nothing to open: the goldens stay in the judge's memory and in files the confined worker cannot
-read (harness.confine).
+read (harness.worker.confine).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import os
 import numpy as np
 
 from gen.core.casefile import Case, Tensor
-from harness import channel
+from harness.worker import channel
 
 
 def params_to_json(params: dict) -> dict:

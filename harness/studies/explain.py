@@ -8,7 +8,7 @@ A *variant* is a computation of the kernel on a case's inputs that some implemen
   - the mmcv emulation (its mmcv_emulation part: mmcv's half arithmetic, FMA and loop orders) and the kernel's own
     variants, found by convention (gen.core.registry.explain_variants: another order of atomic
     adds, say);
-  - every generic mutant of `opcase power` (harness.mutants: a tail block zeroed or copied, a row or
+  - every generic mutant of `opcase power` (harness.studies.mutants: a tail block zeroed or copied, a row or
     column repeated, batch 0 everywhere, H and W swapped, an int param off by one, ...) and the
     kernel's planted bugs and controls (its planted part).
 Each is computed on the case's own inputs, one at a time: of each only its scores and two bits per
@@ -46,8 +46,8 @@ from gen.core.verdict import request_for, validate_outputs
 from harness.backends import load_backend
 from harness.backends.exec_backend import TIMEOUT_ENV
 from harness.backends.builtin import check_request, reference, run_in_dtype
-from harness.workers import BackendFailed, IsolatedBackend, runs_isolated
-from harness.mutants import (CHECKS, GENERIC, PLANTED, Call, Mutant, NotApplicable, controls, flush_subnormal_values,
+from harness.judge.workers import BackendFailed, IsolatedBackend, runs_isolated
+from harness.studies.mutants import (CHECKS, GENERIC, PLANTED, Call, Mutant, NotApplicable, controls, flush_subnormal_values,
                              mutants)
 
 REFERENCE = "reference"
@@ -69,7 +69,7 @@ class Variant:
     name: str
     what: str                                     # in words, as the explanation says it
     kind: str                                     # arithmetic, mmcv, kernel, generic, planted, control
-    # Outputs in the requested shapes and dtypes, from a harness.mutants.Call whose base is the
+    # Outputs in the requested shapes and dtypes, from a harness.studies.mutants.Call whose base is the
     # reference (its outputs computed once per case and shared).
     compute: Callable[[Call], dict]
     # Variants that share a key compute the same thing (a mutant and a control both the mmcv
@@ -316,7 +316,7 @@ def _progress(request: Request, catalogue: list):
     if sum(int(np.prod(o.shape)) for o in request.outputs.values()) < _PROGRESS_ELEMENTS:
         return None
     import click   # only for a case large enough to show progress
-    from harness.report import Heartbeat   # the report module, only for a case large enough to need it
+    from harness.reports.report import Heartbeat   # the report module, only for a case large enough to need it
     return Heartbeat("explain: variants", Counter({"variants": len(catalogue)}), every=10.0,
                      echo=lambda line: click.echo(line, err=True))
 
@@ -371,7 +371,7 @@ def region_text(mask: np.ndarray, layout: str) -> str:
                for axis in range(mask.ndim)]
     box = math.prod(len(p) for p in present)
     if box != count:
-        from harness.explain_regions import border_text   # regions that are no box: border slabs, or within a box
+        from harness.studies.explain_regions import border_text   # regions that are no box: border slabs, or within a box
         return border_text(mask, names, present, lambda sub: region_text(sub, layout))
     parts = []
     for axis, indices in enumerate(present):
@@ -523,7 +523,7 @@ class BackendCall:
 
 def backend_outputs(case, backend_spec: str, timeout: float | None = None) -> BackendCall:
     """The backend's outputs for ``case``, computed where `opcase run` computes them: opcase's own
-    backends and exec: commands here, every other in a worker process (harness.workers.IsolatedBackend) that
+    backends and exec: commands here, every other in a worker process (harness.judge.workers.IsolatedBackend) that
     hands them over as sealed memory, checked against the form the case promises.  Raises
     BackendLoadError when the backend cannot be loaded."""
     previous = os.environ.get(TIMEOUT_ENV)

@@ -43,7 +43,7 @@ def _copy(outputs: dict) -> dict:
 
 
 def count_in_16_bits(signed: bool, not_applicable: type):
-    """The mutant's apply(call): harness.mutants.Call in, outputs out (``not_applicable`` raised where no
+    """The mutant's apply(call): harness.studies.mutants.Call in, outputs out (``not_applicable`` raised where no
     count wraps)."""
     def apply(call):
         request = call.request
@@ -81,7 +81,7 @@ def count_in_16_bits(signed: bool, not_applicable: type):
 
 
 def count_mutants(make, not_applicable: type) -> list:
-    """The two count mutants, made by ``make(name, what, needs, apply)`` (harness.mutants.Mutant, GENERIC);
+    """The two count mutants, made by ``make(name, what, needs, apply)`` (harness.studies.mutants.Mutant, GENERIC);
     ``not_applicable``: the exception that says a call gives a mutant nothing to change."""
     return [make(f"count_in_{kind}", f"each item count kept in {kind}: only the first count mod 2^16 items "
                  f"computed{' (none where that is 2^15 or more)' if signed else ''}, the rest left at 0",

@@ -1,9 +1,9 @@
-"""Judging what a backend's call of a case did: the judge's side of harness.calling.
+"""Judging what a backend's call of a case did: the judge's side of harness.worker.calling.
 
 The judge reads the case whole (goldens included), receives what the calling side reports
-(harness.calling.Called, then Timed), and decides the case's status here: the outputs' form,
+(harness.worker.calling.Called, then Timed), and decides the case's status here: the outputs' form,
 every metric, threshold and status, --bitwise's comparisons.  For a foreign backend the calling
-side is a worker process (harness.workers) and the outputs arrive as files this process maps
+side is a worker process (harness.judge.workers) and the outputs arrive as files this process maps
 read-only; for opcase's own backends (reference, lowp, exec:) it is a call in this process.
 
 How a case ends: gen.core.verdict.
@@ -23,17 +23,17 @@ from gen.core.timing import TimingPlan
 from gen.core.verdict import (ERROR, FAILED, MISTRUSTED, NONDETERMINISTIC, PASSED, SKIPPED, WRONGLY_ACCEPTED,
                               WRONGLY_REJECTED, CaseResult, judge, measure, output_fails, validate_outputs)
 from harness.backends import import_path_for
-from harness.calling import DECLINED, OUTPUTS, REJECTED, SKIPPED as NOT_THE_BACKENDS, Called, Timed, call_case
-from harness.determinism import RepeatCheck
-from harness.efficiency import efficiency
-from harness.error_map import error_map
+from harness.worker.calling import DECLINED, OUTPUTS, REJECTED, SKIPPED as NOT_THE_BACKENDS, Called, Timed, call_case
+from harness.judge.determinism import RepeatCheck
+from harness.judge.efficiency import efficiency
+from harness.reports.error_map import error_map
 
 
 @dataclass(frozen=True)
 class RunOptions:
     """How each case is run, beyond the backend: timing, efficiency, and what REPRO repeats."""
     timing: TimingPlan = TimingPlan()
-    profile: object = None                 # harness.efficiency.DeviceProfile
+    profile: object = None                 # harness.judge.efficiency.DeviceProfile
     repro_options: tuple = ()              # extra `opcase run` arguments that change a case's verdict
     bitwise: bool = False                  # compare every further call's outputs with the judged call's
     error_maps: bool = False               # summarize where each failing output's error sits (--html)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from gen.core.casefile import Case
-from harness.report import coordinates
+from harness.reports.report import coordinates
 
 # Elements compared per block, so that comparing two network-scale outputs makes no full-size temporary.
 _BLOCK_ELEMS = 1 << 20
@@ -54,7 +54,7 @@ class RepeatCheck:
         self.case = case
         self.only_verdict = case.nondeterministic_sums
         # A copy (``copy``): a backend may hand back one buffer that each call overwrites; the
-        # judge's read-only files of a worker's outputs (harness.workers) need none.
+        # judge's read-only files of a worker's outputs (harness.judge.workers) need none.
         self.first = None if self.only_verdict else {name: np.array(array, copy=copy) for name, array in first.items()}
         self.first_verdict = verdict(judged.thresholds, judged.metrics)
         self.measure, self.new_scratch = measure, new_scratch

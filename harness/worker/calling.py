@@ -1,11 +1,11 @@
 """Calling a backend on one case: what a worker process does, and all it does (no judging here).
 
 This module is the only harness code that runs beside a foreign backend (in a worker process,
-harness.workers).  It reads a case's inputs (never its goldens: gen.core.casefile.load with
+harness.judge.workers).  It reads a case's inputs (never its goldens: gen.core.casefile.load with
 goldens=False), calls the backend (warm-up, timed calls), and hands what came back to whoever
 judges: ``hand_over`` receives the judged call (Called), ``compare`` each further call's outputs
 under --bitwise.  Nothing it reports can make a verdict better than the outputs earn: the judge
-(harness.runner.Judgement) checks the outputs' form and computes every metric and status itself,
+(harness.judge.runner.Judgement) checks the outputs' form and computes every metric and status itself,
 in a process the backend never ran in; what comes from here can only be the backend's own say
 (it rejected the call, it raised, its time) or make its case an error.
 
@@ -32,7 +32,7 @@ from gen.core.backend import Backend, InvalidArgument, NotSupported, Request
 from gen.core.casefile import Case
 from gen.core.timing import BackendProtocolError, TimingPlan, call, summarize
 from gen.core.verdict import request_for, validate_outputs
-from harness.decoy import decoy_first
+from harness.worker.decoy import decoy_first
 
 # What the judged call did (Called.outcome).
 # SKIPPED: supports() said no to the kernel or dtype (the case is not the backend's to judge);
@@ -85,7 +85,7 @@ def _wrote_inputs(request: Request, before: dict) -> str:
 # --------------------------------------------------------------------------- what the backend raised
 
 _CALLING_FILES = {str(Path(__file__).resolve()),
-                  str(Path(__file__).resolve().parent.parent / "gen" / "core" / "timing.py")}
+                  str(Path(__file__).resolve().parents[2] / "gen" / "core" / "timing.py")}
 
 
 def _backend_traceback(exc: BaseException) -> str:
@@ -160,7 +160,7 @@ def call_case(backend: Backend, case: Case, plan: TimingPlan, hand_over: Callabl
         return None
     request = request_for(case)
     if case.expect != "rejected":
-        request = decoy_first(backend, request)   # state kept between calls shows (harness.decoy)
+        request = decoy_first(backend, request)   # state kept between calls shows (harness.worker.decoy)
     before = _fingerprints(request)
     called = judged_call(backend, request, f"{case.op} {case.dtype}")
     if called.outcome == OUTPUTS and case.expect != "ok":

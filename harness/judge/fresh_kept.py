@@ -13,8 +13,8 @@ from pathlib import Path
 
 import click
 
-from harness.report import fails
-from harness.runner import repro_command
+from harness.reports.report import fails
+from harness.judge.runner import repro_command
 
 
 def keep_dir_of(keep_fresh, *results_paths) -> Path:

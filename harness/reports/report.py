@@ -1,38 +1,25 @@
 """Human and machine reports of a run: case lines, mismatch reports, summaries, JSON, progress."""
 from __future__ import annotations
 
+from collections import Counter
 import json
 import shutil
 import time
-from collections import Counter
 
 import click
 
-from harness.error_map import axis_letters
-from harness.gate import GATE_FAILING
-from harness.selection import case_key
 from gen.core.metrics import json_float
-from gen.core.verdict import FAILED, FAILING, MISTRUSTED, PASSED, SKIPPED, STATUSES, CaseResult
-from gen.core.verdict import output_fails
+from gen.core.verdict import CaseResult, FAILED, FAILING, MISTRUSTED, PASSED, SKIPPED, STATUSES, output_fails
+from harness.judge.gate import GATE_FAILING
+from harness.judge.selection import case_key
+from harness.reports.numbers import LABEL, coordinates, format_number, label_of, verdict_text
 
-_LABEL = {"passed": "PASS", "failed": "FAIL", "wrongly-accepted": "FAIL", "wrongly-rejected": "FAIL",
-          "error": "ERROR", "skipped": "SKIP", "mistrusted": "WARN", "nondeterministic": "FAIL"}
+# Defined beside this module and re-exported, so that `from harness.reports.report import NAME` keeps working.
+__all__ = ["LABEL", "coordinates", "format_number", "label_of", "verdict_text"]
+
+
 # How many of the worst elements a mismatch report lists, by each measure.
 WORST_SHOWN = 10
-
-
-def format_number(value) -> str:
-    """A metric, threshold or value as reports show it: 3 significant digits, "-" for none."""
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    return str(value)
-
-
-def label_of(status: str) -> str:
-    """The word a case line starts with for ``status`` (PASS, FAIL, SKIP, ...)."""
-    return _LABEL.get(status, status.upper())
 
 
 def fails(r: CaseResult) -> bool:
@@ -42,7 +29,7 @@ def fails(r: CaseResult) -> bool:
 
 def case_line(r: CaseResult) -> str:
     title = f"{r.op}/{r.suite}/{r.name}" if r.op else r.path
-    label = _LABEL.get(r.status, r.status.upper())
+    label = LABEL.get(r.status, r.status.upper())
     if r.status not in FAILING and r.gate in GATE_FAILING:
         label = "FAIL"
     parts = [f"{label:5}", title]
@@ -80,30 +67,6 @@ def _unsaid(r: CaseResult) -> str:
     kept = [part for part in first.split("; ")
             if not any(part.startswith((label + "=", label + ":", label + " ")) for label in labels)]
     return "\n".join(x for x in ("; ".join(kept), rest) if x)
-
-
-# --------------------------------------------------------------------------- mismatch report
-
-def verdict_text(label: str, v: dict, short: bool = False, spaced: bool = False) -> str:
-    """``diff1=0.0625>8.28e-07``: a metric against its threshold; a metric judged otherwise (diff4's
-    rule, metrics.judgement) shows how instead, so that no line says a value is within a bound it is over."""
-    value = format_number(v["actual"])
-    note = v.get("note", "")
-    equals, below, over = (" = ", " <= ", " > ") if spaced else ("=", "<=", ">")
-    if not note:
-        return f"{label}{equals}{value}{below if v['passed'] else over}{format_number(v['value'])}"
-    if short:
-        note = "not judged" if note.startswith("not judged") else "two-sided" if v["passed"] else "one-sided"
-    return f"{label}{equals}{value} ({note})"
-
-
-def coordinates(output: str, index, layout: str) -> str:
-    """``y[n=0, h=3, w=2, c=17]`` when the layout names each axis, else ``y[0, 3, 2, 17]``."""
-    index = list(index)
-    letters = axis_letters(layout, len(index))
-    if letters:
-        return f"{output}[{', '.join(f'{axis.lower()}={i}' for axis, i in zip(letters, index))}]"
-    return f"{output}[{', '.join(map(str, index))}]"
 
 
 def threshold_source(v: dict) -> str:
@@ -190,8 +153,6 @@ def failure_details(r: CaseResult) -> str:
     return "\n".join(lines)
 
 
-# --------------------------------------------------------------------------- summaries
-
 def judged(results: list[CaseResult]) -> int:
     """How many cases have a verdict that says something about the backend: not a skipped case
     (never run) nor a mistrusted one (it passed a case that cannot tell a right kernel from a wrong one)."""
@@ -233,7 +194,7 @@ def attention_lines(results: list[CaseResult], verbose: bool = False) -> list[st
     """pytest's "short test summary" of a run: each case that fails or is flagged (mistrusted),
     its line and the command that reruns it; one line each (short_report.short_line) when more
     than short_report.FULL_SHOWN cases fail and not ``verbose``."""
-    from harness.short_report import FULL_SHOWN, short_line   # it imports this module: at call time
+    from harness.reports.short_report import FULL_SHOWN, short_line   # it imports this module: at call time
     listed = [r for r in results if fails(r) or r.status == MISTRUSTED]
     if not verbose and sum(map(fails, listed)) > FULL_SHOWN:
         return [short_line(r, "FAIL" if fails(r) and r.status not in FAILING else "") for r in listed]
@@ -281,8 +242,6 @@ def incomplete_json(backend: str) -> str:
     return json.dumps({"complete": False, "reason": INCOMPLETE_REASON, "backend": backend,
                        "summary": summary([]) | {"ok": False}, "cases": []}, indent=1)
 
-
-# --------------------------------------------------------------------------- progress
 
 # A log without a terminal hears from a long run at least this often (seconds).
 HEARTBEAT_S = 30.0
@@ -375,7 +334,7 @@ class Progress:
 
     def _failing(self, r: CaseResult) -> None:
         """The full report for the first few failing cases (each with -v), then a line per case."""
-        from harness.short_report import FULL_SHOWN, SHORT_NOTE, short_line   # it imports this module: at call time
+        from harness.reports.short_report import FULL_SHOWN, SHORT_NOTE, short_line   # it imports this module: at call time
         if not fails(r) or self.verbose or self.failing_shown < FULL_SHOWN:
             click.echo(case_line(r))
             click.echo(failure_details(r))
@@ -393,7 +352,7 @@ class Progress:
         return ", ".join(f"{n} {s}" for s, n in sorted(self.counts.items()))
 
     def _flush_skips(self) -> None:
-        from harness.short_report import skip_groups   # it imports this module: at call time
+        from harness.reports.short_report import skip_groups   # it imports this module: at call time
         for line in skip_groups(self.skips):
             click.echo(line)
         self.skips = []
@@ -408,4 +367,3 @@ class Progress:
         if self.status_line_shown:
             click.echo("\r\x1b[2K", nl=False)
             self.status_line_shown = False
-

@@ -5,8 +5,8 @@ of at most MAX_FRAME bytes.  The worker's side runs beside a foreign backend, wh
 anything to the worker's descriptors (a fake length header, junk, half a frame): the reading side
 (FrameReader, in opcase) never blocks, refuses a bad magic, an oversized length or a body that is
 no JSON object, and gives a started frame FRAME_DEADLINE_S to arrive whole.  Any of those is a
-ChannelError: its case is an error and its worker is replaced (harness.workers).  Arrays never
-travel in frames: they are files the judge maps read-only (harness.workers).
+ChannelError: its case is an error and its worker is replaced (harness.judge.workers).  Arrays never
+travel in frames: they are files the judge maps read-only (harness.judge.workers).
 """
 from __future__ import annotations
 

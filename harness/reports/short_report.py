@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from gen.core.verdict import FAILED, CaseResult
-from harness.report import coordinates, format_number, label_of, verdict_text
+from harness.reports.numbers import coordinates, format_number, label_of, verdict_text
 
 # How many failing cases a run reports in full before it goes to one line per case.
 FULL_SHOWN = 3

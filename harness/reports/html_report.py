@@ -3,7 +3,7 @@
 Per kernel and suite: counts by status and the worst headroom (a metric over its threshold; over
 1 fails).  Per failing case: its message, descriptor and REPRO line; per failing output, each
 metric against its threshold and where the threshold came from, a heat-map of where the error
-sits (harness.error_map), the channel profile, a histogram of relative errors, and the worst
+sits (harness.reports.error_map), the channel profile, a histogram of relative errors, and the worst
 elements at their coordinates.  With --repeat, each kernel's call times.
 
 The plots are inline SVG written here: a few rectangles and lines need no plotting library (the
@@ -17,7 +17,7 @@ import datetime
 import html
 import math
 
-from harness.report import (INCOMPLETE_REASON, WORST_SHOWN, coordinates, fails, format_number, relative_text, summary,
+from harness.reports.report import (INCOMPLETE_REASON, WORST_SHOWN, coordinates, fails, format_number, relative_text, summary,
                             summary_text, threshold_source)
 from gen.core.verdict import FAILED, STATUSES, CaseResult
 

@@ -1,0 +1,1 @@
+"""A run's reports: the terminal lines and JSON, JUnit XML, the HTML page and its error maps."""
