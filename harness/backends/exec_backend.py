@@ -59,7 +59,7 @@ from google.protobuf.message import DecodeError
 
 from gen.core.backend import BackendLoadError, InvalidArgument, NotSupported, Request
 from gen.core.casefile import DEFAULT_SIDECAR_BYTES, le_bytes_view, value_to_pb, write_sidecar
-from harness.judge.workers import kill_process_group
+from harness.worker.process_group import kill_process_group
 from gen.core.proto import opcase_pb2 as pb
 from gen.core.timing import MAX_TIMEOUT_S, BackendProtocolError
 from harness.backends.exec_response_file import ResponseFileError, read_response_bytes, response_limit

@@ -32,58 +32,72 @@ of a run that was SIGKILLed (nothing of it could run) is removed by the next one
 """
 from __future__ import annotations
 
+from collections import deque
+from multiprocessing.connection import wait
+from pathlib import Path
+from typing import Callable
 import contextlib
-import faulthandler
-import multiprocessing
 import multiprocessing.util
 import os
 import re
 import shutil
 import signal
 import socket
-import sys
 import tempfile
 import threading
 import time
 import traceback
-from collections import deque
-from multiprocessing.connection import wait
-from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from gen.core.backend import Backend, BackendLoadError, InvalidArgument, Request, TensorInfo
+from gen.core.backend import Backend, BackendLoadError, InvalidArgument, Request
 from gen.core.casefile import CaseFileError, load, read_envelope
 from gen.core.descriptor import describe
-from gen.core.timing import TimingPlan
-from gen.core.verdict import ERROR, CaseResult, validate_outputs
-from harness.judge import case_job
-from harness.worker import channel
-from harness.worker import confine
+from gen.core.verdict import CaseResult, ERROR
 from harness.backends import load_backend
-from harness.worker.calling import OUTCOMES, OUTPUTS, RAISED, REJECTED, Called, Timed, call_case, judged_call
-from harness.worker.channel import ChannelError
+from harness.worker import case_job
 from harness.judge.runner import Judgement, RunOptions, new_result, run_case
+from harness.worker import channel, confine
+from harness.worker.calling import Called, OUTCOMES, OUTPUTS, RAISED, REJECTED, Timed
+from harness.worker.channel import ChannelError
+from harness.worker.process_group import kill_process_group
+from harness.worker.serve import STACK_SIGNAL, STOP_GRACE_S
+
+# Defined beside this module and re-exported, so that `from harness.judge.workers import NAME` keeps working.
+__all__ = ["STACK_SIGNAL", "STOP_GRACE_S", "kill_process_group"]
+
 
 _CONTEXT = multiprocessing.get_context("spawn")
+
+
 # How long a fresh worker may take to start and load the backend, on top of --timeout.
 _STARTUP_ALLOWANCE_S = 60.0
+
+
 # How much of a dead worker's output an error message carries.
 _TAIL_BYTES = 4000
+
+
 _TAIL_LINES = 20
+
+
 _PLUMBING = re.compile(r'File "(<string>|.*[/\\]multiprocessing[/\\].*|.*[/\\]harness[/\\]parallel\.py)"|^Extension modules:')
-_STACK_SIGNAL = getattr(signal, "SIGUSR1", None)
+
+
 # How long a timed-out worker gets to write its stacks before it is killed.
 _STACK_GRACE_S = 0.5
-# How long a worker asked to stop (SIGTERM) gets to kill what it runs before SIGKILL to its group.
-_STOP_GRACE_S = 1.0
+
+
 # SIGTERM (how CI cancels a job) and SIGHUP (the terminal went away) end a run as Ctrl-C does.
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
 # Backends whose code is opcase's own, run in process unless --jobs or --timeout ask for workers.
 # Every other Python backend runs in a worker: its code never shares a process with the judge.
 # mmcv is opcase's numpy emulation of mmcv's kernels (gen/kernels/*/mmcv_emulation*.py), no foreign code either.
 _OWN_BACKENDS = ("reference", "lowp", "mmcv")
+
+
 # The workers' directory of a run: its name carries the run's process id (remove_stale).
 _DIR_PREFIX = "opcase-workers-"
 
@@ -162,14 +176,6 @@ def stop_on_signals():
             signal.signal(number, handler)
 
 
-def kill_process_group(pgid: int) -> None:
-    """SIGKILL every process in a group; nothing to do when it is gone already."""
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def run_cases(files: list[Path], backend, backend_spec: str, options: RunOptions,
               on_result: Callable[[CaseResult], None], jobs: int | None = None,
               timeout: float | None = None) -> tuple[list[CaseResult], str]:
@@ -206,170 +212,6 @@ def _internal_error(path, backend_spec: str, options: RunOptions) -> CaseResult:
     result.status, result.message = ERROR, f"internal error judging this case:\n{traceback.format_exc()}"
     return result
 
-
-# --------------------------------------------------------------------------- worker side
-
-class _StopWorker(BaseException):
-    """The parent asked this worker to stop (SIGTERM): unwind, killing what the backend runs."""
-
-
-def _stop_worker(signum, frame):
-    raise _StopWorker()
-
-
-def _watch_parent(lifeline) -> None:
-    """A thread: when opcase is gone (its end of the lifeline closes, even if it was SIGKILLed),
-    stop as at SIGTERM, and kill the whole group should the main thread not get there in time."""
-    try:
-        lifeline.recv()
-    except (EOFError, OSError):
-        pass
-    # To the main thread itself, so that a wait there (on an exec command) is interrupted.
-    signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
-    time.sleep(_STOP_GRACE_S)
-    kill_process_group(0)
-
-
-def _worker_main(jobs, results, lifeline, backend_spec: str, log: int, layers: list[str]) -> None:
-    # Started by harness.worker.confine.worker_entry: in a process group of its own (killing the group
-    # takes whatever the backend started with it; SIGTERM unwinds, the exec backend then kills its
-    # command's group, then the worker kills its group: no process of the backend's outlives the
-    # worker), its log open, confined.
-    signal.signal(signal.SIGTERM, _stop_worker)
-    threading.Thread(target=_watch_parent, args=(lifeline,), name="opcase-lifeline", daemon=True).start()
-    try:
-        _serve(socket.socket(fileno=os.dup(jobs.fileno())), socket.socket(fileno=os.dup(results.fileno())),
-               backend_spec, log, layers)
-    except _StopWorker:
-        kill_process_group(0)
-
-
-def _serve(jobs: socket.socket, results: socket.socket, backend_spec: str, log: int, layers: list[str]) -> None:
-    # Everything the backend prints goes to the log, so that it cannot garble the report and
-    # so that its last words can be quoted if it dies.
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    # Python stacks into the log on a fatal signal, and on _STACK_SIGNAL, which the parent sends
-    # before killing a worker that timed out: the report then says where the backend was stuck.
-    faulthandler.enable(file=sys.stderr, all_threads=True)
-    if _STACK_SIGNAL is not None:
-        faulthandler.register(_STACK_SIGNAL, file=sys.stderr, all_threads=True)
-    try:
-        backend = load_backend(backend_spec)
-    except BackendLoadError as exc:
-        channel.send(results, {"kind": "load-error", "message": channel.clip(str(exc))})
-        return
-    channel.send(results, {"kind": "ready", "origin": channel.clip(backend.origin), "confined": layers})
-    while True:
-        job, fds = channel.receive(jobs)
-        if job is None:
-            return
-        os.ftruncate(log, 0)
-        if job.get("kind") == "case":
-            _case_job(backend, job, fds, jobs, results)
-            fds = []   # taken over
-        elif job.get("kind") == "call":
-            _call_job(backend, job, fds, results)
-        elif job.get("kind") == "supports":
-            try:
-                channel.send(results, {"kind": "supports", "answer": bool(backend.supports(job["op"], job["dtype"]))})
-            except Exception as exc:  # noqa: BLE001 - a broken supports() is the backend's error
-                channel.send(results, {"kind": "supports", "answer": False,
-                                       "message": channel.clip(f"backend supports() raised {type(exc).__name__}: {exc}")})
-        for fd in fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        sys.stdout.flush()
-        sys.stderr.flush()
-
-
-class _Outbox:
-    """Frames to opcase, each output a sealed memory file whose descriptor rides with its frame;
-    sent together at ``flush``, so that a case costs opcase one wake-up, not one per frame."""
-
-    def __init__(self, results: socket.socket):
-        self.results, self.docs, self.fds = results, [], []
-
-    def add(self, kind: str, fields: dict, outputs: dict | None = None) -> None:
-        described, fds = {}, []
-        try:
-            for name, array in (outputs or {}).items():
-                fds.append(channel.sealed(name, array))
-                described[name] = channel.describe(array)
-        except BaseException:
-            for fd in fds:
-                os.close(fd)
-            raise
-        self.fds += fds
-        self.docs.append({"kind": kind, **fields, "outputs": described, "fds": len(fds)})
-
-    def flush(self) -> None:
-        try:
-            channel.send(self.results, self.docs, self.fds)
-        finally:
-            for fd in self.fds:
-                os.close(fd)
-            self.docs, self.fds = [], []
-
-
-def _case_job(backend, job: dict, fds: list[int], jobs: socket.socket, results: socket.socket) -> None:
-    """Call the backend on one case (harness.worker.calling.call_case) and hand what it did over: the
-    judged call at once under --bitwise (each further call is compared with it as it comes),
-    else with the end of the case."""
-    outbox = _Outbox(results)
-    case = case_job.unpack(job, fds)
-    if isinstance(case, str):
-        outbox.add("first", {"outcome": RAISED, "message": channel.clip(case), "seconds": 0.0})
-        outbox.add("end", {})
-        outbox.flush()
-        return
-
-    def first(called: Called) -> None:
-        outbox.add("first", {"outcome": called.outcome, "message": channel.clip(called.message),
-                             "seconds": called.seconds}, called.outputs if called.outcome == OUTPUTS else None)
-        if job["bitwise"]:
-            outbox.flush()
-
-    def compare(number: int, outputs: dict) -> str:
-        outbox.add("repeat", {"call": number}, outputs)
-        outbox.flush()
-        answer, _ = channel.receive(jobs)
-        if answer is None:
-            raise _StopWorker()
-        return str(answer.get("problem", ""))
-
-    timed = call_case(backend, case, TimingPlan(*job["timing"]), first, compare if job["bitwise"] else None)
-    outbox.add("end", {} if timed is None else {"timing": timed.timing, "problem": channel.clip(timed.problem)})
-    outbox.flush()
-
-
-def _call_job(backend, job: dict, fds: list[int], results: socket.socket) -> None:
-    """One call that opcase made up (IsolatedBackend): inputs arrive as sealed memory files."""
-    inputs = {}
-    for (name, dtype, shape), fd in zip(job["inputs"], fds):
-        mapped = channel.map_sealed(os.dup(fd), dtype, shape)
-        if isinstance(mapped, str):
-            raise SystemExit(f"input {name} {mapped}")   # opcase sent it: cannot happen
-        inputs[name] = mapped
-    request = Request(op=job["op"], params=_params_from_json(job["params"]), inputs=inputs,
-                      outputs={n: TensorInfo(tuple(shape), np.dtype(dtype), layout)
-                               for n, (dtype, shape, layout) in job["outputs"].items()},
-                      layouts=dict(job["layouts"]))
-    called = judged_call(backend, request)
-    if called.outcome == OUTPUTS:
-        problem = validate_outputs(request, called.outputs)   # a Request's outputs have shapes and dtypes too
-        if problem:
-            called = Called(RAISED, problem, called.seconds)
-    outbox = _Outbox(results)
-    outbox.add("called", {"outcome": called.outcome, "message": channel.clip(called.message),
-                          "seconds": called.seconds}, called.outputs if called.outcome == OUTPUTS else None)
-    outbox.flush()
-
-
-_params_to_json, _params_from_json = case_job.params_to_json, case_job.params_from_json
-
-
-# --------------------------------------------------------------------------- parent side
 
 class _Worker:
     def __init__(self, backend_spec: str, log_dir: str, number: int):
@@ -412,7 +254,7 @@ class _Worker:
     def unreachable(self, otherwise: str) -> str:
         """Why a send to this worker failed: how it ended, once it has (it may have died of the job
         under way, or read a job before the whole of it was sent), or ``otherwise`` if it lives on."""
-        self.process.join(_STOP_GRACE_S)
+        self.process.join(STOP_GRACE_S)
         return f"worker {self.exit_description()}" if self.process.exitcode is not None else otherwise
 
     def frames(self) -> list[dict]:
@@ -451,10 +293,10 @@ class _Worker:
 
     def dump_stacks(self) -> None:
         """Have a stuck worker write where it is to its log (it cannot refuse: a C-level handler)."""
-        if _STACK_SIGNAL is None or not self.process.is_alive():
+        if STACK_SIGNAL is None or not self.process.is_alive():
             return
         size = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
-        os.kill(self.process.pid, _STACK_SIGNAL)
+        os.kill(self.process.pid, STACK_SIGNAL)
         give_up = time.monotonic() + _STACK_GRACE_S
         while time.monotonic() < give_up and os.path.getsize(self.log_path) == size:
             time.sleep(0.02)
@@ -463,7 +305,7 @@ class _Worker:
     def ask_to_stop(self) -> None:
         """SIGTERM: the worker unwinds, and a backend waiting on a command kills that command's group."""
         if self.stop_deadline is None and self.process.is_alive():
-            self.stop_deadline = time.monotonic() + _STOP_GRACE_S
+            self.stop_deadline = time.monotonic() + STOP_GRACE_S
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.process.pid, signal.SIGTERM)
 
@@ -623,7 +465,7 @@ class _Pool:
         for worker in list(self.workers):
             while worker.ready and self.pending and (worker.case is not None) + len(worker.queued) < depth:
                 index = self.pending.popleft()
-                # The judge loads the case; the worker gets its call only (harness.judge.case_job).
+                # The judge loads the case; the worker gets its call only (harness.worker.case_job).
                 judgement, settled = self._judgement(index)
                 if judgement is None:
                     self._finish(index, settled)
@@ -800,7 +642,7 @@ class _Pool:
 
 
 def _send_case(worker: _Worker, case, options: RunOptions) -> None:
-    """A case's job to a worker: its call, inputs as sealed memory files, no path (harness.judge.case_job)."""
+    """A case's job to a worker: its call, inputs as sealed memory files, no path (harness.worker.case_job)."""
     doc, fds = case_job.pack(case, {"bitwise": options.bitwise,
                                     "timing": [options.timing.repeat, options.timing.warmup]})
     try:
@@ -826,8 +668,6 @@ def identify_result(result: CaseResult) -> None:
     except CaseFileError:
         result.name = Path(result.path).name
 
-
-# --------------------------------------------------------------------------- single calls
 
 class BackendFailed(Exception):
     """A foreign backend's worker died, hung past its timeout, or broke the channel during a call."""
@@ -896,7 +736,7 @@ class IsolatedBackend:
             for name, array in request.inputs.items():
                 fds.append(channel.sealed(name, array))
                 inputs.append([name, np.asarray(array).dtype.str, [int(n) for n in np.shape(array)]])
-            frame = self._ask({"kind": "call", "op": request.op, "params": _params_to_json(request.params),
+            frame = self._ask({"kind": "call", "op": request.op, "params": case_job.params_to_json(request.params),
                                "inputs": inputs, "layouts": dict(request.layouts),
                                "outputs": {n: [np.dtype(o.dtype).str, [int(d) for d in o.shape], o.layout]
                                            for n, o in request.outputs.items()}}, fds)

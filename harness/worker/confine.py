@@ -252,8 +252,8 @@ def worker_entry(jobs, results, lifeline, backend_spec: str, log_path: str, priv
     # the files it is allowed, not list the current directory.
     backend_readable(backend_spec)
     layers = confine_self(private_dir, readable)
-    from harness.judge import workers   # only once confined: it loads numpy, whose threads would block unshare
-    workers._worker_main(jobs, results, lifeline, backend_spec, log, layers)
+    from harness.worker import serve   # only once confined: it loads numpy, whose threads would block unshare
+    serve.worker_main(jobs, results, lifeline, backend_spec, log, layers)
 
 
 def summary(layers: list[str]) -> str:
