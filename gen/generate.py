@@ -257,7 +257,7 @@ class Generator:
                                              st["nan_inf_mismatch"])
             case.criteria = self._dynamic_criteria(case, baseline_stats)
         else:
-            case.criteria = self.read_criteria(case, None)
+            case.criteria = self._criteria(case, None)
 
     def _baseline_pieces(self, case: Case, present: dict, pieces_fn, running: contextlib.ExitStack):
         """f(output, index) -> the baseline's piece matching the golden's, or None for static criteria.
@@ -328,7 +328,7 @@ class Generator:
             for name, t in case.outputs.items():
                 t.data = round_to(golden64[name], t.dtype)
             ready(case.outputs.values())
-            case.criteria = self.read_criteria(case, golden64, baseline)
+            case.criteria = self._criteria(case, golden64, baseline)
         finally:
             if baseline is not None:
                 baseline.wait()
@@ -386,7 +386,7 @@ class Generator:
             raise GenerationError(f"{self.spec.path}:{plan.line}: case {plan.suite}/{plan.name}: `opcase run` would "
                                   f"mistrust it ({doubt}); change the case or mark it zero_golden_ok")
 
-    def read_criteria(self, case: Case, golden64: dict | None, baseline: Background | None = None) -> dict:
+    def _criteria(self, case: Case, golden64: dict | None, baseline: Background | None = None) -> dict:
         """The case's thresholds (``baseline``: the whole baseline's outputs being computed, if started)."""
         spec = self.spec
         if spec.criteria.mode == "static":

@@ -179,7 +179,7 @@ test_param: {{ error_func: DIFF3 error_threshold: 0.0 baseline_device: CPU }}
 RANDOM = "random_data: { seed: 23 upper_bound: 1 lower_bound: -1 distribution: UNIFORM }"
 
 
-def read_mluops(path: Path, source: str = RANDOM, dims: str = "dims: 1 dims: 3 dims: 4 dims: 9") -> Path:
+def _mluops(path: Path, source: str = RANDOM, dims: str = "dims: 1 dims: 3 dims: 4 dims: 9") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(PROTOTXT.format(source=source).replace("dims: 1 dims: 3 dims: 4 dims: 9", dims))
     return path
@@ -193,7 +193,7 @@ def test_import_never_reads_data_outside_the_case_directory(tmp_path, how):
     if how == "symlink":
         cases.mkdir()
         (cases / "data.bin").symlink_to(secret)
-    read_mluops(cases / "case_0.prototxt", f'path: "{"../secret.bin" if how == "dotdot" else "data.bin"}"')
+    _mluops(cases / "case_0.prototxt", f'path: "{"../secret.bin" if how == "dotdot" else "data.bin"}"')
     result = _run("import", cases, "-o", tmp_path / "out")
     assert result.exit_code == 1, result.output
     assert "leads out of the case file's directory" in result.output
@@ -264,7 +264,7 @@ def test_case_built_in_memory_must_fit_in_memory(tmp_path, monkeypatch):
     assert not (tmp_path / "out").exists()
     small = _run("gen", path, "--suite", "boundary", "--select", "map_1x1", "-o", tmp_path / "out")
     assert small.exit_code == 0, small.output
-    read_mluops(tmp_path / "in" / "case_0.prototxt", dims="dims: 10 dims: 30 dims: 40 dims: 9")
+    _mluops(tmp_path / "in" / "case_0.prototxt", dims="dims: 10 dims: 30 dims: 40 dims: 9")
     result = _run("import", tmp_path / "in", "-o", tmp_path / "imported")
     assert result.exit_code == 1 and "more than this machine's 0.0 MB of memory" in result.output, result.output
 
@@ -281,8 +281,8 @@ def test_element_count_that_wraps_int64_is_not_small(tmp_path):
 
 def test_import_max_size_and_free_space(tmp_path):
     huge = "dims: 2147483647 dims: 3 dims: 12 dims: 9"
-    read_mluops(tmp_path / "in" / "big.prototxt", dims=huge)
-    read_mluops(tmp_path / "in" / "small.prototxt")
+    _mluops(tmp_path / "in" / "big.prototxt", dims=huge)
+    _mluops(tmp_path / "in" / "small.prototxt")
     result = _run("import", tmp_path / "in", "--max-size", "1MB", "-o", tmp_path / "out")
     assert result.exit_code == 0, result.output
     assert "over --max-size" in result.output and result.output.strip().endswith("1 written, 1 skipped, 0 error")
@@ -298,7 +298,7 @@ def test_import_full_disk_is_an_error_and_leaves_no_temporary_file(tmp_path, mon
     def disk_full(fd, offset, length):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     monkeypatch.setattr(os, "posix_fallocate", disk_full)
-    read_mluops(tmp_path / "in" / "case_0.prototxt")
+    _mluops(tmp_path / "in" / "case_0.prototxt")
     out = tmp_path / "out"
     result = _run("import", tmp_path / "in", "-o", out)
     assert result.exit_code == 1 and "No space left on device" in result.output, result.output
@@ -344,7 +344,7 @@ def test_timeout_must_be_finite(tmp_path, value):
 @pytest.mark.parametrize("command", ["gen", "import"])
 @pytest.mark.parametrize("value", ["1.2.3", "1e400", "12XB", "-5"])
 def test_max_size_must_be_a_size(tmp_path, command, value):
-    source = REPO / "specs" / "psamask_forward.yaml" if command == "gen" else read_mluops(tmp_path / "c.prototxt")
+    source = REPO / "specs" / "psamask_forward.yaml" if command == "gen" else _mluops(tmp_path / "c.prototxt")
     result = _run(command, source, "--max-size", value, "-o", tmp_path / "out")
     assert result.exit_code == 2 and "Invalid value for '--max-size'" in result.output, result.output
 
@@ -365,8 +365,8 @@ def test_values_that_become_numpy_arguments_are_checked_at_load(tmp_path, old, n
 # ----------------------------------------------------------------------------- 10: every case kept
 
 def test_import_keeps_cases_that_share_a_file_name(tmp_path):
-    read_mluops(tmp_path / "in" / "a" / "case_0.prototxt")
-    read_mluops(tmp_path / "in" / "b" / "case_0.prototxt", RANDOM.replace("seed: 23", "seed: 24"))
+    _mluops(tmp_path / "in" / "a" / "case_0.prototxt")
+    _mluops(tmp_path / "in" / "b" / "case_0.prototxt", RANDOM.replace("seed: 23", "seed: 24"))
     result = _run("import", tmp_path / "in", "-o", tmp_path / "out")
     assert result.exit_code == 0 and result.output.strip().endswith("2 written, 0 skipped, 0 error"), result.output
     cases = {load(p).name: load(p) for p in find([tmp_path / "out"])}
@@ -375,11 +375,11 @@ def test_import_keeps_cases_that_share_a_file_name(tmp_path):
 
 
 def test_import_one_malformed_file_costs_only_itself(tmp_path):
-    read_mluops(tmp_path / "in" / "a_good.prototxt")
+    _mluops(tmp_path / "in" / "a_good.prototxt")
     # 2**31-1 * 2**31-1 * 12 * 9 floats (it stopped the whole import with a traceback)
-    read_mluops(tmp_path / "in" / "b_bad.prototxt", dims="dims: 2147483647 dims: 2147483647 dims: 12 dims: 9")
+    _mluops(tmp_path / "in" / "b_bad.prototxt", dims="dims: 2147483647 dims: 2147483647 dims: 12 dims: 9")
     (tmp_path / "in" / "c_garbage.pb").write_bytes(b"\xff" * 40)
-    read_mluops(tmp_path / "in" / "d_good.prototxt")
+    _mluops(tmp_path / "in" / "d_good.prototxt")
     result = _run("import", tmp_path / "in", "-o", tmp_path / "out")
     assert result.exit_code == 1, result.output
     assert result.output.strip().endswith("2 written, 0 skipped, 2 error"), result.output
@@ -622,12 +622,12 @@ def test_a_malformed_baseline_entry_is_one_line_exit_2(tmp_path, entry, message)
 
 
 def test_a_second_import_does_not_replace_a_case_silently(tmp_path):
-    read_mluops(tmp_path / "in" / "case_0.prototxt")
+    _mluops(tmp_path / "in" / "case_0.prototxt")
     first = _run("import", tmp_path / "in", "-o", tmp_path / "out")
     assert first.exit_code == 0, first.output
     [case] = find([tmp_path / "out"])
     before = case.read_bytes()
-    read_mluops(tmp_path / "in" / "case_0.prototxt", RANDOM.replace("seed: 23", "seed: 24"))
+    _mluops(tmp_path / "in" / "case_0.prototxt", RANDOM.replace("seed: 23", "seed: 24"))
     second = _run("import", tmp_path / "in", "-o", tmp_path / "out")
     assert second.exit_code == 1 and "exists already" in second.output, second.output
     assert second.output.strip().endswith("0 written, 0 skipped, 1 error"), second.output

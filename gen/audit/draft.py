@@ -75,7 +75,7 @@ def _checks(facts, code, doc):
     return checks
 
 
-def read_criteria(facts, doc):
+def _criteria(facts, doc):
     rules = [f for f in facts if f.kind == "accuracy"]
     if not rules:
         return {"dynamic": _todo(doc, "the accuracy rule (doc 1.5.1 states none the reader could read)")}
@@ -124,7 +124,7 @@ def draft(doc_path, code_paths=(), op: str = "", doc_name: str = "") -> str:
     if params:
         spec["params"] = params
     spec.update({"inputs": inputs, "outputs": outputs, "checks": _checks(facts, code, doc),
-                 "criteria": read_criteria(facts, doc)})
+                 "criteria": _criteria(facts, doc)})
     for name, t in outputs.items():
         if t["dtype"] not in ("T", "float16", "float32", "float64") and "dynamic" in spec["criteria"]:
             spec.setdefault("output_criteria", {})[name] = {

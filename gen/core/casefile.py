@@ -12,40 +12,51 @@ renamed into place, so a reader never sees half a file.
 """
 from __future__ import annotations
 
-import hashlib
-import math
-import mmap
-import os
-import queue
-import re
-import stat
-import tempfile
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+import hashlib
+import math
+import os
+import re
+import stat
 
-import numpy as np
 from google.protobuf.message import DecodeError
+import numpy as np
 
-from gen.core.overlap import Background
+from gen.core.file_writes import atomic_write, blocks, drop_pages, element_count, le_bytes_view, temporary_beside
 from gen.core.proto import opcase_pb2 as pb
+from gen.core.sidecars import PrewrittenSidecar, SidecarWriter, SpillFile, write_sidecar
+
+# Defined beside this module and re-exported, so that `from gen.core.casefile import NAME` keeps working.
+__all__ = ["PrewrittenSidecar", "SidecarWriter", "SpillFile", "atomic_write", "blocks", "drop_pages",
+           "element_count", "le_bytes_view", "temporary_beside", "write_sidecar"]
+
 
 FORMAT_VERSION = 1
+
+
 SUFFIX = ".opcase"
+
+
 # The metrics a threshold may name (gen/core/README.md, Accuracy); specs and case files both hold to them.
 METRICS = ("diff1", "diff2", "diff3", "diff3_2", "diff4", "exact")
+
+
 DEFAULT_SIDECAR_BYTES = 1 << 20
+
+
 # The most bytes a case file (the envelope; tensors over DEFAULT_SIDECAR_BYTES live in sidecars)
 # may have: far over any opcase writes, and checked before a byte is read, so that a path to
 # a device or a huge file is refused rather than read into memory.
 MAX_CASE_FILE_BYTES = 256 << 20
-# Sidecar digests are computed in blocks so that multi-GB tensors never sit in memory twice.
-_HASH_BLOCK = 16 << 20
+
 
 # A case's expected outcome in the file (gen.core.backend names the same three: EXPECT_*).
 _EXPECT_CODES = {"ok": pb.OK, "rejected": pb.REJECTED, "not_supported": pb.NOT_SUPPORTED}
+
+
 _EXPECT_NAMES = {code: name for name, code in _EXPECT_CODES.items()}
+
 
 _DTYPES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool"}
 
@@ -58,6 +69,8 @@ class CaseFileError(Exception):
 # of a file's path; it must be a plain one: never '.' or '..', no separator, nothing a shell or
 # a file system treats specially, short enough for the suffixes added to it.
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=-]{0,159}")
+
+
 PLAIN_NAME_RULE = "1 to 160 letters, digits and . _ + = -, starting with a letter or digit"
 
 
@@ -83,11 +96,6 @@ def physical_memory() -> int | None:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
-
-
-def element_count(shape) -> int:
-    """Elements of a tensor of ``shape``, as an exact Python int (an int64 product can wrap)."""
-    return math.prod(int(d) for d in shape)
 
 
 @dataclass
@@ -160,8 +168,6 @@ class Case:
     not_compared: tuple[str, ...] = ()
 
 
-# --------------------------------------------------------------------------- writing
-
 def value_to_pb(value) -> pb.Value:
     if isinstance(value, (bool, np.bool_)):
         return pb.Value(b=bool(value))
@@ -179,262 +185,6 @@ def _value_from_pb(value: pb.Value):
     if kind is None:
         raise CaseFileError("a parameter has no value")
     return getattr(value, kind)
-
-
-def le_bytes_view(array: np.ndarray) -> np.ndarray:
-    """The array as C-contiguous little-endian, without copying when it already is."""
-    array = np.asarray(array)
-    if array.dtype.byteorder == ">":
-        array = array.astype(array.dtype.newbyteorder("<"))
-    return np.ascontiguousarray(array)
-
-
-def temporary_beside(path: Path) -> tuple[int, str]:
-    """(fd, name) of a new hidden temporary file in ``path``'s directory, to be renamed to ``path``
-    once whole.  Its mode is what a plain open() would give (0666 less the umask), not
-    mkstemp's 0600: a suite generated for a team stays readable by the team."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.fchmod(fd, 0o666 & ~_umask())
-    return fd, tmp
-
-
-def _umask() -> int:
-    """The process's umask, read where Linux shows it; setting it to read it back (the only
-    portable way) would race with other threads creating files."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write(path: Path, chunks: Iterator[bytes] | bytes | str) -> None:
-    """Write to a temporary file beside ``path`` and rename it into place: readers see the old
-    file or the whole new one, never a part.  Text is written as UTF-8; missing parent folders
-    are made."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(chunks, str):
-        chunks = chunks.encode("utf-8")
-    fd, tmp = temporary_beside(path)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if isinstance(chunks, (bytes, bytearray, memoryview)):
-                f.write(chunks)
-            else:
-                for chunk in chunks:
-                    f.write(chunk)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
-def _blocks(raw: memoryview) -> Iterator[memoryview]:
-    for start in range(0, len(raw), _HASH_BLOCK):
-        yield raw[start:start + _HASH_BLOCK]
-
-
-def _hashing(raw: memoryview) -> Background:
-    """The sha256 of ``raw``, computed on a thread of its own (hashlib releases the GIL), so that
-    writing the same bytes goes on beside it."""
-    def digest() -> bytes:
-        hashed = hashlib.sha256()
-        for block in _blocks(raw):
-            hashed.update(block)
-        return hashed.digest()
-    return Background(digest)
-
-
-def write_sidecar(path: Path, array: np.ndarray) -> pb.Sidecar:
-    """Write ``array``'s bytes to ``path`` atomically; return the record the case keeps.  The
-    bytes are hashed while they are written."""
-    raw = memoryview(le_bytes_view(array)).cast("B")
-    digest = _hashing(raw)
-    try:
-        atomic_write(path, _blocks(raw))
-    finally:
-        digest.wait()
-    return pb.Sidecar(path=path.name, length=len(raw), sha256=digest.result())
-
-
-class PrewrittenSidecar:
-    """A tensor's bytes written to a temporary file beside ``case_path`` and hashed, both on
-    threads of their own, while the caller goes on (with the golden); ``finish()`` waits and
-    returns what ``Tensor.prewritten`` takes, ``discard()`` waits and removes the file.  The
-    array must not change until then."""
-
-    def __init__(self, case_path: Path, array: np.ndarray):
-        self._raw = memoryview(le_bytes_view(array)).cast("B")
-        case_path.parent.mkdir(parents=True, exist_ok=True)
-        fd, self.path = temporary_beside(case_path)
-        self._digest = _hashing(self._raw)
-        self._written = Background(lambda: self._write(fd))
-
-    def _write(self, fd: int) -> None:
-        with os.fdopen(fd, "wb") as f:
-            for block in _blocks(self._raw):
-                f.write(block)
-
-    def finish(self) -> tuple:
-        self._written.result()
-        return self.path, pb.Sidecar(length=len(self._raw), sha256=self._digest.result())
-
-    def discard(self) -> None:
-        self._written.wait()
-        self._digest.wait()
-        Path(self.path).unlink(missing_ok=True)
-
-
-class SidecarWriter:
-    """Writes a tensor's bytes to a temporary file beside ``case_path`` piece by piece, in order,
-    hashing as it goes; ``finish()`` returns what ``Tensor.prewritten`` takes.  Gaps between
-    pieces, and the tail, are zeros.
-
-    The file write and the sha256 of each piece run on two threads of the writer's own, each in
-    order, while the caller computes the next piece (file writes and hashlib release the GIL); at
-    most _PIECES_IN_FLIGHT pieces wait for each.  An error there is raised by the next write() or
-    finish()."""
-
-    _PIECES_IN_FLIGHT = 2
-
-    def __init__(self, case_path: Path, shape, dtype):
-        self.dtype = np.dtype(dtype).newbyteorder("<")
-        self.total = element_count(shape)
-        self.written = 0                          # elements
-        self.any_nonzero = False
-        self._digest = hashlib.sha256()
-        case_path.parent.mkdir(parents=True, exist_ok=True)
-        fd, self.path = temporary_beside(case_path)
-        self._file = os.fdopen(fd, "wb")
-        self._failure: BaseException | None = None
-        self._queues = [queue.Queue(maxsize=self._PIECES_IN_FLIGHT) for _ in range(2)]
-        self._threads = [threading.Thread(target=self._drain, args=(q, step), name="sidecar-writer", daemon=True)
-                         for q, step in zip(self._queues, (self._write_piece, self._digest.update))]
-        for thread in self._threads:
-            thread.start()
-
-    def _write_piece(self, raw: bytes) -> None:
-        self._file.write(raw)
-
-    def _drain(self, pending: queue.Queue, step) -> None:
-        while (raw := pending.get()) is not None:
-            if self._failure is None:
-                try:
-                    step(raw)
-                except BaseException as exc:  # noqa: BLE001 - handed to the caller's next write or finish
-                    self._failure = exc
-
-    def _put(self, raw: bytes) -> None:
-        if self._failure is not None:
-            raise self._failure
-        for pending in self._queues:
-            pending.put(raw)
-
-    def _stop(self) -> None:
-        for pending, thread in zip(self._queues, self._threads):
-            if thread.is_alive():
-                pending.put(None)
-                thread.join()
-
-    def write(self, flat_start: int, piece: np.ndarray) -> None:
-        if flat_start < self.written or flat_start + piece.size > self.total:
-            raise ValueError(f"piece at element {flat_start} (+{piece.size}) out of order or past "
-                             f"the end ({self.written} written of {self.total})")
-        self._zeros(flat_start - self.written)
-        self._put(le_bytes_view(piece.astype(self.dtype, copy=False)).tobytes())
-        self.any_nonzero = self.any_nonzero or bool(np.any(piece))
-        self.written = flat_start + piece.size
-
-    def _zeros(self, count: int) -> None:
-        block = bytes(min(count, 1 << 20) * self.dtype.itemsize)
-        while count > 0:
-            n = min(count, len(block) // self.dtype.itemsize)
-            self._put(block[:n * self.dtype.itemsize])
-            count -= n
-
-    def finish(self) -> tuple:
-        self._zeros(self.total - self.written)
-        self.written = self.total
-        self._stop()
-        self._file.close()
-        if self._failure is not None:
-            raise self._failure
-        return self.path, pb.Sidecar(length=self.total * self.dtype.itemsize, sha256=self._digest.digest())
-
-    def discard(self) -> None:
-        self._stop()
-        self._file.close()
-        Path(self.path).unlink(missing_ok=True)
-
-
-class SpillFile:
-    """A tensor written in place in a temporary file beside ``case_path``, memory-mapped: a
-    multi-GB input is drawn straight to disk instead of into memory.  ``array`` is writable
-    until ``seal()``, which hashes the file and returns (read-only mapped array, what
-    ``Tensor.prewritten`` takes)."""
-
-    def __init__(self, case_path: Path, shape, dtype):
-        self.dtype = np.dtype(dtype).newbyteorder("<")
-        self.shape = tuple(int(s) for s in shape)
-        self.length = element_count(self.shape) * self.dtype.itemsize
-        if self.length == 0:
-            raise ValueError("an empty tensor needs no file")
-        case_path.parent.mkdir(parents=True, exist_ok=True)
-        fd, self.path = temporary_beside(case_path)
-        try:
-            # Reserve the blocks now: a full disk is an OSError here, not a SIGBUS on a
-            # write through the mapping later.
-            os.posix_fallocate(fd, 0, self.length)
-        except BaseException:
-            os.close(fd)
-            Path(self.path).unlink(missing_ok=True)
-            raise
-        os.close(fd)
-        self.array = np.memmap(self.path, dtype=self.dtype, mode="r+", shape=self.shape)
-        self._digest: Background | None = None
-
-    def seal(self) -> tuple[np.ndarray, tuple]:
-        readonly = self.seal_later()
-        return readonly, self.finish()
-
-    def seal_later(self) -> np.ndarray:
-        """The read-only mapping now; the file is hashed on a thread of its own meanwhile, and
-        ``finish()`` waits for it and returns what ``Tensor.prewritten`` takes."""
-        self.array.flush()
-        drop_pages(self.array)
-        self.array = None
-        readonly = np.memmap(self.path, dtype=self.dtype, mode="r", shape=self.shape)
-        # A mapping of its own: its pages are let go as they are hashed, not the caller's.
-        hashed_map = np.memmap(self.path, dtype=self.dtype, mode="r", shape=self.shape)
-        self._digest = Background(lambda: self._hash(hashed_map))
-        return readonly
-
-    def _hash(self, mapped: np.memmap) -> bytes:
-        digest = hashlib.sha256()
-        hashed = 0
-        for block in _blocks(memoryview(mapped.reshape(-1).view(np.uint8))):
-            digest.update(block)
-            drop_pages(mapped, (hashed + len(block)) // self.dtype.itemsize, hashed // self.dtype.itemsize)
-            hashed += len(block)
-        return digest.digest()
-
-    def finish(self) -> tuple:
-        return self.path, pb.Sidecar(length=self.length, sha256=self._digest.result())
-
-    def discard(self) -> None:
-        self.array = None
-        if self._digest is not None:
-            self._digest.wait()
-        Path(self.path).unlink(missing_ok=True)
 
 
 def _tensor_to_pb(t: Tensor, case_path: Path, io: str, sidecar_bytes: int) -> pb.Tensor:
@@ -505,8 +255,6 @@ def save(case: Case, path: str | os.PathLike, sidecar_bytes: int = DEFAULT_SIDEC
     return path
 
 
-# --------------------------------------------------------------------------- reading
-
 def _dtype_of(name: str, where: str) -> np.dtype:
     if name not in _DTYPES:
         raise CaseFileError(f"{where}: unknown dtype {name!r}")
@@ -536,7 +284,7 @@ def _read_sidecar(case_path: Path, t: pb.Tensor, dtype: np.dtype, shape: tuple[i
     if verify:
         digest = hashlib.sha256()
         hashed = 0
-        for block in _blocks(memoryview(array.reshape(-1).view(np.uint8))):
+        for block in blocks(memoryview(array.reshape(-1).view(np.uint8))):
             digest.update(block)
             # Reading for the digest must not leave a multi-GB tensor resident.
             drop_pages(array, (hashed + len(block)) // dtype.itemsize, hashed // dtype.itemsize)
@@ -704,30 +452,6 @@ def load(path: str | os.PathLike, verify: bool = True, goldens: bool = True) -> 
     """
     path = Path(path)
     return from_proto(read_envelope(path), path, verify, goldens)
-
-
-def drop_pages(array, upto_element: int | None = None, from_element: int = 0) -> None:
-    """Let the OS reclaim the pages of a memory-mapped tensor between two elements (by
-    default: all of it up to ``upto_element``).
-
-    Streaming passes over multi-GB tensors call this as they go, so that pages already read
-    or written do not stay resident (written ones go to the file first; either kind is read
-    back from the file if touched again).  No-op for arrays that are not file mappings.
-    """
-    mm = getattr(array, "_mmap", None)
-    if mm is None or not hasattr(mm, "madvise") or not isinstance(array, np.memmap):
-        return
-    count = array.size if upto_element is None else min(upto_element, array.size)
-    start_in_map = array.offset % mmap.ALLOCATIONGRANULARITY   # where the array begins inside the map
-    begin = start_in_map + max(0, from_element) * array.itemsize
-    begin -= begin % mmap.PAGESIZE
-    end = start_in_map + count * array.itemsize
-    end -= end % mmap.PAGESIZE
-    if end > begin:
-        try:
-            mm.madvise(mmap.MADV_DONTNEED, begin, end - begin)
-        except (OSError, ValueError):
-            pass   # advice only
 
 
 def find(paths) -> list[Path]:

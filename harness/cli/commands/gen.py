@@ -31,7 +31,7 @@ from harness.reports.progress import progress, weight_of
 from harness.judge.workers import check_loads, load_apart
 
 
-def read_suites(text: str) -> list[str]:
+def _suites(text: str) -> list[str]:
     names = list(SUITES) if text.strip() == "all" else [s.strip() for s in text.split(",") if s.strip()]
     unknown = [s for s in names if s not in SUITES]
     if unknown or not names:
@@ -92,10 +92,9 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     if count is not None and count > MAX_RANDOM_COUNT:   # before any work: planning alone would never end
         raise InputError(f"--count {count}: at most {MAX_RANDOM_COUNT} random cases per spec, as in a spec")
 
-    suites = read_suites(suite_text)
+    suites = _suites(suite_text)
     resources = ray_resources(executor, address, resources_text, jobs)
     check_writable("-o", out_dir, directory=True)
-    _hold(out_dir)
     try:
         pattern = re.compile(select) if select else None
     except re.error as exc:
@@ -107,6 +106,8 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
         planned = _plan(specs, suites, count, seed, pattern, max_size, baseline, timeout, out_dir, loader)
     except (SpecError, GenerationError, BackendLoadError) as exc:
         raise InputError(str(exc)) from None
+    # Held once the plan stands, so that a spec or size refused above leaves no -o behind.
+    _hold(out_dir)
     _refuse_over_free_space(planned.needed, out_dir)
     written = _write(planned, jobs, resources, address, out_dir)
     _summarise(planned, written, verbose, select, out_dir)
