@@ -158,10 +158,6 @@ def _block_chunk(T: ScalarT, thread, grad_output, features, batch, geo: _Geometr
     offset_value = np.zeros((2,) + slots, dtype=dtype)
     offset_used = np.zeros((2,) + slots, dtype=bool)
 
-    def by_block(per_thread):     # [..., padded threads] -> [block, ..., lane]
-        shaped = per_thread.reshape(per_thread.shape[:-1] + (blocks, _BLOCK))
-        return np.moveaxis(shaped, -2, 0)
-
     with np.errstate(divide="ignore", invalid="ignore"):
         for iy in range(steps_h):
             step_y = as_t(iy + 0.5, dtype) * bin_h / as_t(grid_h, dtype)
@@ -177,10 +173,10 @@ def _block_chunk(T: ScalarT, thread, grad_output, features, batch, geo: _Geometr
                 active = np.flatnonzero(used)
                 active_bin = bin_of_thread[active]
                 pixel_index = (((image_base + rows) * W + cols) * C).reshape(4, -1)[:, active_bin] + c[active]
-                input_target[:, step] = by_block(_spread(pixel_index, active, padded.size))
-                input_value[:, step] = by_block(_spread(g[active] * weights.reshape(4, -1)[:, active_bin],
+                input_target[:, step] = _by_block(blocks, _spread(pixel_index, active, padded.size))
+                input_value[:, step] = _by_block(blocks, _spread(g[active] * weights.reshape(4, -1)[:, active_bin],
                                                         active, padded.size))
-                input_used[:, step] = by_block(used)[:, None, :]
+                input_used[:, step] = _by_block(blocks, used)[:, None, :]
                 if not with_offset:
                     continue
                 pixel = flat_features[pixel_index].astype(F32)             # v00, v10, v01, v11
@@ -193,21 +189,29 @@ def _block_chunk(T: ScalarT, thread, grad_output, features, batch, geo: _Geometr
                 with np.errstate(over="ignore", invalid="ignore"):   # half overflows to ±inf, as mmcv's does
                     for channel, scale, along in ((0, offset_x_scale, along_x), (1, offset_y_scale, along_y)):
                         value = scale[active] * along.astype(dtype)
-                        offset_value[channel, :, step] = by_block(_spread(value, active, padded.size))
-                offset_used[0, :, step] = offset_used[1, :, step] = by_block(used)
-    if thread_by_thread:   # [block, step, corner, lane] -> [block, lane, step, corner]
-        input_target, input_value, input_used = (a.transpose(0, 3, 1, 2)
-                                                 for a in (input_target, input_value, input_used))
-    order = input_used.reshape(-1)
-    input_adds = (input_target.reshape(-1)[order], input_value.reshape(-1)[order])
+                        offset_value[channel, :, step] = _by_block(blocks, _spread(value, active, padded.size))
+                offset_used[0, :, step] = offset_used[1, :, step] = _by_block(blocks, used)
+    input_adds = _in_add_order(thread_by_thread, (0, 3, 1, 2), input_target, input_value, input_used)
     if not with_offset:
         return input_adds, None
     bin_index = (n * 2 * PH + ph) * PW + pw
     target = np.broadcast_to(np.stack([bin_index, bin_index + PH * PW]).reshape(2, blocks, 1, _BLOCK), (2,) + slots)
-    if thread_by_thread:   # [2, block, step, lane] -> [2, block, lane, step]
-        target, offset_value, offset_used = (a.transpose(0, 1, 3, 2) for a in (target, offset_value, offset_used))
-    order = offset_used.reshape(-1)
-    return input_adds, (target.reshape(-1)[order], offset_value.reshape(-1)[order])
+    return input_adds, _in_add_order(thread_by_thread, (0, 1, 3, 2), target, offset_value, offset_used)
+
+
+def _by_block(blocks: int, per_thread):
+    """[..., padded threads] -> [block, ..., lane]."""
+    shaped = per_thread.reshape(per_thread.shape[:-1] + (blocks, _BLOCK))
+    return np.moveaxis(shaped, -2, 0)
+
+
+def _in_add_order(thread_by_thread: bool, lanes_before_steps, target, value, used) -> tuple:
+    """(targets, values) of the used slots, in the order the adds happen: slot by slot, or (thread by
+    thread) with each lane's steps before the next lane's (``lanes_before_steps``: that transpose)."""
+    if thread_by_thread:
+        target, value, used = (a.transpose(*lanes_before_steps) for a in (target, value, used))
+    order = used.reshape(-1)
+    return target.reshape(-1)[order], value.reshape(-1)[order]
 
 
 def _spread(values, active, threads: int) -> np.ndarray:
