@@ -4,6 +4,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from conftest import REPO
