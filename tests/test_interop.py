@@ -15,6 +15,7 @@ from harness.mluops import kernels
 MLUOPS = CONFORMANCE / "mlu-ops"
 
 
+@pytest.mark.slow
 def test_conformance_files_import_and_pass_reference(tmp_path):
     out = tmp_path / "imported"
     files = sorted(MLUOPS.rglob("*.prototxt"))
