@@ -4,6 +4,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from conftest import REPO
@@ -18,6 +19,7 @@ def _command() -> list[str]:
     return shlex.split(line)[1:]
 
 
+@pytest.mark.slow
 def test_committed_suite_is_current(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     args = _command()
@@ -79,6 +81,7 @@ def _dispatched_features_here() -> list[str]:
     return [f for f in __cpu_dispatch__ if __cpu_features__.get(f)]
 
 
+@pytest.mark.slow
 def test_cases_do_not_depend_on_the_cpus_simd_features(tmp_path):
     """Case files are byte-identical whatever SIMD paths numpy takes: the committed suite,
     generated with every dispatched feature of this CPU switched off, is cases/ byte for byte."""

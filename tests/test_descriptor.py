@@ -32,6 +32,7 @@ def _descriptor_of(path: Path) -> str:
     return describe(case.op, case.suite, case.name, case.seed, case.note)
 
 
+@pytest.mark.slow
 def test_every_committed_case_regenerates_from_its_descriptor(tmp_path):
     committed = find([CASES])
     assert len(committed) > 300

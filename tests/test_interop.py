@@ -15,6 +15,7 @@ from harness.mluops import kernels
 MLUOPS = CONFORMANCE / "mlu-ops"
 
 
+@pytest.mark.slow
 def test_conformance_files_import_and_pass_reference(tmp_path):
     out = tmp_path / "imported"
     files = sorted(MLUOPS.rglob("*.prototxt"))
@@ -31,6 +32,7 @@ def test_conformance_files_import_and_pass_reference(tmp_path):
     assert f"{len(ours)} cases: {len(ours)} passed" in run.output
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text", [False, True], ids=["pb", "prototxt"])
 def test_export_import_round_trip_is_bit_exact(tmp_path, text):
     source = [p for p in find([REPO / "cases"]) if load(p).expect == "ok"]

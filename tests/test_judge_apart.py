@@ -132,6 +132,7 @@ def test_calibrate_times_out_a_hanging_backend(tmp_path, marker):
     assert "1 error" in done.stdout and "timed out after 3 s" in done.stdout
 
 
+@pytest.mark.slow
 def test_shrink_ends_at_its_time_when_a_candidate_hangs(tmp_path, marker):
     case = REPO / "cases" / "psamask_forward" / "random"
     case = sorted(case.glob("*.opcase"))[0]
@@ -148,6 +149,7 @@ def test_shrink_ends_at_its_time_when_a_candidate_hangs(tmp_path, marker):
     assert leftover_dirs(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_worker_that_dies_while_its_next_case_is_sent_costs_only_its_case(tmp_path, marker):
     """With --jobs 2 the pool queues a worker's next case while it runs one; when the worker dies of
     a segfault meanwhile, that send meets a closed channel.  It must cost only the case the worker

@@ -103,6 +103,7 @@ def test_threshold_use_0_leaves_an_output_unjudged(tmp_path):
     assert result.exit_code == 1 and cases[0]["status"] == "failed"
 
 
+@pytest.mark.slow
 def test_no_line_says_a_value_is_within_a_bound_it_is_over(tmp_path):
     """Every `metric=A<=B` in `opcase run`'s output has A <= B, over the committed suites of every kernel
     that judges diff4 and the imported mlu-ops cases (where the docs' diff4 stands beside the file's)."""

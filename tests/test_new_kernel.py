@@ -178,6 +178,7 @@ def run_kit(root: Path, junit: Path) -> tuple[subprocess.CompletedProcess, dict[
     return process, outcomes
 
 
+@pytest.mark.slow
 def test_a_new_kernel_is_its_own_files_and_passes_the_kit(copy_with_new_kernel, tmp_path):
     process, outcomes = run_kit(copy_with_new_kernel, tmp_path / "junit.xml")
     assert process.returncode == 0, process.stdout[-4000:] + process.stderr[-2000:]

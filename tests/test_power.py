@@ -60,6 +60,7 @@ def _apply(op: str, name: str, path: Path) -> tuple[dict, dict, object]:
 
 # ----------------------------------------------------------------------------- the committed suite
 
+@pytest.mark.slow
 def test_committed_suite_measure(committed):
     code, output, doc = committed
     kernels = {k["kernel"]: k for k in doc["kernels"]}
@@ -76,6 +77,7 @@ def test_committed_suite_measure(committed):
     assert s["killed"] >= 0.9 * (s["killed"] + s["survived"]), output
 
 
+@pytest.mark.slow
 def test_committed_suite_passes_every_control(committed):
     _, output, doc = committed
     failing = [c for c in doc["controls"] if c["verdict"] == "failed"]
@@ -90,6 +92,7 @@ def test_committed_suite_passes_every_control(committed):
     assert {("carafe_forward", "float32_taps_in_sequence"), ("border_align_backward", "float32_scatter_order")} <= judged
 
 
+@pytest.mark.slow
 def test_committed_suite_kills_every_missing_check_it_has_a_case_for(committed):
     _, output, doc = committed
     checks = [m for m in doc["mutants"] if m["kind"] == "checks"]
@@ -102,6 +105,7 @@ def test_committed_suite_kills_every_missing_check_it_has_a_case_for(committed):
             assert m["reason"].startswith("no case has an invalid case that breaks"), m
 
 
+@pytest.mark.slow
 def test_committed_suite_kills_the_planted_bugs_of_the_tests(committed):
     """The kernel-specific bugs of gen/kernels/<family>/planted*.py are part of the measure."""
     _, _, doc = committed
@@ -111,6 +115,7 @@ def test_committed_suite_kills_the_planted_bugs_of_the_tests(committed):
     assert planted[("masked_im2col_forward", "pad_sign_flipped")] == "killed"
 
 
+@pytest.mark.slow
 def test_every_kill_of_the_committed_suite_rests_on_two_case_shapes(committed):
     """No bug is one case shape away from surviving: every killed generic mutant and planted bug
     fails cases of two distinct shapes or more (a check's mutant aside: its check has one invalid

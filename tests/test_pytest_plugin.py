@@ -11,6 +11,8 @@ import sys
 import xml.etree.ElementTree as ET
 from importlib.metadata import entry_points
 
+import pytest
+
 from conftest import REPO
 
 CASES = REPO / "cases"
@@ -45,6 +47,7 @@ def _pytest(tmp_path, *args) -> tuple[subprocess.CompletedProcess, dict]:
     return done, outcomes
 
 
+@pytest.mark.slow
 def test_planted_bugs_fail_the_same_cases_as_opcase_run(tmp_path):
     results = tmp_path / "run.json"
     run = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(CASES), "--backend", PLANTED,

@@ -52,6 +52,7 @@ def _checks_broken(spec, descriptor: str) -> list[str]:
                                    plan.params)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bug", sorted(BUGS))
 def test_planted_bug_is_shrunk_to_its_threshold(tmp_path, network_case, bug):
     backend_spec = f"shrink_backends:{bug}"
@@ -88,6 +89,7 @@ def test_an_invalid_case_shrinks_while_breaking_exactly_its_check(tmp_path):
     assert run_case(found.path, load_backend("run_backends:no_checks"), "x").status == WRONGLY_ACCEPTED
 
 
+@pytest.mark.slow
 def test_budget_stops_the_search_and_still_writes_a_failing_case(tmp_path, network_case):
     result = CliRunner().invoke(main, ["shrink", str(network_case), "--backend", "shrink_backends:last_row",
                                        "--max-tries", "3", "-o", str(tmp_path)])

@@ -196,6 +196,7 @@ def test_select_picks_one_dimension(tmp_path):
         "channel_tail_C65-float16.opcase", "channel_tail_C65-float32.opcase"]
 
 
+@pytest.mark.slow
 def test_default_size_leaves_out_only_what_is_over_it(stress_dir):
     written = {f"{p.parent.parent.name}/{p.stem}" for p in find([stress_dir])}
     for path in STRESSED:
@@ -204,6 +205,7 @@ def test_default_size_leaves_out_only_what_is_over_it(stress_dir):
             assert (f"{spec.op}/{plan.name}" in written) == (total_bytes(spec, plan) <= MAX_SIZE), plan.name
 
 
+@pytest.mark.slow
 def test_reference_passes_every_stress_case_and_goldens_are_finite(stress_dir):
     reference = Backend(name="reference", origin="test", run=stress_backends._reference)
     for path in find([stress_dir]):
@@ -251,6 +253,7 @@ def _failing_cases(directory, bug) -> set:
     return {f"{r.op}/{r.name}" for r in (run_case(p, backend, bug) for p in find([directory])) if r.status in FAILING}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bug", list(BUG_CLASSES))
 def test_each_bug_class_is_caught_by_two_distinct_cases_of_its_dimension(request, caught, bug):
     failing = _failing_cases(request.getfixturevalue("strict_contention_dir"), bug) \
@@ -259,11 +262,13 @@ def test_each_bug_class_is_caught_by_two_distinct_cases_of_its_dimension(request
     assert len(own) >= 2, (bug, sorted(failing))
 
 
+@pytest.mark.slow
 def test_planted_index_bug_fires_only_past_2e24(caught):
     """The float32-index backend is right below 2^24 elements: no other case fails it."""
     assert all("/index_2e24" in name for name in caught["float32_index"]), sorted(caught["float32_index"])
 
 
+@pytest.mark.slow
 def test_a_stress_case_has_a_descriptor_that_makes_it_again(stress_dir, tmp_path):
     result = CliRunner().invoke(main, ["gen", "--case", "carafe_forward:stress:batch_N3_H5_W9-float16",
                                        "-o", str(tmp_path)])
