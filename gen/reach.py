@@ -70,12 +70,12 @@ def selection_outputs(spec) -> list[str]:
 SMALLEST = 2
 
 
-def smallest_dims(dims: dict, keep: str, valid) -> dict:
-    """``dims`` with every dim but ``keep`` lowered, one at a time in name order, to SMALLEST where
+def smallest_dims(dims: dict, keep, valid) -> dict:
+    """``dims`` with every dim not in ``keep`` lowered, one at a time in name order, to SMALLEST where
     the call stays valid (``valid(dims)``), else left as it was."""
     lowered = dict(dims)
     for name in sorted(lowered):
-        if name == keep or not isinstance(lowered[name], int) or lowered[name] <= SMALLEST:
+        if name in keep or not isinstance(lowered[name], int) or lowered[name] <= SMALLEST:
             continue
         trial = {**lowered, name: SMALLEST}
         if valid(trial):
@@ -89,11 +89,14 @@ def count_entries(spec, base: dict, waived: dict, valid) -> list[dict]:
     every check accepts.  A count that no valid call takes is an error unless the spec waives it."""
     entries = []
     base_dims = dict(base.get("dims") or {})
-    for dim in item_dims(spec, base_dims):
+    items = item_dims(spec, base_dims)
+    for dim in items:
         if f"{COUNT_PREFIX}{dim}" in waived:
             continue
         for count in COUNTS:
-            dims = smallest_dims({**base_dims, dim: count}, dim, valid)
+            # The other item dims keep the base's counts: they are what the raised one is selected
+            # or matched against (three nearest of two known points would leave a slot empty).
+            dims = smallest_dims({**base_dims, dim: count}, set(items), valid)
             if not valid(dims):
                 raise ValueError(f"count {dim} = {count}: no call with it passes the spec's checks; say why in "
                                  f"suites.stress.not_applicable.{COUNT_PREFIX}{dim}")

@@ -126,3 +126,86 @@ def test_each_rule_catches_its_violation(monkeypatch, rule, imports):
     monkeypatch.setattr(__import__(__name__), "IMPORTS", IMPORTS + imports)
     with pytest.raises(AssertionError):
         rule()
+
+
+# ----------------------------------------------------------------------------- the house's size and circles
+
+MAX_MODULE_LINES = 700
+MAX_FUNCTION_LINES = 80
+
+
+def _first_party_modules() -> dict[str, Path]:
+    return {_module_name(path): path for package in PACKAGES for path in sorted((REPO / package).rglob("*.py"))
+            if not path.name.endswith("_pb2.py")}
+
+
+def test_no_module_or_function_is_too_long_to_read():
+    """No module over MAX_MODULE_LINES lines, no function over MAX_FUNCTION_LINES (generated code aside)."""
+    long_modules, long_functions = [], []
+    for name, path in _first_party_modules().items():
+        source = path.read_text()
+        if source.count("\n") > MAX_MODULE_LINES:
+            long_modules.append(f"{name}: {source.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    long_functions.append(f"{name}:{node.lineno} {node.name}: {length} lines")
+    assert not long_modules and not long_functions, long_modules + long_functions
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Which first-party module imports which, function-local imports included; a module importing
+    its own package's __init__ (a child reading its parent) is no edge."""
+    modules = _first_party_modules()
+    graph = {name: set() for name in modules}
+    for found in IMPORTS:
+        for target in (found.module, *(f"{found.module}.{n}" for n in found.names)):
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != found.importer and not found.importer.startswith(target + "."):
+                graph[found.importer].add(target)
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iteratively)."""
+    index, low, on_stack, stack, found, counter = {}, {}, set(), [], [], [0]
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter[0]; counter[0] += 1
+        stack.append(root); on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter[0]; counter[0] += 1
+                    stack.append(nxt); on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop(); on_stack.discard(member); component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_no_import_circles():
+    assert _circles(_import_graph()) == []
+
+
+def test_the_circle_finder_finds_a_circle():
+    # The check above is no rubber stamp: a planted circle is found.
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
