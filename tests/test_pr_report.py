@@ -130,6 +130,8 @@ def test_a_stale_report_is_replaced_before_the_first_call(cases, tmp_path, monke
     report = tmp_path / "report.md"
     report.write_text("## 3. Test Report\n\nEvery judged case passed.\n")    # an older run's
     monkeypatch.setenv(REPORT_ENV, str(report))
+    # The backend reads the report to see it was replaced first: a confined worker may, by the user's leave.
+    monkeypatch.setenv("OPCASE_WORKER_WRITABLE", str(tmp_path))
     result = CliRunner().invoke(main, ["run", str(cases / "carafe_backward" / "boundary"), "--filter", "kernel_1-",
                                        "--backend", "mluops_check_backends:carafe_backward_watching_report",
                                        "--report", "mluops-pr", str(report)])

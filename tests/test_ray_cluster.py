@@ -58,7 +58,9 @@ class Cluster:
         self.marks = root / "marks"
         self.marks.mkdir()
         self.env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")]),
-                    "RAY_USAGE_STATS_ENABLED": "0", MARKS_ENV: str(self.marks)}
+                    "RAY_USAGE_STATS_ENABLED": "0", MARKS_ENV: str(self.marks),
+                    # the backends' marks are written by confined workers: the user grants that folder
+                    "OPCASE_WORKER_WRITABLE": str(self.marks)}
         self.env.pop("RAY_ADDRESS", None)
         # The namespace lives as long as this process (and whatever is started into it).
         self.holder = subprocess.Popen(["unshare", "-n", "sleep", "3600"])

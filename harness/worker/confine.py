@@ -183,6 +183,17 @@ def _native_dir() -> str:
     return path if os.path.isdir(path) else ""
 
 
+# Directories a backend may also write (and read), as the user grants them: a kernel or profiler
+# cache of its own, a test's marks.  Never set by opcase itself (harness/GUARANTEES.md).
+WRITABLE_ENV = "OPCASE_WORKER_WRITABLE"
+
+
+def worker_writable() -> list[str]:
+    """The existing directories of WRITABLE_ENV (os.pathsep-separated), resolved."""
+    return sorted({os.path.realpath(p) for p in os.environ.get(WRITABLE_ENV, "").split(os.pathsep)
+                   if p and os.path.isdir(p)})
+
+
 def confine_self(private_dir: str, readable: list[str]) -> list[str]:
     """Confine this process (and whatever it starts) for good; the layers' lines.  Call it while
     the process has one thread (a user namespace and Landlock need that)."""
@@ -203,7 +214,10 @@ def confine_self(private_dir: str, readable: list[str]) -> list[str]:
         layers.append(f"user namespace: {MISSING} (unshare: {_errno_text()})")
     else:
         layers.append("user namespace")
-    layers.append(_landlock(readable, [private_dir, "/dev/null"]))
+    granted = worker_writable()
+    if granted:   # the user's own choice (WRITABLE_ENV), so the summary names it
+        layers.append(f"writable by the user's leave ({WRITABLE_ENV}): {', '.join(granted)}")
+    layers.append(_landlock(readable, [private_dir, "/dev/null", *granted]))
     layers.append(f"PID namespace: {MISSING} (not used: the worker itself would have to be its namespace's init)")
     return layers
 

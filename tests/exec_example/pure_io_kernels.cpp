@@ -207,6 +207,7 @@ void masked_im2col_forward(Call& c) {
           "data_col->dims[0] must equal channels * kernel_h * kernel_w");
   require(col.dim(1) == mh.dim(0) && mh.dim(0) == mw.dim(0), "mask_count",
           "data_col->dims[1], mask_h_idx->dims[0] and mask_w_idx->dims[0] must be equal");
+  require(kh >= 1 && kw >= 1, "kernel_positive", "kernel_h and kernel_w must be positive");
   require(elements(feature.shape) > 0, "feature_nonempty", "feature must not have zero elements");
   require(col.dim(0) > 0, "data_col_rows_nonzero", "data_col's first dimension must not be 0");
 
