@@ -143,6 +143,21 @@ def test_a_misbehaving_command_costs_only_its_cases(two_cases, tmp_path, spec, o
         assert not [pid for pid in map(int, pids.read_text().split()) if _alive(pid)]
 
 
+@pytest.mark.parametrize("jobs", [[], ["--jobs", "2"]], ids=["here", "jobs"])
+def test_the_timeout_reaches_the_command_as_an_argument_not_through_the_environment(two_cases, tmp_path, jobs):
+    # The command says what the variable holds in its environment, then hangs past --timeout.
+    spec = "exec:" + shlex.join(["sh", "-c", 'echo "variable: ${OPCASE_EXEC_TIMEOUT:-unset}"; exec sleep 30', "sh"])
+    out = tmp_path / "results.json"
+    env = {k: v for k, v in os.environ.items() if k != "OPCASE_EXEC_TIMEOUT"}
+    done = subprocess.run(OPCASE + ["run", str(two_cases), "--backend", spec, "--timeout", "0.5", "--json", str(out),
+                                    *jobs], capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
+    results = json.loads(out.read_text())["cases"]
+    assert done.returncode == 1 and len(results) == 2, done.stdout + done.stderr
+    for r in results:
+        assert r["status"] == "error" and "timed out after 0.5 s" in r["message"], r["message"]
+        assert "variable: unset" in r["message"], r["message"]
+
+
 @pytest.mark.parametrize("mode, says", [
     ("shape", "has shape [2, 5, 6, 30, 1], expected [2, 5, 6, 30]"),
     ("short", "has 3 bytes, shape [2, 5, 6, 30] of float32 needs 7200"),

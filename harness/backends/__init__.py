@@ -79,15 +79,16 @@ def checked(backend: Backend) -> Backend:
 
 
 
-def load_backend(spec: str) -> Backend:
+def load_backend(spec: str, exec_timeout: float | None = None) -> Backend:
     """Resolve ``--backend``: a built-in name, ``exec:COMMAND``, a plugin's name (entry-point
-    group ``opcase.backends``, see harness.backends.plugins) or ``module:attr``."""
+    group ``opcase.backends``, see harness.backends.plugins) or ``module:attr``.  ``exec_timeout``
+    is an exec: command's limit per call (``opcase run --timeout``); the others ignore it."""
     builtin = _builtin(spec)
     if builtin is not None:
         return builtin
     if spec.startswith("exec:"):
         from harness.backends import exec_backend   # it imports harness.judge.workers, which imports this package
-        command = exec_backend.from_spec(spec)
+        command = exec_backend.from_spec(spec, exec_timeout)
         return wrap_backend(spec, command.origin, command)
     from harness.backends import plugins   # it imports wrap_backend from this package
     entry_point = plugins.find(spec)

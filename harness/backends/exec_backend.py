@@ -362,11 +362,11 @@ class ExecBackend:
                                                    else "\n(the command printed nothing)"))
 
 
-def from_spec(spec: str) -> ExecBackend:
-    """``exec:COMMAND ...`` as given to --backend; the timeout from OPCASE_EXEC_TIMEOUT, if set."""
+def from_spec(spec: str, timeout: float | None = None) -> ExecBackend:
+    """``exec:COMMAND ...`` as given to --backend, with ``timeout`` seconds a call (the caller's
+    --timeout); with none, the user's OPCASE_EXEC_TIMEOUT if set."""
     command = spec[len(PREFIX):]
-    timeout = None
-    text = os.environ.get(TIMEOUT_ENV, "").strip()
+    text = "" if timeout is not None else os.environ.get(TIMEOUT_ENV, "").strip()
     if text:
         try:
             timeout = float(text)

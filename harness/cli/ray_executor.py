@@ -207,9 +207,9 @@ def _enter(environment: dict) -> None:
 
 
 @lru_cache(maxsize=None)
-def _backend(backend_spec: str):
+def _backend(backend_spec: str, exec_timeout: float | None):
     """opcase's own backends load in the task; any other is loaded only by the local worker."""
-    return None if runs_isolated(backend_spec) else load_backend(backend_spec)
+    return None if runs_isolated(backend_spec) else load_backend(backend_spec, exec_timeout)
 
 
 def _run_task(environment: dict, path: str, backend_spec: str, options, start_log, key,
@@ -219,7 +219,7 @@ def _run_task(environment: dict, path: str, backend_spec: str, options, start_lo
     if start_log is not None:
         start_log.started.remote(key)
     try:
-        backend = _backend(backend_spec)
+        backend = _backend(backend_spec, options.exec_timeout)
         if backend is not None and timeout is None:
             return run_guarded(Path(path), backend, backend_spec, options).to_json()
         results, _ = run_cases([Path(path)], backend, backend_spec, options, lambda result: None, jobs=1,

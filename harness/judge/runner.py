@@ -37,6 +37,7 @@ class RunOptions:
     repro_options: tuple = ()              # extra `opcase run` arguments that change a case's verdict
     bitwise: bool = False                  # compare every further call's outputs with the judged call's
     error_maps: bool = False               # summarize where each failing output's error sits (--html)
+    exec_timeout: float | None = None      # an exec: backend's per-call limit (--timeout), which it enforces itself
 
 
 def repro_command(path, backend_spec: str, options=()) -> str:

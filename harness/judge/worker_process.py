@@ -93,7 +93,7 @@ def make_run_dir() -> str:
 
 
 class WorkerProcess:
-    def __init__(self, backend_spec: str, log_dir: str, number: int):
+    def __init__(self, backend_spec: str, log_dir: str, number: int, exec_timeout: float | None = None):
         self.log_path = os.path.join(log_dir, f"worker-{number}.log")
         private_dir = os.path.join(log_dir, f"worker-{number}")   # its HOME, cache and TMPDIR
         os.mkdir(private_dir, 0o700)
@@ -104,7 +104,8 @@ class WorkerProcess:
         child_lifeline, self.lifeline = _CONTEXT.Pipe(duplex=False)
         self.process = _CONTEXT.Process(target=confine.worker_entry,
                                         args=(jobs_there, results_there, child_lifeline, backend_spec,
-                                              self.log_path, private_dir, confine.backend_readable(backend_spec)),
+                                              self.log_path, private_dir, confine.backend_readable(backend_spec),
+                                              exec_timeout),
                                         name=f"opcase-worker-{number}", daemon=True)
         self.process.start()
         for end in (jobs_there, results_there, child_lifeline):

@@ -218,7 +218,7 @@ class _Pool:
         # At least one, to load the backend even when there is no case to run.
         while len(self.workers) < max(min(self.jobs, len(self.pending) + self._busy()), not self.spawned):
             self.spawned += 1
-            self.workers.append(WorkerProcess(self.backend_spec, log_dir, self.spawned))
+            self.workers.append(WorkerProcess(self.backend_spec, log_dir, self.spawned, self.options.exec_timeout))
 
     def _dispatch(self) -> None:
         # One case under way and, unless --bitwise (whose worker waits for answers on its channel)

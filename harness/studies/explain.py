@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -44,7 +43,6 @@ from gen.core.registry import explain_variants, spec_for
 from gen.core.timing import call
 from gen.core.verdict import request_for, validate_outputs
 from harness.backends import load_backend
-from harness.backends.exec_backend import TIMEOUT_ENV
 from harness.backends.builtin import check_request, reference, run_in_dtype
 from harness.judge.workers import BackendFailed, IsolatedBackend, runs_isolated
 from harness.studies.mutants import (CHECKS, GENERIC, PLANTED, Call, Mutant, NotApplicable, controls, flush_subnormal_values,
@@ -526,11 +524,9 @@ def backend_outputs(case, backend_spec: str, timeout: float | None = None) -> Ba
     backends and exec: commands here, every other in a worker process (harness.judge.workers.IsolatedBackend) that
     hands them over as sealed memory, checked against the form the case promises.  Raises
     BackendLoadError when the backend cannot be loaded."""
-    previous = os.environ.get(TIMEOUT_ENV)
-    if timeout is not None and backend_spec.startswith("exec:"):
-        os.environ[TIMEOUT_ENV] = repr(timeout)   # the exec backend kills its own command
     isolated = IsolatedBackend(backend_spec, timeout) if runs_isolated(backend_spec) else None
-    backend = isolated.backend() if isolated else load_backend(backend_spec)
+    # An exec: command runs here and its backend enforces the timeout itself, killing just the command.
+    backend = isolated.backend() if isolated else load_backend(backend_spec, timeout)
     try:
         if not backend.supports(case.op, case.dtype):
             return BackendCall(RAISED, f"backend {backend.name} does not support {case.op} {case.dtype}")
@@ -544,10 +540,6 @@ def backend_outputs(case, backend_spec: str, timeout: float | None = None) -> Ba
     finally:
         if isolated:
             isolated.close()   # the worker and whatever the backend started go now
-        if previous is None:
-            os.environ.pop(TIMEOUT_ENV, None)
-        else:
-            os.environ[TIMEOUT_ENV] = previous
     problem = validate_outputs(case, produced)
     return BackendCall(RAISED, problem) if problem else BackendCall(OUTPUTS, outputs=produced)
 

@@ -257,7 +257,7 @@ def backend_readable(backend_spec: str) -> list[str]:
 
 
 def worker_entry(jobs, results, lifeline, backend_spec: str, log_path: str, private_dir: str,
-                 readable: list[str]) -> None:
+                 readable: list[str], exec_timeout: float | None = None) -> None:
     """A worker's first code (harness.judge.workers): confine it while it has one thread, before numpy
     (whose BLAS starts threads) or any of the backend's code, then serve."""
     os.setpgrp()
@@ -267,7 +267,7 @@ def worker_entry(jobs, results, lifeline, backend_spec: str, log_path: str, priv
     backend_readable(backend_spec)
     layers = confine_self(private_dir, readable)
     from harness.worker import serve   # only once confined: it loads numpy, whose threads would block unshare
-    serve.worker_main(jobs, results, lifeline, backend_spec, log, layers)
+    serve.worker_main(jobs, results, lifeline, backend_spec, log, layers, exec_timeout)
 
 
 def summary(layers: list[str]) -> str:

@@ -52,7 +52,8 @@ def _watch_parent(lifeline) -> None:
     kill_process_group(0)
 
 
-def worker_main(jobs, results, lifeline, backend_spec: str, log: int, layers: list[str]) -> None:
+def worker_main(jobs, results, lifeline, backend_spec: str, log: int, layers: list[str],
+                exec_timeout: float | None = None) -> None:
     # Started by harness.worker.confine.worker_entry: in a process group of its own (killing the group
     # takes whatever the backend started with it; SIGTERM unwinds, the exec backend then kills its
     # command's group, then the worker kills its group: no process of the backend's outlives the
@@ -61,12 +62,13 @@ def worker_main(jobs, results, lifeline, backend_spec: str, log: int, layers: li
     threading.Thread(target=_watch_parent, args=(lifeline,), name="opcase-lifeline", daemon=True).start()
     try:
         _serve(socket.socket(fileno=os.dup(jobs.fileno())), socket.socket(fileno=os.dup(results.fileno())),
-               backend_spec, log, layers)
+               backend_spec, log, layers, exec_timeout)
     except _StopWorker:
         kill_process_group(0)
 
 
-def _serve(jobs: socket.socket, results: socket.socket, backend_spec: str, log: int, layers: list[str]) -> None:
+def _serve(jobs: socket.socket, results: socket.socket, backend_spec: str, log: int, layers: list[str],
+           exec_timeout: float | None) -> None:
     # Everything the backend prints goes to the log, so that it cannot garble the report and
     # so that its last words can be quoted if it dies.
     os.dup2(log, 1)
@@ -77,7 +79,7 @@ def _serve(jobs: socket.socket, results: socket.socket, backend_spec: str, log: 
     if STACK_SIGNAL is not None:
         faulthandler.register(STACK_SIGNAL, file=sys.stderr, all_threads=True)
     try:
-        backend = load_backend(backend_spec)
+        backend = load_backend(backend_spec, exec_timeout)
     except BackendLoadError as exc:
         channel.send(results, {"kind": "load-error", "message": channel.clip(str(exc))})
         return

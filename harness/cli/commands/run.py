@@ -24,7 +24,6 @@ from gen.core.verdict import FAILED, MISTRUSTED, SKIPPED
 from gen.generate import GenerationError
 from harness.backends import load_backend, with_device
 from harness.worker import confine
-from harness.backends.exec_backend import TIMEOUT_ENV
 from harness.cli import ray_executor
 from harness.cli.adjoint import adjoint_lines
 from harness.cli.common import (BACKEND_ENV, EXIT_FAILED, EXIT_NOTHING_JUDGED, EXIT_RESULTS_UNWRITTEN, InputError,
@@ -197,7 +196,7 @@ def run_command(args: RunArguments) -> None:
     _refuse_results_over_cases(args.results_files, find(args.paths) if args.paths else selected)
     files = [f for f in selected if in_shard(f, *args.shard)] if args.shard else selected
     _warn_mixed_versions(files)
-    pool_timeout = _hand_timeout_to_exec(args)
+    pool_timeout, exec_timeout = _split_timeout(args)
     try:
         profile = load_profile(args.profile_path) if args.profile_path else None
     except ProfileError as exc:
@@ -215,14 +214,14 @@ def run_command(args: RunArguments) -> None:
     try:
         args.backend_spec = with_device(args.backend_spec, args.device)
         # Any other backend's code runs only in workers: this process, the judge, never imports it.
-        backend = None if runs_isolated(args.backend_spec) else load_backend(args.backend_spec)
+        backend = None if runs_isolated(args.backend_spec) else load_backend(args.backend_spec, exec_timeout)
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
     if backend is not None:
         _warn_declarations(backend, files)
     options = RunOptions(timing=TimingPlan(args.repeat or 0, args.warmup if args.repeat else 0), profile=profile,
                          repro_options=_repro_options(args), bitwise=args.bitwise,
-                         error_maps=args.html_path is not None)
+                         error_maps=args.html_path is not None, exec_timeout=exec_timeout)
     outcome = _run_and_show(args, files, backend, options, pool_timeout, baseline, fresh)
     _report(args, files, len(selected), outcome, backend, pool_timeout, baseline, fresh)
 
@@ -255,18 +254,13 @@ def _check_arguments(args: RunArguments) -> None:
                     *(("--rerun-failed", path) for path in args.rerun_failed or ())])
 
 
-def _hand_timeout_to_exec(args: RunArguments) -> float | None:
-    """The timeout the worker pool enforces: --timeout, except with an exec: backend, which enforces it
-    itself on each call (it kills just the command and quotes its output, so it needs no worker process;
-    those of --jobs read the same variable)."""
+def _split_timeout(args: RunArguments) -> tuple[float | None, float | None]:
+    """(the timeout the worker pool enforces, the one an exec: backend enforces itself): --timeout goes
+    to the exec backend when there is one, since it kills just the command and quotes its output, so
+    it needs no worker process (those of --jobs get it in their run options)."""
     if args.timeout is None or not args.backend_spec.startswith("exec:"):
-        return args.timeout
-    previous = os.environ.get(TIMEOUT_ENV)
-    os.environ[TIMEOUT_ENV] = repr(args.timeout)
-    # Only for this run: an in-process caller (a test, a script) gets its environment back.
-    click.get_current_context().call_on_close(
-        lambda: os.environ.pop(TIMEOUT_ENV, None) if previous is None else os.environ.update({TIMEOUT_ENV: previous}))
-    return None
+        return args.timeout, None
+    return None, args.timeout
 
 
 def _repro_options(args: RunArguments) -> tuple[str, ...]:

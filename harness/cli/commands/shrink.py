@@ -36,7 +36,7 @@ def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout):
     check_writable("-o", out_dir, directory=True)
     try:
         # As `opcase run`: a foreign backend runs only in workers, loaded there.
-        backend = None if runs_isolated(backend_spec) else load_backend(backend_spec)
+        backend = None if runs_isolated(backend_spec) else load_backend(backend_spec, timeout)
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
     Path(out_dir).mkdir(parents=True, exist_ok=True)
