@@ -1,7 +1,9 @@
 """Shared fixtures: generated suites (once per session) and backends built from functions."""
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -90,17 +92,38 @@ def run_cli(*args):
 SUITE_MAX_BYTES = 4 << 20
 
 
+def shared_dir(tmp_path_factory, name: str, build) -> Path:
+    """A directory made once per test run by ``build(directory)``, shared by every process of the run:
+    under pytest-xdist each worker has a base directory of its own, beside the others, so what one
+    worker made (under a lock, marked done when whole) the others take instead of making it again.
+    Tests treat it as read-only, as they do any shared fixture."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared"
+    root.mkdir(exist_ok=True)
+    directory, done = root / name, root / f"{name}.done"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            if directory.exists():   # a worker that died while making it
+                import shutil
+                shutil.rmtree(directory)
+            directory.mkdir()
+            build(directory)
+            done.touch()
+    return directory
+
+
+def _default_suites(op: str, out: Path) -> None:
+    generate(op, out, suites=("random", "boundary", "fast_path"), max_bytes=SUITE_MAX_BYTES)
+    generate(op, out, suites=("invalid",))
+
+
 @pytest.fixture(scope="session")
 def suites(tmp_path_factory):
-    """suites(op) -> directory with the op's random, boundary, fast_path and invalid cases (generated once)."""
-    made: dict[str, Path] = {}
-
+    """suites(op) -> directory with the op's random, boundary, fast_path and invalid cases (generated once
+    per run, whichever worker asks first)."""
     def get(op: str) -> Path:
-        if op not in made:
-            out = tmp_path_factory.mktemp(op)
-            generate(op, out, suites=("random", "boundary", "fast_path"), max_bytes=SUITE_MAX_BYTES)
-            made[op] = generate(op, out, suites=("invalid",))
-        return made[op]
+        return shared_dir(tmp_path_factory, f"suites-{op}", lambda out: _default_suites(op, out)) / op
     return get
 
 
@@ -187,3 +210,26 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_sep("-", "what would run more tests")
         for need, count in sorted(skipped.items()):
             terminalreporter.write_line(f"{count} skipped for lack of {need}: {needs.NEEDS[need]}")
+
+
+# ----------------------------------------------------------------------------- order (pytest-xdist)
+
+# Marks that say a test is long: whole suites generated or run, a cluster or a venv started.
+LONG_MARKS = ("slow", "ray", "wheel")
+
+
+def pytest_collection_modifyitems(items):
+    """Modules with long tests first, the rest as collected (each module's own order kept): the README's
+    test command spreads whole modules over processes (pytest-xdist's --dist loadfile, in collection
+    order), and starting the long ones first keeps one process from finishing far after the other."""
+    weight: dict[str, int] = {}
+    for item in items:
+        weight.setdefault(item.module.__name__ if item.module else "", 0)
+        if any(item.get_closest_marker(mark) for mark in LONG_MARKS):
+            weight[item.module.__name__ if item.module else ""] += 1
+    first_seen = {name: index for index, name in enumerate(weight)}
+
+    def key(item):
+        name = item.module.__name__ if item.module else ""
+        return (-weight[name], first_seen[name])
+    items.sort(key=key)

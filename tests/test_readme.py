@@ -142,7 +142,7 @@ def test_two_commands_make_and_use_a_venv():
         assert command.startswith("python3 -m venv .venv && .venv/bin/python -m pip install -e ")
         assert not re.search(r"(^|&& )(python3 -m pip|pip|opcase|pytest) ", command), command
     assert "--backend " in install_and_run
-    assert install_and_test.endswith(".venv/bin/python -m pytest -q")
+    assert install_and_test.endswith(".venv/bin/python -m pytest -q -n auto")
 
 
 def test_ci_runs_exactly_the_readme_test_command():
