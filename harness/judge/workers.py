@@ -154,6 +154,9 @@ class _Pool:
         self.spawned = 0
         self.load_error = ""
         self.origin = ""
+        # The next pending case, loaded (checksums checked) while the workers start or compute, so
+        # that a worker is not kept waiting on the judge's reading of a large case.
+        self.ahead: tuple[int, tuple] | None = None
 
     def run(self) -> list[CaseResult]:
         log_dir = make_run_dir()
@@ -183,6 +186,7 @@ class _Pool:
         its worker while loading, raises BackendLoadError before any case is given out."""
         first = self.workers[0]
         give_up = first.born + STARTUP_ALLOWANCE_S + (self.timeout or 0.0)
+        self._load_ahead()   # while the worker imports the backend
         while not first.ready:
             wait([first.results, first.process.sentinel], max(0.0, min(give_up, first.wake_up() or give_up)
                                                                - time.monotonic()))
@@ -261,9 +265,19 @@ class _Pool:
         worker.assigned = time.monotonic()
         worker.deadline = worker.assigned + self.timeout if self.timeout else None
 
+    def _load_ahead(self) -> None:
+        if self.pending and (self.ahead is None or self.ahead[0] != self.pending[0]):
+            self.ahead = (self.pending[0], self._load_judgement(self.pending[0]))
+
     def _judgement(self, index: int) -> tuple[Judgement | None, CaseResult | None]:
         """The case's Judgement, or its result already when it cannot be judged (the worker's
         frames for it are then read and dropped)."""
+        if self.ahead is not None and self.ahead[0] == index:
+            loaded, self.ahead = self.ahead[1], None
+            return loaded
+        return self._load_judgement(index)
+
+    def _load_judgement(self, index: int) -> tuple[Judgement | None, CaseResult | None]:
         result = new_result(self.shown[index], self.backend_spec, self.options)
         try:
             case = load(self.files[index])
@@ -278,6 +292,8 @@ class _Pool:
     def _wait(self) -> None:
         if not self.workers:
             return
+        if not self.timeout:   # under --timeout the judge keeps watching the clock instead
+            self._load_ahead()
         limits = [t for t in (w.wake_up() for w in self.workers) if t is not None]
         wait([w.results for w in self.workers] + [w.process.sentinel for w in self.workers],
              max(0.0, min(limits) - time.monotonic()) if limits else None)
