@@ -44,10 +44,10 @@ _DTYPE_ORDER = ["float16", "float32", "float64", "int8", "uint8", "int16", "int3
 _LAYOUTS = {"ARRAY", "NCHW", "NHWC", "NDHWC", "NCDHW", "HWCN", "NLC", "NC", "NCL", "TNC", "NTC"}
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CMP = re.compile(r"([A-Za-z_][A-Za-z0-9_.]*(?:\[\d{1,2}\]|\(\d{1,2}\))?)[ \t]*(<=|>=|==|!=|<|>)[ \t]*(-?\d{1,12}(?:\.\d{1,12})?)")
-_SHAPE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)`?[ \t]*(?::|shape是|shape为|的shape为|的形状为)?[ \t]*`?\[([^\[\]]{1,200})\]")
+_SHAPE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)`?[ \t]*(?::|shape是|shape为|的shape为|的形状为)?[ \t]*(?:dim|dims)?`?\[([^\[\]]{1,200})\]")
 _INT_LIST = re.compile(r"\[([0-9 ,]{1,200})\]")
-_METRIC = re.compile(r"diff(\d)(?:_(\d))?")
-_THRESH = re.compile(r"(diff\d(?:_\d)?)[ \t]*(?:<=|<|=|==)[ \t]*([0-9][0-9.eE+-]{0,20})")
+_METRIC = re.compile(r"diff(\d)(?:_(\d))?", re.IGNORECASE)
+_THRESH = re.compile(r"(diff\d(?:_\d)?)[ \t]*(?:<=|<|=|==)[ \t]*([0-9][0-9.eE+-]{0,20})", re.IGNORECASE)
 _RATE_LIST = re.compile(r"\[([0-9 ,.]{1,60})\]")
 _ITEM = re.compile(r"[-*]?[ \t]*\(?(\d{1,2})[ \t]*[,.):][ \t]*(.*)")
 _NONE_CELLS = {"", "无", "无限制", "-", "/", "none", "无特殊限制", "否", "n/a"}
@@ -102,6 +102,7 @@ class _Reader:
         self.doc = doc
         self.facts: list[Fact] = []
         self.seen: set = set()
+        self.role_wide: list = []   # 1.1 values for every input or output: (kind, role, value, section, line)
 
     def add(self, kind, key, value, section, line, text="", bounds=(), api=""):
         if (kind, key, api) in self.seen and kind != "unread":
@@ -141,7 +142,7 @@ def _col(header_cells, *names) -> int:
     return -1
 
 
-_API = re.compile(r"[A-Za-z_]*(?:Forward|Backward|forward|backward)[A-Za-z_]*|mluOp[A-Za-z]+")
+_API = re.compile(r"(?:[A-Za-z][A-Za-z0-9_]*)?(?:Forward|Backward|forward|backward)[A-Za-z0-9_]*|mluOp[A-Za-z0-9]+")
 
 
 def api_name(title: str) -> str:
@@ -185,7 +186,7 @@ def _interface_tables(r: _Reader, section: Section, body, api: str):
                     r.unread(section, i, dcell)
                 if layout.upper() in _LAYOUTS:
                     r.add("layout", f"layout {name} {layout.upper()}", layout.upper(), section, i, layout, api=api)
-                for sm in _SHAPE.finditer(" ".join(cells).replace("`", "")):
+                for sm in _shapes_in(" ".join(cells).replace("`", "")):
                     _shape(r, section, i, name, sm.group(2))
             elif dtypes_of(dcell) or "bool" in dcell or "int" in dcell or "float" in dcell:
                 ptype = "bool" if "bool" in dcell else "float" if "float" in dcell or "double" in dcell else "int"
@@ -196,6 +197,16 @@ def _interface_tables(r: _Reader, section: Section, body, api: str):
             if 0 <= limit_col < len(cells) and not _none(cells[limit_col]):
                 text = cells[limit_col]
                 r.add("limit", f"limit 1.3 {name}", text, section, i, text, bounds_of(text))
+
+
+def _shapes_in(text: str):
+    """The `name: [..]` matches of a text that are shapes: `shape[1]`, `x[0]` (a word, then a bracketed
+    integer) index a shape and are none."""
+    for sm in _SHAPE.finditer(text):
+        between = sm.group(0)[len(sm.group(1)):sm.group(0).index("[")]
+        if not between.strip("`") and sm.group(2).strip().isdigit():
+            continue
+        yield sm
 
 
 def _shape(r, section, line, name, inner):
@@ -213,9 +224,45 @@ def _overview(r: _Reader, section: Section):
             key, value = cells[0].replace(" ", ""), cells[1].replace("`", "")
             if not _none(value):
                 r.add("row", f"row {section.number} {key}", value, section, i, value)
+            role = "input" if key.startswith("输入") else "output" if key.startswith("输出") else ""
             if "Shape" in key or "shape" in key:
-                for sm in _SHAPE.finditer(value):
+                named = list(_shapes_in(value))
+                for sm in named:
                     _shape(r, section, i, sm.group(1), sm.group(2))
+                bare = _BARE_SHAPE.fullmatch(value)
+                if not named and bare and role:
+                    r.role_wide.append(("shape", role, bare.group(1), section, i))
+            elif "Layout" in key or "layout" in key:
+                _overview_layouts(r, section, i, role, value)
+
+
+_LAYOUT_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)[ \t]*:{1,2}[ \t]*([A-Za-z]{2,6})")
+_BARE_SHAPE = re.compile(r"[ \t]*\[([^\[\]]{1,200})\][ \t]*")
+
+
+def _overview_layouts(r: _Reader, section: Section, line: int, role: str, value: str):
+    """`name: NHWC` pairs; a cell of one layout and no names (`ARRAY`, `均为 ARRAY`) is every input's
+    (or output's) layout, placed once 1.3 has named them."""
+    pairs = [(n, lay.upper()) for n, lay in _LAYOUT_PAIR.findall(value) if lay.upper() in _LAYOUTS]
+    for name, layout in pairs:
+        r.add("layout", f"layout {name} {layout}", layout, section, line, value)
+    words = {w.upper() for w in _WORD.findall(value) if w.upper() in _LAYOUTS}
+    if not pairs and len(words) == 1 and role:
+        r.role_wide.append(("layout", role, words.pop(), section, line))
+
+
+def _place_role_wide(r: _Reader):
+    """1.1's values for all inputs or all outputs, on the tensors 1.3 gives that role and no value of
+    their own: a layout for each, a shape for the only one."""
+    for kind, role, value, section, line in r.role_wide:
+        names = [f.key.split(" ")[1] for f in r.facts if f.kind == "tensor" and f.value == role]
+        have = {f.key.split(" ")[1] for f in r.facts if f.kind == kind}
+        if kind == "layout":
+            for name in names:
+                if name not in have:
+                    r.add("layout", f"layout {name} {value}", value, section, line, value)
+        elif len(names) == 1 and names[0] not in have:
+            _shape(r, section, line, names[0], value)
 
 
 _TEMPLATE_ROWS = ("原位限制", "stride限制", "广播限制")
@@ -238,7 +285,7 @@ def _limits(r: _Reader, section: Section):
                 continue
             r.add("limit", f"limit {section.number} {kind}", detail, section, i, detail, bounds_of(detail))
             for part in _split_br(detail):
-                for sm in _SHAPE.finditer(part.replace("`", "")):
+                for sm in _shapes_in(part.replace("`", "")):
                     if sm.group(1).lower() not in ("shape", "dim", "range"):
                         _shape(r, section, i, sm.group(1), sm.group(2))
     for i, line in body:
@@ -251,11 +298,13 @@ def _limits(r: _Reader, section: Section):
 # spaces and end punctuation: such items are the template speaking, not a check of the kernel.
 _TEMPLATE_ITEMS = ("指针为空防呆", "0元素检查防呆,VLOG(5)打印信息,是否返回与框架沟通",
                    "涉及workspace算子对于workspace_size的检查防呆",
+                   # the same item without the question, as some docs' copy of the template has it
+                   "对输入输出支持的dtype,layout以及shape进行防呆",
                    "是否需要对输入输出支持的dtype,layout以及shape进行防呆",
                    "elementwise算子则需要保证输入输出的每一个维度都要一样", "算子存在的自身的相关参数防呆")
 _TEMPLATE_MARK = "列出算子需要做的防呆"
 # Of those, the ones that ask a question or name a heading and state no check, wherever they stand.
-_TEMPLATE_QUESTIONS = _TEMPLATE_ITEMS[3:]
+_TEMPLATE_QUESTIONS = _TEMPLATE_ITEMS[4:]
 
 
 def _checks(r: _Reader, section: Section):
@@ -297,7 +346,7 @@ def _accuracy(r: _Reader, section: Section):
             if re.search(r"\d", s):
                 r.unread(section, i, s)
             continue
-        thresholds = {m: float(v) for m, v in _THRESH.findall(s) if _float_ok(v)}
+        thresholds = {m.lower(): float(v) for m, v in _THRESH.findall(s) if _float_ok(v)}
         per_dtype = {d: float(v) for d, v in re.findall(r"(half|float)[ \t]*:[ \t]*([0-9][0-9.eE+-]{0,20})", s)
                      if _float_ok(v)}
         rates = []
@@ -347,6 +396,7 @@ def read_facts(doc: DocText) -> list:
         _overview(r, s)
     for s in doc.find("参数要求", "输入输出参数", number_prefix="1."):
         _interface(r, s)
+    _place_role_wide(r)
     for s in doc.find("限制", number_prefix="1."):
         if s.level <= 3 and s.number.count(".") == 1:
             _limits(r, s)

@@ -1,0 +1,61 @@
+"""gen/audit/docread on forms first met in held-out docs and then found in the development docs too
+(gen/audit/README.md, "Measured"): each on a small doc written for the test."""
+from __future__ import annotations
+
+from gen.audit import docread
+from gen.audit.doctext import parse_doc
+
+DOC = """# roi_pool3d_forward 算子开发设计方案
+## 1 需求分析
+### 1.1 算子需求分析
+| 算子功能简介 | 例子 |
+|---|---|
+| 输入Shape | boxes:dim[N, 9] |
+| 输入Layout | boxes: Array; scale: 标量 |
+| 输出Shape | [N * 2, 4] |
+| 输出Layout | 均为 ARRAY |
+### 1.3 算子输入输出参数要求
+| 参数 | 语义 | 类型（输入/输出） | 支持类型 | 物理布局 | 规模限制 |
+| --- | --- | --- | --- | --- | --- |
+| boxes_desc | 描述 | 输入 | mluOpTensorDescriptor_t | / | 无 |
+| boxes | 框 | 输入 | float | / | dim=2, shape[1] =9 |
+| out_desc | 描述 | 输入 | mluOpTensorDescriptor_t | / | 无 |
+| out | 输出 | 输出 | float | / | shape[0]==boxes.shape[0] |
+### 1.5 验收标准
+#### 1.5.1 精度验收标准
+- 整型输出采用阈值标准 DIFF3 == 0。
+### 3.8 算子防呆检查
+- 列出算子需要做的防呆，比如
+1、指针为空防呆；
+2、对输入输出支持的 dtype、layout 以及 shape 进行防呆；
+"""
+
+
+def _facts():
+    return docread.read_facts(parse_doc(DOC, "forms.md"))
+
+
+def test_an_index_is_no_shape_and_dim_brackets_are_one():
+    shapes = {f.key for f in _facts() if f.kind == "shape"}
+    assert "shape boxes N,9" in shapes
+    assert not any(k.endswith(" 1") or k.endswith(" 0") or k.startswith("shape dim") for k in shapes), shapes
+
+
+def test_overview_layouts_named_and_for_a_whole_role_and_a_bare_output_shape():
+    keys = {f.key for f in _facts()}
+    assert "layout boxes ARRAY" in keys            # `boxes: Array`
+    assert "layout out ARRAY" in keys              # 均为 ARRAY: every output 1.3 names
+    assert "shape out N*2,4" in keys               # an unnamed 输出Shape: the only output's
+
+
+def test_upper_case_metrics_and_an_api_name_with_a_digit():
+    facts = _facts()
+    rule = next(f.value for f in facts if f.kind == "accuracy")
+    assert rule["metrics"] == ["diff3"] and rule["thresholds"] == {"diff3": 0.0}
+    assert {f.api for f in facts if f.kind == "tensor"} == {"roipool3dforward"}
+
+
+def test_the_template_item_without_its_question_is_the_template():
+    facts = _facts()
+    assert not [f for f in facts if f.kind == "check"]
+    assert {f.key for f in facts if f.kind == "template"} >= {"template 3.8(2)", "template 3.8"}
