@@ -148,6 +148,31 @@ def _implied(a: str, equal: dict, atoms: set) -> bool:
     return bool(m) and f"{m.group(1)}.size > 0" in atoms
 
 
+def _with_range_bounds(atoms: set) -> set:
+    """`x in (1, 2, 4)` bounds x as `x >= 1` and `x <= 4` do."""
+    out = set(atoms)
+    for a in atoms:
+        m = re.fullmatch(r"(.+) in \(([-0-9, ]{1,400})\)", a)
+        values = [int(v) for v in m.group(2).split(",") if v.strip().lstrip("-").isdigit()] if m else []
+        if values:
+            out.update({f"{m.group(1)} >= {min(values)}", f"{m.group(1)} <= {max(values)}"})
+    return out
+
+
+def _doc_dims(facts, spec) -> dict:
+    """A doc's dim names (`orientations`) as the spec's axes (`input.shape[2]`): where the doc's shape
+    of a spec tensor, of the spec's rank, first names the dim."""
+    tensors = {**spec.inputs, **spec.outputs}
+    out = {}
+    for f in facts:
+        name = f.key.split(" ")[1] if f.kind == "shape" else ""
+        if name in tensors and len(f.value) == len(tensors[name].shape):
+            for k, dim in enumerate(f.value):
+                if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", dim):
+                    out.setdefault(dim, f"{name}.shape[{k}]")
+    return out
+
+
 def _spec_names(spec) -> set:
     names = set(spec.params)
     for t in list(spec.inputs) + list(spec.outputs):
@@ -192,9 +217,11 @@ class _Audit:
         self.findings: list[Finding] = []
         self.path = str(spec.path)
         ranks = {n: len(t.shape) for n, t in {**spec.inputs, **spec.outputs}.items()}
-        self.atoms = {c.id: spec_atoms(c.require, ranks) for c in spec.checks}
+        self.atoms = {c.id: _with_range_bounds(spec_atoms(c.require, ranks)) for c in spec.checks}
         # a rival bound must be a requirement, not a guard (`scale_factor < 1 or (...)`)
-        self.required = {c.id: spec_atoms(c.require, ranks, required_only=True) for c in spec.checks}
+        self.required = {c.id: _with_range_bounds(spec_atoms(c.require, ranks, required_only=True))
+                         for c in spec.checks}
+        self.dims: dict = {}     # the doc being compared: its dim names as spec axes
         self.all_atoms = set().union(*self.atoms.values()) if self.atoms else set()
         self.equal = _classes(a for a in self.all_atoms if " == " in a)
         self.sourced: set = set()
@@ -242,6 +269,8 @@ class _Audit:
     # bounds: a limit a source states on a spec name
     def bound(self, name, op, number, where, status=None):
         name = _doc_name(name)
+        if not _resolves(name, self.spec) and name in self.dims:
+            name = self.dims[name]
         if not _resolves(name, self.spec) or isinstance(number, float):
             return
         stated = canon_atom(f"{name} {op} {number}")
@@ -283,9 +312,11 @@ class _Audit:
                 cited_limits.add(f"{sec} {kind}")
         items = {f.key.split(" ", 1)[1]: f for f in facts if f.kind in ("check", "template")}
         limits = {f.key.split(" ", 1)[1]: f for f in facts if f.kind == "limit"}
+        self.dims = _doc_dims(bounds_from if bounds_from is not None else facts, self.spec)
         for f in bounds_from if bounds_from is not None else facts:
             for name, op, number in f.bounds if f.kind in ("check", "limit") else ():
                 self.bound(name, op, number, f"{path}:{f.line}")
+        self.dims = {}
         for f in facts:
             where = f"{path}:{f.line}"
             # workspace checks are below what a spec describes (the harness passes no workspace)
