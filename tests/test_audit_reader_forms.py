@@ -59,3 +59,41 @@ def test_the_template_item_without_its_question_is_the_template():
     facts = _facts()
     assert not [f for f in facts if f.kind == "check"]
     assert {f.key for f in facts if f.kind == "template"} >= {"template 3.8(2)", "template 3.8"}
+
+
+FILLED = """# BarForward 算子开发设计方案
+### 1.3 算子输入输出参数要求
+| 参数 | 语义 | 类型（输入/输出） | 支持类型 | 物理布局 | 规模限制 |
+| --- | --- | --- | --- | --- | --- |
+| x_desc | 描述 | 输入 | mluOpTensorDescriptor_t | / | 无 |
+| x | 输入 | 输入 | bfloat16, float | ARRAY | 无 |
+| eps | 极小值 | 输入 | float | / | eps必须大于0 |
+### 1.4 算子限制
+| 限制类型 | 详细说明 |
+| --- | --- |
+| 数据范围限制 | n 不能超过 2880，k 小于等于 9 |
+#### 1.5.1 精度验收标准
+精度设为 diff1 <= 3e-3 && diff2 <=3e-3。
+### 3.8 算子防呆检查
+- 列出算子需要做的防呆
+1、指针为空防呆；
+```c++
+  PARAM_CHECK("[mluOpBar]", x_desc != NULL);
+```
+2、0元素检查防呆，VLOG(5)打印信息，是否返回与框架沟通；
+"""
+
+
+def test_a_template_item_filled_with_code_is_a_check():
+    facts = docread.read_facts(parse_doc(FILLED, "filled.md"))
+    assert {f.key for f in facts if f.kind == "check"} == {"check 3.8(1)"}
+    assert "template 3.8(2)" in {f.key for f in facts if f.kind == "template"}
+
+
+def test_comparisons_in_words_thresholds_before_a_full_stop_and_bfloat16():
+    facts = docread.read_facts(parse_doc(FILLED, "filled.md"))
+    bounds = {b for f in facts if f.kind == "limit" for b in f.bounds}
+    assert {("eps", ">", 0), ("n", "<=", 2880), ("k", "<=", 9)} <= bounds
+    rule = next(f.value for f in facts if f.kind == "accuracy")
+    assert rule["thresholds"] == {"diff1": 0.003, "diff2": 0.003}
+    assert "dtype x float32,bfloat16" in {f.key for f in facts}

@@ -39,8 +39,10 @@ CHECK_KINDS = ("limit", "check")
 _DTYPE_WORDS = {"half": "float16", "fp16": "float16", "float16": "float16", "float": "float32",
                 "fp32": "float32", "float32": "float32", "double": "float64", "float64": "float64",
                 "int": "int32", "int32": "int32", "int32_t": "int32", "int64": "int64", "int64_t": "int64",
-                "int16": "int16", "int8": "int8", "uint8": "uint8", "bool": "bool", "complex_float": "complex64"}
-_DTYPE_ORDER = ["float16", "float32", "float64", "int8", "uint8", "int16", "int32", "int64", "bool", "complex64"]
+                "int16": "int16", "int8": "int8", "uint8": "uint8", "bool": "bool", "complex_float": "complex64",
+                "bfloat16": "bfloat16", "bf16": "bfloat16"}
+_DTYPE_ORDER = ["float16", "float32", "float64", "bfloat16", "int8", "uint8", "int16", "int32", "int64", "bool",
+                "complex64"]
 _LAYOUTS = {"ARRAY", "NCHW", "NHWC", "NDHWC", "NCDHW", "HWCN", "NLC", "NC", "NCL", "TNC", "NTC"}
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CMP = re.compile(r"([A-Za-z_][A-Za-z0-9_.]*(?:\[\d{1,2}\]|\(\d{1,2}\))?)[ \t]*(<=|>=|==|!=|<|>)[ \t]*(-?\d{1,12}(?:\.\d{1,12})?)")
@@ -58,8 +60,17 @@ def dtypes_of(cell: str) -> list:
     return [d for d in _DTYPE_ORDER if d in found]
 
 
+# Comparisons written in words, longest first: `epsilon必须大于0` is `epsilon > 0`.
+_WORD_OPS = (("大于等于", ">="), ("小于等于", "<="), ("不小于", ">="), ("不大于", "<="), ("不能超过", "<="),
+             ("不超过", "<="), ("大于", ">"), ("小于", "<"))
+_MUST = re.compile(r"(?<=[A-Za-z0-9_\]\)])[ \t]*(?:必须|须|应当|应|需要)?[ \t]*(?=[<>])")
+
+
 def bounds_of(text: str) -> tuple:
     text = text.replace("`", "").replace("*", " * ")
+    for words, op in _WORD_OPS:
+        text = text.replace(words, op)
+    text = _MUST.sub(" ", text)
     out = []
     for name, op, number in _CMP.findall(text):
         if name[0].isdigit() or name.lower().startswith("diff"):
@@ -324,9 +335,14 @@ def _checks(r: _Reader, section: Section):
             current[2] += " " + s
         elif not (s.endswith(":") or _TEMPLATE_MARK in s or "错误码" in s or s.startswith("主要是列出")):
             r.unread(section, i, s)
-    for n, i, text in items:
+    ends = [i for _, i, _ in items[1:]] + [max((i for i, _ in body), default=0) + 1]
+    for (n, i, text), end in zip(items, ends):
         flat = text.replace(" ", "").rstrip(".;,")
-        if (template and flat in _TEMPLATE_ITEMS) or flat in _TEMPLATE_QUESTIONS:
+        # under the template's line, an item with code below it (mlu-ops' checks, as
+        # deform_roi_pool_forward's doc fills the template's items) is the author's; a question
+        # item states no check, filled or not
+        filled = any(line.strip().startswith("```") for line in r.doc.lines[i:end - 1])
+        if (template and not filled and flat in _TEMPLATE_ITEMS) or flat in _TEMPLATE_QUESTIONS:
             r.add("template", f"template {section.number}({n})", text, section, i, text)
             continue
         r.add("check", f"check {section.number}({n})", text, section, i, text, bounds_of(text))
@@ -346,7 +362,7 @@ def _accuracy(r: _Reader, section: Section):
             if re.search(r"\d", s):
                 r.unread(section, i, s)
             continue
-        thresholds = {m.lower(): float(v) for m, v in _THRESH.findall(s) if _float_ok(v)}
+        thresholds = {m.lower(): float(v.rstrip(".")) for m, v in _THRESH.findall(s) if _float_ok(v.rstrip("."))}
         per_dtype = {d: float(v) for d, v in re.findall(r"(half|float)[ \t]*:[ \t]*([0-9][0-9.eE+-]{0,20})", s)
                      if _float_ok(v)}
         rates = []
