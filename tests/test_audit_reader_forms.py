@@ -97,3 +97,21 @@ def test_comparisons_in_words_thresholds_before_a_full_stop_and_bfloat16():
     rule = next(f.value for f in facts if f.kind == "accuracy")
     assert rule["thresholds"] == {"diff1": 0.003, "diff2": 0.003}
     assert "dtype x float32,bfloat16" in {f.key for f in facts}
+
+
+LISTS = """# BazForward 算子开发设计方案
+### 3.7 算子防呆检查
+- 指针
+1. handle != NULL
+2. x != NULL
+- 参数
+1. k >= 1
+2. n == 5
+"""
+
+
+def test_lists_numbered_from_one_each_keep_every_item():
+    checks = {f.key: f for f in docread.read_facts(parse_doc(LISTS, "lists.md")) if f.kind == "check"}
+    assert set(checks) == {"check 3.7(1)", "check 3.7(2)"}
+    assert ("k", ">=", 1) in checks["check 3.7(1)"].bounds and ("n", "==", 5) in checks["check 3.7(2)"].bounds
+    assert "handle != NULL" in checks["check 3.7(1)"].text and "k >= 1" in checks["check 3.7(1)"].text

@@ -336,6 +336,7 @@ def _checks(r: _Reader, section: Section):
         elif not (s.endswith(":") or _TEMPLATE_MARK in s or "错误码" in s or s.startswith("主要是列出")):
             r.unread(section, i, s)
     ends = [i for _, i, _ in items[1:]] + [max((i for i, _ in body), default=0) + 1]
+    checks: dict = {}
     for (n, i, text), end in zip(items, ends):
         flat = text.replace(" ", "").rstrip(".;,")
         # under the template's line, an item with code below it (mlu-ops' checks, as
@@ -345,7 +346,14 @@ def _checks(r: _Reader, section: Section):
         if (template and not filled and flat in _TEMPLATE_ITEMS) or flat in _TEMPLATE_QUESTIONS:
             r.add("template", f"template {section.number}({n})", text, section, i, text)
             continue
-        r.add("check", f"check {section.number}({n})", text, section, i, text, bounds_of(text))
+        # a section of several lists, each numbered from 1 (pointers, zero elements, params): one
+        # fact per number, with every list's item of that number in it
+        merged = checks.setdefault(n, [i, [], []])
+        merged[1].append(text)
+        merged[2].extend(bounds_of(text))
+    for n, (i, texts, bounds) in checks.items():
+        text = " / ".join(texts)
+        r.add("check", f"check {section.number}({n})", text, section, i, text, tuple(bounds))
     if template and not any(f.kind == "check" and f.section == section.number for f in r.facts):
         r.add("template", f"template {section.number}", "the section is the template's text", section,
               section.line)
