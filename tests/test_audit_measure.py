@@ -179,3 +179,12 @@ def test_the_audit_on_the_held_out_docs(mluops_docs, fixtures):
     precision, recall = AUDIT_FLOORS[fixtures]
     assert r["planted"] > 0
     assert r["precision"] >= precision - 1e-9 and r["recall"] >= recall - 1e-9, r
+
+
+def test_a_rule_naming_only_the_metric_lets_no_threshold_pass_where_another_gives_it(tmp_path):
+    docs, fixtures = _fixture(tmp_path, [_plant("threshold_changed", "static: {diff3_2: 0}", "static: {diff3_2: 0.001}",
+                                                ["contradicts accuracy"])])
+    (docs / "foo.md").write_text(DOC.replace("- 静态阈值 diff3 = 0；", "- 验收标准：diff3；\n- 阈值：diff3 = 0；"),
+                                 encoding="utf-8")
+    r = measure_audit.measure(docs, fixtures)
+    assert (r["found"], r["planted"], r["findings"]) == (1, 1, 1), r

@@ -378,10 +378,18 @@ class _Audit:
         crit = self.spec.criteria
         metrics = crit.metrics if crit.mode == "dynamic" else list(crit.static)
         short = [m[:5] for m in metrics]
+
+        def key(r):
+            return r["mode"], tuple(sorted(m[:5] for m in r["metrics"]))
+
+        def exact(r):
+            return bool(r["thresholds"] if r["mode"] == "static" else r["rates"])
+        # a sentence naming the metrics is no rule of its own where another gives their thresholds
+        specific = {key(f.value) for f in rules if exact(f.value)}
         for f in rules:
             r = f.value
             dm = [m[:5] for m in r["metrics"]]
-            if r["mode"] != crit.mode or sorted(dm) != sorted(short):
+            if r["mode"] != crit.mode or sorted(dm) != sorted(short) or (not exact(r) and key(r) in specific):
                 continue
             if crit.mode == "dynamic" and r["rates"] and [float(x) for x in crit.rates] != r["rates"]:
                 continue
