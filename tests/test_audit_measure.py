@@ -189,3 +189,10 @@ def test_a_rule_naming_only_the_metric_lets_no_threshold_pass_where_another_give
                                  encoding="utf-8")
     r = measure_audit.measure(docs, fixtures)
     assert (r["found"], r["planted"], r["findings"]) == (1, 1, 1), r
+
+
+def test_a_fixture_doc_that_is_not_a_file_name_in_the_docs_folder_is_refused(tmp_path, capsys):
+    docs, fixtures = _fixture(tmp_path, [])
+    (fixtures / "foo_forward.yaml").write_text(SPEC.replace("doc: foo.md", "doc: ../foo.md"), encoding="utf-8")
+    assert measure_audit.main([str(docs), str(fixtures)]) == 2
+    assert "is not a file name in DOCS_DIR" in capsys.readouterr().err

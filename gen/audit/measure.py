@@ -7,14 +7,18 @@ truth file lists facts in the reader's key vocabulary, in three groups: interfac
 layout, shape, param), checks (limit, check) and accuracy (metric, mode, threshold)."""
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 import yaml
 
 from gen.audit import docread
+from gen.audit.doctext import DocError
 
 TRUTH = Path(__file__).resolve().parents[2] / "tests" / "data" / "audit_truth"
+# a truth file's `doc:` names a file in DOCS_DIR, nothing else
+_DOC_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}\.(?:md|txt)")
 
 
 def _accuracy_keys(facts) -> set:
@@ -50,7 +54,10 @@ def measure(docs_dir: Path, truth_dir: Path = TRUTH) -> dict:
     misses = []
     for tf in sorted(truth_dir.glob("*.yaml")):
         truth = yaml.safe_load(tf.read_text(encoding="utf-8"))
-        got = reader_keys(docread.read(docs_dir / truth["doc"]))
+        name = str(truth.get("doc", ""))
+        if not _DOC_NAME.fullmatch(name):
+            raise DocError(f"{tf.name}: doc {name[:80]!r} is not a file name in DOCS_DIR")
+        got = reader_keys(docread.read(docs_dir / name))
         want = _truth_keys(truth)
         for group, t in totals.items():
             hit = got[group] & want[group]
@@ -70,7 +77,11 @@ def main(argv) -> int:
     if not argv or len(argv) > 2:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
-    result = measure(Path(argv[0]), Path(argv[1]) if len(argv) > 1 else TRUTH)
+    try:
+        result = measure(Path(argv[0]), Path(argv[1]) if len(argv) > 1 else TRUTH)
+    except DocError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     for group, r in result["groups"].items():
         print(f"{group:9} precision {r['precision']:.1%} ({r['true']}/{r['emitted']})  "
               f"recall {r['recall']:.1%} ({r['true']}/{r['truth']})")

@@ -32,6 +32,8 @@ FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "data" / "audit_heldo
 # Any function the loader accepts: the audit compares interface, checks and accuracy, never this.
 STAND_IN_REFERENCE = "gen.kernels.shared.reference:assemble"
 _REFERENCE_LINE = re.compile(r"^reference:.*$", re.MULTILINE)
+# a fixture's `doc:` names a file in DOCS_DIR, nothing else
+_DOC_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}\.(?:md|txt)")
 
 
 class FixtureError(Exception):
@@ -65,7 +67,10 @@ def measure(docs_dir: Path, fixtures: Path = FIXTURES) -> dict:
             if spec_file.name == "plants.yaml":
                 continue
             text = spec_file.read_text(encoding="utf-8")
-            doc = docs_dir / yaml.safe_load(text)["doc"]
+            name = str(yaml.safe_load(text).get("doc", ""))
+            if not _DOC_NAME.fullmatch(name):
+                raise FixtureError(f"{spec_file.name}: doc {name[:80]!r} is not a file name in DOCS_DIR")
+            doc = docs_dir / name
             if not doc.is_file():
                 raise FixtureError(f"{spec_file.name}: its doc {doc} is absent")
             clean = _audited(text, doc, Path(tmp), spec_file.name)
