@@ -140,7 +140,8 @@ CLONES static void pairwise_rows(const double *a, long n, long C, double *out, d
         add_rows(out, out, a + i * C, C);
 }
 
-/* The same pairwise sum of n >= 1 values (numpy's .sum of a contiguous row is +0 plus this). */
+/* The same pairwise sum of n >= 1 values (numpy's .sum of a contiguous row is +0 plus this); a block's 8
+ * accumulators are the 8 lanes of one vector: each lane adds its own elements in numpy's order. */
 CLONES static double pairwise(const double *a, long n)
 {
     if (n > PAIRWISE_BLOCK) {
@@ -154,13 +155,10 @@ CLONES static double pairwise(const double *a, long n)
             res += a[i];
         return res;
     }
-    double r[8];
-    for (int j = 0; j < 8; ++j)
-        r[j] = a[j];
+    vec8 r = load8(a);
     const long whole = n - n % 8;
     for (long i = 8; i < whole; i += 8)
-        for (int j = 0; j < 8; ++j)
-            r[j] += a[i + j];
+        r = r + load8(a + i);
     res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
     for (long i = whole; i < n; ++i)
         res += a[i];
@@ -199,14 +197,13 @@ static inline void axis(double coord, long size, double *low, double *high, doub
     *frac = coord - lo;
 }
 
-/* Sample k (iy = k / grid_w, ix = k % grid_w) of bin `bin`, as sample_points and bilinear_corners compute it;
+/* Sample (iy, ix) of a bin whose grid starts at (y0, x0), as sample_points and bilinear_corners compute it;
  * a sample outside [-1, H] x [-1, W] takes its corners at (0, 0), weights +0. */
-static inline void sample_at(const struct bins *b, long bin, long k, long H, long W, struct sample *s)
+static inline void sample_point(double y0, double x0, double bin_h, double bin_w, long gh, long gw, long batch,
+                                long iy, long ix, long H, long W, struct sample *s)
 {
-    const long gh = b->grid_h[bin], gw = b->grid_w[bin];
-    const long iy = k / gw, ix = k % gw;
-    s->y = b->y0[bin] + (((double)iy + 0.5) * b->bin_h[bin]) / (double)gh;
-    s->x = b->x0[bin] + (((double)ix + 0.5) * b->bin_w[bin]) / (double)gw;
+    s->y = y0 + (((double)iy + 0.5) * bin_h) / (double)gh;
+    s->x = x0 + (((double)ix + 0.5) * bin_w) / (double)gw;
     s->inside = s->y >= -1 && s->y <= (double)H && s->x >= -1 && s->x <= (double)W;
     double ly, lx;
     axis(s->inside ? s->y : 0.0, H, &s->y_low, &s->y_high, &ly);
@@ -217,12 +214,43 @@ static inline void sample_at(const struct bins *b, long bin, long k, long H, lon
     } else {
         s->w[0] = s->w[1] = s->w[2] = s->w[3] = 0.0;
     }
-    const long base = b->batch[bin] * H;
+    const long base = batch * H;
     const long yl = (long)s->y_low, yh = (long)s->y_high, xl = (long)s->x_low, xh = (long)s->x_high;
     s->index[0] = (base + yl) * W + xl;
     s->index[1] = (base + yl) * W + xh;
     s->index[2] = (base + yh) * W + xl;
     s->index[3] = (base + yh) * W + xh;
+}
+
+/* Sample k (iy = k / grid_w, ix = k % grid_w) of bin `bin` of the flattened geometry. */
+static inline void sample_at(const struct bins *b, long bin, long k, long H, long W, struct sample *s)
+{
+    const long gw = b->grid_w[bin];
+    sample_point(b->y0[bin], b->x0[bin], b->bin_h[bin], b->bin_w[bin], b->grid_h[bin], gw, b->batch[bin],
+                 k / gw, k % gw, H, W, s);
+}
+
+/* One roi's geometry as bin_geometry computes it: the start (before any offset), size, bin size and the
+ * samples per axis as doubles (fmax(ceil(bin size), 0) for an adaptive grid: a NaN roi has none). */
+struct roi {
+    double start_w, start_h, roi_w, roi_h, bin_w, bin_h, grid_h, grid_w;
+};
+
+static inline void roi_geometry(const double *roi, double scale, long PH, long PW, long sampling_ratio,
+                                struct roi *g)
+{
+    g->start_w = roi[1] * scale - 0.5;
+    g->start_h = roi[2] * scale - 0.5;
+    g->roi_w = (roi[3] * scale - 0.5) - g->start_w;
+    g->roi_h = (roi[4] * scale - 0.5) - g->start_h;
+    g->bin_h = g->roi_h / (double)PH;
+    g->bin_w = g->roi_w / (double)PW;
+    if (sampling_ratio > 0) {
+        g->grid_h = g->grid_w = (double)sampling_ratio;
+    } else {
+        g->grid_h = fmax(ceil(g->roi_h / (double)PH), 0.0);
+        g->grid_w = fmax(ceil(g->roi_w / (double)PW), 0.0);
+    }
 }
 
 /* One kernel pair per pixel type T (float or double), LOAD8 its 8-channel load as float64. */
@@ -240,17 +268,6 @@ INLINE void weigh_corners_##SUFFIX(double *row, const T *pixels,     \
         store8(row + c, ((LOAD8(p0 + c) * w0 + LOAD8(p1 + c) * w1) + LOAD8(p2 + c) * w2) + LOAD8(p3 + c) * w3); \
     for (; c < C; ++c)                                                                                     \
         row[c] = ((LOAD1(p0[c]) * w0 + LOAD1(p1[c]) * w1) + LOAD1(p2[c]) * w2) + LOAD1(p3[c]) * w3;         \
-}                                                                                                          \
-                                                                                                           \
-/* out[c] = g[c] * ((a[c] - b[c]) * fa + (d[c] - e[c]) * fb) (_offset_terms' order). */                   \
-INLINE void offset_products_##SUFFIX(                                \
-    double *out, const double *g, const T *a, const T *b, double fa, const T *d, const T *e, double fb, long C) \
-{                                                                                                          \
-    long c = 0;                                                                                            \
-    for (; c + 8 <= C; c += 8)                                                                             \
-        store8(out + c, load8(g + c) * ((LOAD8(a + c) - LOAD8(b + c)) * fa + (LOAD8(d + c) - LOAD8(e + c)) * fb)); \
-    for (; c < C; ++c)                                                                                     \
-        out[c] = g[c] * ((LOAD1(a[c]) - LOAD1(b[c])) * fa + (LOAD1(d[c]) - LOAD1(e[c])) * fb);             \
 }                                                                                                          \
                                                                                                            \
 /* sums [bins, C] (+0 on entry): each bin's sum of samples, run by run (module doc).                       \
@@ -284,53 +301,170 @@ CLONES int deform_roi_pool_sums_##SUFFIX(                                       
         }                                                                                                  \
     }                                                                                                      \
     return 0;                                                                                              \
-}                                                                                                          \
-                                                                                                           \
-/* grad_input [N*H*W, C] (+0 on entry) gets every inside sample's four corners in turn, w_q * bin_grad;    \
- * with_offset: offset_x, offset_y [bins] get each bin's sums of the samples' derivative terms (module doc). \
- * work: C doubles.  Returns 0. */                                                                         \
-CLONES int deform_roi_pool_grads_##SUFFIX(                                                                 \
-    const T *pixels, long H, long W, long C, long count, const long *batch, const long *grid_h,            \
-    const long *grid_w, const long *first, const double *y0, const double *x0, const double *bin_h,        \
-    const double *bin_w, long step, const double *bin_grad, int with_offset, double *grad_input,           \
-    double *offset_x, double *offset_y, double *work)                                                      \
-{                                                                                                          \
-    const struct bins b = {batch, grid_h, grid_w, first, y0, x0, bin_h, bin_w};                            \
-    struct sample s;                                                                                       \
-    for (long bin = 0; bin < count; ++bin) {                                                               \
-        const long n = grid_h[bin] * grid_w[bin];                                                          \
-        const double *g = bin_grad + bin * C;                                                              \
-        double total_x = 0.0, total_y = 0.0, chunk_x = 0.0, chunk_y = 0.0;                                 \
-        for (long k = 0; k < n; ++k) {                                                                     \
-            if (k > 0 && (first[bin] + k) % step == 0) {                                                   \
-                total_x = total_x + chunk_x; total_y = total_y + chunk_y;                                  \
-                chunk_x = 0.0; chunk_y = 0.0;                                                              \
-            }                                                                                              \
-            sample_at(&b, bin, k, H, W, &s);                                                               \
-            if (!s.inside) {                                                                               \
-                chunk_x = chunk_x + 0.0; chunk_y = chunk_y + 0.0;                                          \
-                continue;                                                                                  \
-            }                                                                                              \
-            for (int q = 0; q < 4; ++q)                                                                    \
-                add_scaled(grad_input + s.index[q] * C, s.w[q], g, C);                                     \
-            if (!with_offset)                                                                              \
-                continue;                                                                                  \
-            const T *v00 = pixels + s.index[0] * C, *v10 = pixels + s.index[1] * C;                        \
-            const T *v01 = pixels + s.index[2] * C, *v11 = pixels + s.index[3] * C;                        \
-            offset_products_##SUFFIX(work, g, v11, v01, s.y - s.y_low, v10, v00, s.y_high - s.y, C);       \
-            chunk_x = chunk_x + (0.0 + pairwise(work, C));                                                 \
-            offset_products_##SUFFIX(work, g, v11, v10, s.x - s.x_low, v01, v00, s.x_high - s.x, C);       \
-            chunk_y = chunk_y + (0.0 + pairwise(work, C));                                                 \
-        }                                                                                                  \
-        if (n > 0 && with_offset) {                                                                        \
-            offset_x[bin] = total_x + chunk_x;                                                             \
-            offset_y[bin] = total_y + chunk_y;                                                             \
-        }                                                                                                  \
-    }                                                                                                      \
-    return 0;                                                                                              \
+}
+
+/* The backward per pixel type T, as KERNELS. */
+#define BACKWARD(SUFFIX, T, LOAD8, LOAD1)                                                                      \
+/* One sample's share of the backward (the module doc), every channel in one pass: grad_input's four corner    \
+ * rows get w_q * g in turn (np.add.at's order: rows that coincide take them one after the other), and with    \
+ * an offset px, py [C] the derivative terms g * ((v11 - v01) * (y - y_low) + (v10 - v00) * (y_high - y))      \
+ * and g * ((v11 - v10) * (x - x_low) + (v01 - v00) * (x_high - x)) (_offset_terms' order), the four corner    \
+ * pixels read once for both. */                                                                               \
+INLINE void sample_grads_##SUFFIX(double *grad_input, const T *pixels, const struct sample *s, const double *g, \
+                                  long C, int with_offset, double *px, double *py)                             \
+{                                                                                                              \
+    double *r0 = grad_input + s->index[0] * C, *r1 = grad_input + s->index[1] * C;                             \
+    double *r2 = grad_input + s->index[2] * C, *r3 = grad_input + s->index[3] * C;                             \
+    const double w0 = s->w[0], w1 = s->w[1], w2 = s->w[2], w3 = s->w[3];                                       \
+    if (!with_offset) {                                                                                        \
+        long c = 0;                                                                                            \
+        for (; c + 8 <= C; c += 8) {                                                                           \
+            const vec8 gv = load8(g + c);                                                                      \
+            store8(r0 + c, load8(r0 + c) + w0 * gv);                                                           \
+            store8(r1 + c, load8(r1 + c) + w1 * gv);                                                           \
+            store8(r2 + c, load8(r2 + c) + w2 * gv);                                                           \
+            store8(r3 + c, load8(r3 + c) + w3 * gv);                                                           \
+        }                                                                                                      \
+        for (; c < C; ++c) {                                                                                   \
+            r0[c] = r0[c] + w0 * g[c];                                                                         \
+            r1[c] = r1[c] + w1 * g[c];                                                                         \
+            r2[c] = r2[c] + w2 * g[c];                                                                         \
+            r3[c] = r3[c] + w3 * g[c];                                                                         \
+        }                                                                                                      \
+        return;                                                                                                \
+    }                                                                                                          \
+    const T *p00 = pixels + s->index[0] * C, *p10 = pixels + s->index[1] * C;                                  \
+    const T *p01 = pixels + s->index[2] * C, *p11 = pixels + s->index[3] * C;                                  \
+    const double from_low_y = s->y - s->y_low, to_high_y = s->y_high - s->y;                                   \
+    const double from_low_x = s->x - s->x_low, to_high_x = s->x_high - s->x;                                   \
+    long c = 0;                                                                                                \
+    for (; c + 8 <= C; c += 8) {                                                                               \
+        const vec8 gv = load8(g + c);                                                                          \
+        store8(r0 + c, load8(r0 + c) + w0 * gv);                                                               \
+        store8(r1 + c, load8(r1 + c) + w1 * gv);                                                               \
+        store8(r2 + c, load8(r2 + c) + w2 * gv);                                                               \
+        store8(r3 + c, load8(r3 + c) + w3 * gv);                                                               \
+        const vec8 v00 = LOAD8(p00 + c), v10 = LOAD8(p10 + c), v01 = LOAD8(p01 + c), v11 = LOAD8(p11 + c);     \
+        store8(px + c, gv * ((v11 - v01) * from_low_y + (v10 - v00) * to_high_y));                             \
+        store8(py + c, gv * ((v11 - v10) * from_low_x + (v01 - v00) * to_high_x));                             \
+    }                                                                                                          \
+    for (; c < C; ++c) {                                                                                       \
+        r0[c] = r0[c] + w0 * g[c];                                                                             \
+        r1[c] = r1[c] + w1 * g[c];                                                                             \
+        r2[c] = r2[c] + w2 * g[c];                                                                             \
+        r3[c] = r3[c] + w3 * g[c];                                                                             \
+        const double v00 = LOAD1(p00[c]), v10 = LOAD1(p10[c]), v01 = LOAD1(p01[c]), v11 = LOAD1(p11[c]);       \
+        px[c] = g[c] * ((v11 - v01) * from_low_y + (v10 - v00) * to_high_y);                                   \
+        py[c] = g[c] * ((v11 - v10) * from_low_x + (v01 - v00) * to_high_x);                                   \
+    }                                                                                                          \
+}                                                                                                              \
+                                                                                                               \
+/* The backward golden whole (gen/kernels/deform_roi_pool/compiled_backward.py): from the rois [R, 5] and offset \
+ * [R, 2, PH, PW] (float64; offset NULL without one) each bin's geometry as bin_geometry computes it, its      \
+ * grad_output / count, its samples and their sums as the module doc says, bin after bin in (roi, ph, pw)      \
+ * order, and grad_offset [R, 2, PH * PW] = gamma * roi size * the bin's sum (NaN made +0 in a bin without     \
+ * samples).  grad_input [N*H*W, C] and grad_offset are +0 on entry; work: 3 C doubles.                        \
+ * Returns 0; 2 where an adaptive grid asks for over max_points samples (*points: how many, counted as         \
+ * bin_geometry counts them; nothing computed); 1 where numpy's path must run instead: a grid numpy would      \
+ * make negative, an image index outside the batch in a roi with samples, a NaN in a sum. */                   \
+CLONES int deform_roi_pool_backward_##SUFFIX(                                                                  \
+    const T *pixels, const T *grad_output, long N, long H, long W, long C, const double *rois, long R,         \
+    const double *offset, long PH, long PW, double scale, double gamma, long sampling_ratio, long step,        \
+    double max_points, double *grad_input, double *grad_offset, double *points, double *work)                  \
+{                                                                                                              \
+    struct roi geometry;                                                                                       \
+    if (sampling_ratio <= 0) {                                                                                 \
+        double total = 0.0;                               /* np.nansum of the grids' products */               \
+        for (long r = 0; r < R; ++r) {                                                                         \
+            roi_geometry(rois + 5 * r, scale, PH, PW, sampling_ratio, &geometry);                              \
+            const double product = geometry.grid_h * geometry.grid_w;                                          \
+            if (!isnan(product))                                                                               \
+                total += product;                                                                              \
+        }                                                                                                      \
+        *points = total * (double)PH * (double)PW;                                                             \
+        if (!(isfinite(*points) && *points <= max_points))                                                     \
+            return 2;                                                                                          \
+    }                                                                                                          \
+    for (long r = 0; r < R; ++r) {                                                                             \
+        roi_geometry(rois + 5 * r, scale, PH, PW, sampling_ratio, &geometry);                                  \
+        /* Beyond 2^62 numpy's int64 cast is no longer the value (INT64_MIN for inf): its path decides. */     \
+        if (!(geometry.grid_h < 0x1p62 && geometry.grid_w < 0x1p62))                                           \
+            return 1;                                                                                          \
+        const double batch = rois[5 * r];                                                                      \
+        if ((long)geometry.grid_h * (long)geometry.grid_w > 0 && !(batch > -1.0 && batch < (double)N))         \
+            return 1;                                                                                          \
+    }                                                                                                          \
+    double *g = work, *px = work + C, *py = work + 2 * C;                                                      \
+    double largest = 0.0;                                 /* the largest |g| of a bin with samples */          \
+    long first = 0;                                       /* the bin's first sample in the flat sequence */    \
+    struct sample s;                                                                                           \
+    for (long r = 0; r < R; ++r) {                                                                             \
+        roi_geometry(rois + 5 * r, scale, PH, PW, sampling_ratio, &geometry);                                  \
+        const long gh = (long)geometry.grid_h, gw = (long)geometry.grid_w, n = gh * gw;                        \
+        const long batch = n > 0 ? (long)rois[5 * r] : 0;                                                      \
+        const double gamma_w = gamma * geometry.roi_w, gamma_h = gamma * geometry.roi_h;                       \
+        for (long bin_of_roi = 0; bin_of_roi < PH * PW; ++bin_of_roi) {                                        \
+            const long bin = r * PH * PW + bin_of_roi, ph = bin_of_roi / PW, pw = bin_of_roi % PW;             \
+            double start_w = geometry.start_w, start_h = geometry.start_h;                                     \
+            if (offset != NULL) {                                                                              \
+                start_w = geometry.start_w + gamma_w * offset[2 * r * PH * PW + bin_of_roi];                   \
+                start_h = geometry.start_h + gamma_h * offset[(2 * r + 1) * PH * PW + bin_of_roi];             \
+            }                                                                                                  \
+            const double y0 = start_h + (double)ph * geometry.bin_h, x0 = start_w + (double)pw * geometry.bin_w; \
+            double total_x = 0.0, total_y = 0.0, chunk_x = 0.0, chunk_y = 0.0;                                 \
+            if (n > 0) {                                                                                       \
+                const T *go = grad_output + bin * C;                                                           \
+                for (long c = 0; c < C; ++c) {                                                                 \
+                    g[c] = LOAD1(go[c]) / (double)n;                                                           \
+                    const double size = fabs(g[c]);                                                            \
+                    largest = size > largest ? size : (size == size ? largest : INFINITY);                     \
+                }                                                                                              \
+            }                                                                                                  \
+            for (long k = 0; k < n; ++k) {                                                                     \
+                if (k > 0 && (first + k) % step == 0) {                                                        \
+                    total_x = total_x + chunk_x; total_y = total_y + chunk_y;                                  \
+                    chunk_x = 0.0; chunk_y = 0.0;                                                              \
+                }                                                                                              \
+                sample_point(y0, x0, geometry.bin_h, geometry.bin_w, gh, gw, batch, k / gw, k % gw, H, W, &s); \
+                if (!s.inside) {                                                                               \
+                    chunk_x = chunk_x + 0.0; chunk_y = chunk_y + 0.0;                                          \
+                    continue;                                                                                  \
+                }                                                                                              \
+                sample_grads_##SUFFIX(grad_input, pixels, &s, g, C, offset != NULL, px, py);                   \
+                if (offset == NULL)                                                                            \
+                    continue;                                                                                  \
+                chunk_x = chunk_x + (0.0 + pairwise(px, C));                                                   \
+                chunk_y = chunk_y + (0.0 + pairwise(py, C));                                                   \
+            }                                                                                                  \
+            first += n;                                                                                        \
+            if (offset == NULL)                                                                                \
+                continue;                                                                                      \
+            const double sum_x = n > 0 ? total_x + chunk_x : 0.0, sum_y = n > 0 ? total_y + chunk_y : 0.0;     \
+            if (isnan(sum_x) || isnan(sum_y))                                                                  \
+                return 1;                                                                                      \
+            double *out_x = grad_offset + 2 * r * PH * PW + bin_of_roi, *out_y = out_x + PH * PW;              \
+            *out_x = gamma_w * sum_x;                                                                          \
+            *out_y = gamma_h * sum_y;                                                                          \
+            if (n == 0 && isnan(*out_x))                                                                       \
+                *out_x = 0.0;                                                                                  \
+            if (n == 0 && isnan(*out_y))                                                                       \
+                *out_y = 0.0;                                                                                  \
+        }                                                                                                      \
+    }                                                                                                          \
+    /* Each grad_input element is a sum of at most 4 * first terms w * g with |w| <= 1: below this bound no    \
+     * partial sum can overflow, so none is NaN; above it (or with an inf or NaN g) the rows are looked at. */ \
+    if (!(largest * 4.0 * (double)first <= 1e300)) {                                                           \
+        for (long i = 0; i < N * H * W * C; ++i)                                                               \
+            if (isnan(grad_input[i]))                                                                          \
+                return 1;                                                                                      \
+    }                                                                                                          \
+    return 0;                                                                                                  \
 }
 
 #define WIDEN(x) ((double)(x))
 KERNELS(f16, unsigned short, load8h, half_to_double)
 KERNELS(f32, float, load8f, WIDEN)
 KERNELS(f64, double, load8, WIDEN)
+BACKWARD(f16, unsigned short, load8h, half_to_double)
+BACKWARD(f32, float, load8f, WIDEN)
+BACKWARD(f64, double, load8, WIDEN)

@@ -17,18 +17,17 @@ grad_input's takes a sample's four corners in turn, as np.add.at would, batch af
 samples (gen.kernels.shared.ordered_scatter: the same bits, without np.add.at's element-by-element loop).
 grad_offset's per-bin sums keep the chunks of gen.kernels.deform_roi_pool.reference (each chunk's samples summed
 by np.bincount, then added to the bin).  Where a C compiler is at hand, the float64 golden runs
-as the compiled loop of gen.kernels.deform_roi_pool.reference (deform_roi_pool_kernel.c): both sums sample by
-sample in the same order, the same bits, several times faster (numpy's path recomputes a NaN).
+whole as one compiled call (gen.kernels.deform_roi_pool.compiled_backward, deform_roi_pool_kernel.c): the
+geometry, both sums sample by sample in the same order and grad_offset's product, the same bits,
+several times faster (numpy's path recomputes a NaN).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from gen.kernels.shared.bilinear import bilinear_corners
-import ctypes
-
-from gen.kernels.deform_roi_pool.reference import (Bins, bin_geometry, compiled_loop, has_nan, pointer, sample_batches,
-                                     sample_points, samples_per_chunk)
+from gen.kernels.deform_roi_pool import compiled_backward
+from gen.kernels.deform_roi_pool.reference import Bins, bin_geometry, sample_batches, sample_points, samples_per_chunk
 from gen.kernels.shared.ordered_scatter import add_rows_in_order
 
 # Elements [samples, C] per batch of samples: temporaries of a few times this size stay in cache.
@@ -59,13 +58,13 @@ def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):
         # An empty map has no pixel to receive anything (zero H or W succeeds).
         return {"grad_input": np.zeros((N, H, W, C), dtype=dtype), "grad_offset": grad_offset.reshape(R, 2, PH, PW)}
 
+    fast = compiled_backward.backward(inputs, params, compute_dtype)
+    if fast is not None:
+        return fast
     bins = bin_geometry(rois, offset, params, dtype)
     # grad_output / count; a bin with no samples never uses it (mmcv divides by count 0 there).
     bin_grad = grad_output.reshape(-1, C).astype(dtype) / np.maximum(bins.samples, 1).astype(dtype)[:, None]
-    sums = _compiled_sums(features, bins, bin_grad, offset is not None, dtype)
-    if sums is None:
-        sums = _numpy_sums(features, bins, bin_grad, offset is not None, dtype)
-    grad_input, offset_x, offset_y = sums
+    grad_input, offset_x, offset_y = _numpy_sums(features, bins, bin_grad, offset is not None, dtype)
     if offset is not None:
         per_bin_roi = np.repeat(np.arange(R), PH * PW)
         roi_w, roi_h = roi_sizes(rois, params, dtype)
@@ -119,26 +118,6 @@ def _numpy_sums(features, bins: Bins, bin_grad, with_offset: bool, dtype):
             bin_of = np.searchsorted(bins.ends, np.arange(first, min(total, first + step)), side="right")
             offset_x += np.bincount(bin_of, weights=offset_terms[0, first:first + step], minlength=offset_x.size)
             offset_y += np.bincount(bin_of, weights=offset_terms[1, first:first + step], minlength=offset_y.size)
-    return grad_input, offset_x, offset_y
-
-
-def _compiled_sums(features, bins: Bins, bin_grad, with_offset: bool, dtype):
-    """_numpy_sums by the C loop, or None where numpy's path must run (compiled_loop's cases; a NaN out)."""
-    loop = compiled_loop("grads", features, bins, dtype)
-    if loop is None:
-        return None
-    function, pixels, per_bin = loop
-    N, H, W, C = features.shape
-    grad_input = np.zeros((N * H * W, C), dtype=np.float64)
-    offset_x = np.zeros(bins.samples.size, dtype=np.float64)
-    offset_y = np.zeros(bins.samples.size, dtype=np.float64)
-    bin_grad = np.ascontiguousarray(bin_grad, dtype=np.float64)
-    work = np.empty(C, dtype=np.float64)
-    function(pointer(pixels), ctypes.c_long(H), ctypes.c_long(W), ctypes.c_long(C), ctypes.c_long(bins.samples.size),
-             *map(pointer, per_bin), ctypes.c_long(samples_per_chunk(C)), pointer(bin_grad), ctypes.c_int(with_offset),
-             pointer(grad_input), pointer(offset_x), pointer(offset_y), pointer(work))
-    if has_nan(grad_input) or has_nan(offset_x) or has_nan(offset_y):
-        return None
     return grad_input, offset_x, offset_y
 
 
