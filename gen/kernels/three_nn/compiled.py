@@ -2,8 +2,9 @@
 
 The same distances, computed by the same operations in the same order, and the same selection as
 gen.kernels.three_nn.reference.forward's numpy path: the same bits (tests/test_compiled_forward_goldens.py
-checks it).  numpy runs where there is no compiler and for other compute dtypes.  The loop scans the
-known points in blocks that stay in cache, where numpy's path builds and searches [rows, M] arrays.
+checks it).  numpy runs where there is no compiler and for other compute dtypes.  The loop takes eight
+unknown points at once, one per vector lane, and fills their slots with selects, not branches (the C
+file says why), where numpy's path builds and searches [rows, M] arrays.
 """
 from __future__ import annotations
 
