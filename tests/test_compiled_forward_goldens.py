@@ -108,6 +108,22 @@ def test_border_align_forward_compiled_is_numpy_bit_for_bit(fresh_cache, monkeyp
     assert ran_compiled >= 45
 
 
+def test_border_align_forward_narrow_loop_keeps_signed_zeros(fresh_cache, monkeypatch):
+    """The loop for few channels (borders in vector lanes, up to 16 channels; 17 takes the other loop) on
+    features of signed zeros and halves and boxes on the grid, -0 included, short borders: floor(-0.0) is
+    -0.0 there as in numpy, so no weight comes out -0 where numpy's is +0 (which flips a zero sample)."""
+    rng = np.random.default_rng(900)
+    for trial in range(60):
+        N, H, W, C = 1, int(rng.integers(1, 5)), int(rng.integers(1, 5)), (1, 2, 4, 15, 16, 17)[trial % 6]
+        dtype = (np.float32, np.float64)[trial % 2]
+        features = rng.choice([-0.0, 0.0, 1.0, -2.5, 0.5], (N, H, W, 4 * C))
+        boxes = rng.choice([-0.0, 0.0, 1.0, 0.5, H - 1.0, W - 1.0], (N, int(rng.integers(1, 12)), 4))
+        inputs, params = {"input": features.astype(dtype), "boxes": boxes.astype(dtype)}, {"pool_size": 1 + trial % 2}
+        reference, fast = _both(monkeypatch, lambda: border_align.forward(inputs, params))
+        for name in ("output", "argmax_idx"):
+            assert reference[name].tobytes() == fast[name].tobytes(), (trial, name, C)
+
+
 def test_border_align_forward_nan_comes_from_numpy(fresh_cache):
     """A NaN feature: the loop hands the call back to numpy (which NaN comes out is numpy's choice)."""
     inputs, params = _border_call(np.random.default_rng(2), 1)
