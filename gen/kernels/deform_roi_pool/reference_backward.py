@@ -48,6 +48,9 @@ def roi_sizes(rois, params, dtype) -> tuple[np.ndarray, np.ndarray]:
 def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):
     """grad_output [R, PH, PW, C], input [N, H, W, C], rois [R, 5], offset [R, 2, PH, PW] or None
     -> grad_input [N, H, W, C], grad_offset [R, 2, PH, PW] (0 without an offset)."""
+    fast = compiled_backward.backward(inputs, params, compute_dtype)
+    if fast is not None:
+        return fast
     grad_output, features, rois = inputs["grad_output"], inputs["input"], inputs["rois"]
     offset = inputs.get("offset")
     dtype = np.dtype(compute_dtype).type
@@ -58,9 +61,6 @@ def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):
         # An empty map has no pixel to receive anything (zero H or W succeeds).
         return {"grad_input": np.zeros((N, H, W, C), dtype=dtype), "grad_offset": grad_offset.reshape(R, 2, PH, PW)}
 
-    fast = compiled_backward.backward(inputs, params, compute_dtype)
-    if fast is not None:
-        return fast
     bins = bin_geometry(rois, offset, params, dtype)
     # grad_output / count; a bin with no samples never uses it (mmcv divides by count 0 there).
     bin_grad = grad_output.reshape(-1, C).astype(dtype) / np.maximum(bins.samples, 1).astype(dtype)[:, None]
