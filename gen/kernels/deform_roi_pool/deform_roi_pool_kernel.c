@@ -15,6 +15,8 @@
  *   sample's two derivative terms are sums over the channels as numpy's .sum(axis=1) adds them (+0
  *   plus the pairwise sum of all), and a bin's terms are added as the numpy path's np.bincount chunk
  *   by chunk does (each chunk's terms one by one from +0, then the chunk's sum added to the bin's).
+ *   The backward's entry takes the rois and offsets themselves and computes each bin's geometry as
+ *   bin_geometry does (gen/kernels/deform_roi_pool/compiled_backward.py), so a call is one call.
  *
  * The input is read in its own dtype (float16, float32 or float64) and widened exactly, as numpy does.
  *
