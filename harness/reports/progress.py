@@ -16,7 +16,7 @@ import contextlib
 import shutil
 import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 
 import click
 
@@ -52,8 +52,9 @@ class Heartbeat:
     says how many steps it took and how long, no share and no ETA."""
 
     def __init__(self, label: str, per_kernel: Counter, echo=click.echo, every: float | None = None,
-                 clock=time.monotonic, total_weight: float | None = None):
+                 clock=time.monotonic, total_weight: float | None = None, pace: "Pace | None" = None):
         every = HEARTBEAT_S if every is None else every   # read when made, so that a test may set it
+        self.pace = pace   # the ETA from what the items took, once they say (else by weight)
         self.label, self.left, self.echo, self.every, self.clock = label, Counter(per_kernel), echo, every, clock
         self.total, self.done = sum(per_kernel.values()), 0
         self.total_weight = float(self.total if total_weight is None else total_weight)
@@ -87,8 +88,69 @@ class Heartbeat:
             text = f"{100 * min(self.weight_done / self.total_weight, 1.0):.1f} % of the work, " + text
         if 0 < self.done < self.total and self.weight_done > 0:
             left = max(self.total_weight - self.weight_done, 0.0)
-            text += f", ETA {duration_text(elapsed / self.weight_done * left)}"
+            eta = self.pace.eta(elapsed) if self.pace is not None and self.pace.timed else None
+            text += f", ETA {duration_text(elapsed / self.weight_done * left if eta is None else eta)}"
         return text
+
+
+class Pace:
+    """The time left of a plan of items of known bytes, from the seconds each finished item took.
+
+    The bytes alone do not say it: on the main command's suites a golden costs from 0.01 to
+    several seconds per MB by kernel and suite (a carafe case of kernel size 137, a deform_roi_pool
+    stress case of 65,537 rois), and gen hands out its largest cases first, whatever their kernel.
+    So each item is taken to cost a fixed part (the mean of the small items done so far, PRIOR_ITEM_S
+    until SMALL_ITEMS of them are) plus its bytes at the rate its group (``group_of``: kernel and
+    suite) has shown so far, or, for a group with none done yet, at the rate of all items done.
+    The seconds are the items' own (worker time); the ETA scales what is left by the elapsed time
+    per second of items done, which is how many ran at once."""
+
+    PRIOR_ITEM_S = 0.05     # what a small case costs whatever its size: spec, plan, file, checksum
+    SMALL_BYTES = 100_000   # an item this small costs about its fixed part
+    SMALL_ITEMS = 5
+
+    def __init__(self, sizes: dict, group_of):
+        self.sizes, self.group_of = sizes, group_of
+        self.left: dict = defaultdict(lambda: [0, 0.0])    # group: [items, bytes] not done
+        for item, size in sizes.items():
+            self.left[group_of(item)][0] += 1
+            self.left[group_of(item)][1] += size
+        self.spent: dict = defaultdict(lambda: [0.0, 0.0, 0])  # group: [seconds, bytes, items] done
+        self.small: list[float] = []
+        self.timed = 0
+        self.seconds = 0.0
+
+    def done(self, item, seconds: float) -> None:
+        group, size = self.group_of(item), self.sizes.get(item, 0)
+        self.left[group][0] -= 1
+        self.left[group][1] -= size
+        self.spent[group][0] += seconds
+        self.spent[group][1] += size
+        self.spent[group][2] += 1
+        self.timed += 1
+        self.seconds += seconds
+        if size < self.SMALL_BYTES:
+            self.small.append(seconds)
+
+    def per_item(self) -> float:
+        return sum(self.small) / len(self.small) if len(self.small) >= self.SMALL_ITEMS else self.PRIOR_ITEM_S
+
+    def seconds_left(self) -> float:
+        """The items' seconds still to come."""
+        fixed = self.per_item()
+        spent_bytes = sum(b for _, b, _ in self.spent.values())
+        overall = max(self.seconds - fixed * self.timed, 0.0) / spent_bytes if spent_bytes else 0.0
+        left = 0.0
+        for group, (items, size) in self.left.items():
+            seconds, done_bytes, done_items = self.spent.get(group, (0.0, 0.0, 0))
+            rate = overall
+            if done_bytes >= self.SMALL_BYTES:
+                rate = max(seconds - fixed * done_items, 0.0) / done_bytes
+            left += items * fixed + size * rate
+        return left
+
+    def eta(self, elapsed: float) -> float:
+        return elapsed / self.seconds * self.seconds_left() if self.seconds > 0 else 0.0
 
 
 class StatusLine:
@@ -114,27 +176,37 @@ def _is_terminal(err: bool) -> bool:
 
 @contextlib.contextmanager
 def progress(label: str, weights: dict, kernel_of=None, interactive: bool | None = None, counts=None, echo=None,
-             bar_label: str = "", show=str, every: float | None = None, err: bool = False):
+             bar_label: str = "", show=str, every: float | None = None, err: bool = False, sizes=None,
+             group_of=None):
     """advance(item) per finished item of ``weights`` (item -> planned weight).  On a terminal: a
     bar with an ETA by weight; elsewhere: a Heartbeat line per kernel done (``kernel_of(item)``;
     none without it) and at least every ``every`` seconds, its share and ETA by weight.
     ``counts()``: what the heartbeat says the items so far did; ``bar_label`` the bar's label
-    (default ``label``), ``show(item)`` the item the bar names; ``err``: on stderr."""
+    (default ``label``), ``show(item)`` the item the bar names; ``err``: on stderr.  With ``sizes``
+    (item -> bytes) and ``group_of``, advance(item, seconds) says what the item took, and the
+    heartbeat's ETA comes from that pace (Pace)."""
     interactive = _is_terminal(err) if interactive is None else interactive
     total = sum(weights.values())
     if not weights:
-        yield lambda item: None
+        yield lambda item, seconds=None: None
         return
     if interactive:
         with click.progressbar(length=max(int(total), 1), label=bar_label or label, show_pos=False,
                                show_percent=True, show_eta=True, file=sys.stderr if err else None,
                                item_show_func=lambda item: show(item) if item is not None else "") as bar:
-            yield lambda item: bar.update(int(weights.get(item, 0)), item)
+            yield lambda item, seconds=None: bar.update(int(weights.get(item, 0)), item)
         return
     group = kernel_of or (lambda item: "")
     echo = echo or (lambda line: click.echo(line, err=err))
-    beat = Heartbeat(label, Counter(group(item) for item in weights), echo=echo, total_weight=total, every=every)
-    yield lambda item: beat.tick(group(item), counts() if counts else "", weights.get(item, 0))
+    pace = Pace(sizes, group_of) if sizes is not None and group_of is not None else None
+    beat = Heartbeat(label, Counter(group(item) for item in weights), echo=echo, total_weight=total, every=every,
+                     pace=pace)
+
+    def advance(item, seconds: float | None = None) -> None:
+        if pace is not None and seconds is not None:
+            pace.done(item, seconds)
+        beat.tick(group(item), counts() if counts else "", weights.get(item, 0))
+    yield advance
 
 
 @contextlib.contextmanager
