@@ -137,21 +137,6 @@ def largest_first(tasks: list[Task], sizes: dict[Task, int]) -> list[Task]:
     return sorted(tasks, key=lambda task: -sizes[task])
 
 
-def probes_first(ordered: list, group_of) -> list:
-    """``ordered`` (largest first) with the smallest task of each group (``group_of``: kernel and
-    suite) moved to the front, in their order: what a group's cases cost per byte varies by a
-    thousandfold across kernels and suites, and a progress that has seen one case of each group
-    from the start can say how long the rest will take (harness.reports.progress.Pace).  The
-    probes are the smallest cases, so the long ones still start early."""
-    seen, probes = set(), []
-    for task in reversed(ordered):
-        if group_of(task) not in seen:
-            seen.add(group_of(task))
-            probes.append(task)
-    chosen = set(probes)
-    return probes[::-1] + [task for task in ordered if task not in chosen]
-
-
 def write_all(tasks: list[Task], jobs: int, on_done=lambda task, size: None) -> None:
     """Write every task, in `jobs` worker processes when jobs > 1; report each as it finishes.
 

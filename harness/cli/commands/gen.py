@@ -21,7 +21,7 @@ from gen.descriptor import write_described
 from gen.generate import (GenerationError, builds_in_memory, case_path, foreign_case, input_bytes_in_memory,
                           plan_suite, total_bytes, written_whole)
 from gen.out_lock import OutDirBusy, hold_out_dir
-from gen.jobs import Task, default_jobs, largest_first, probes_first, write_all
+from gen.jobs import Task, default_jobs, largest_first, write_all
 from harness.backends import with_device
 from harness.cli import ray_executor
 from harness.cli.common import (EXIT_NOTHING_JUDGED, InputError, check_writable, executor_options, exits_on_signals,
@@ -176,8 +176,7 @@ def _write(planned: _Planned, jobs, resources, address, out_dir) -> int:
             if resources is None:
                 if jobs is None:
                     jobs = default_jobs(len(tasks), planned.needed, planned.largest_in_memory, physical_memory())
-                order = probes_first(largest_first(tasks, sizes), lambda task: (task.op, task.suite)) \
-                    if jobs > 1 else tasks
+                order = largest_first(tasks, sizes) if jobs > 1 else tasks
                 timing.start(order, jobs)
                 write_all(order, jobs, done)
             else:
