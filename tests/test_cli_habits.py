@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from conftest import REPO
 from harness.cli import main
-from harness.reports.report import Heartbeat
+from harness.reports.progress import Heartbeat
 
 CASES = REPO / "cases"
 PSAMASK = CASES / "psamask_forward" / "random"
@@ -258,13 +258,13 @@ def test_heartbeat_every_30_s_and_per_kernel_with_an_eta():
     assert lines == []
     now[0] = 31.0
     beat.tick("a", "2 passed")
-    assert lines == ["ran 2/4: 2 passed; 31s elapsed, ETA 31s"]
+    assert lines == ["ran 2/4: 2 passed; 50.0 % of the work, 31s elapsed, ETA 31s"]
     now[0] = 40.0
     beat.tick("a", "3 passed")
-    assert lines[-1] == "ran 3/4 (a done): 3 passed; 40s elapsed, ETA 13s"
+    assert lines[-1] == "ran 3/4 (a done): 3 passed; 75.0 % of the work, 40s elapsed, ETA 13s"
     now[0] = 200.0
     beat.tick("b", "4 passed")
-    assert lines[-1] == "ran 4/4 (b done): 4 passed; 3m20s elapsed"
+    assert lines[-1] == "ran 4/4 (b done): 4 passed; 100.0 % of the work, 3m20s elapsed"
 
 
 def test_heartbeat_eta_by_weight_when_the_largest_items_go_first():
@@ -274,7 +274,7 @@ def test_heartbeat_eta_by_weight_when_the_largest_items_go_first():
                      total_weight=100)
     now[0] = 90.0
     beat.tick("a", "90 MB written", 90)
-    assert lines == ["generated 1/10: 90 MB written; 1m30s elapsed, ETA 10s"]
+    assert lines == ["generated 1/10: 90 MB written; 90.0 % of the work, 1m30s elapsed, ETA 10s"]
 
 
 def test_gen_resumes_keeping_cases_written_whole(tmp_path):

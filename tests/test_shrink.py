@@ -139,8 +139,8 @@ def test_progress_shows_on_a_terminal(tmp_path):
         seen += chunk
     assert process.wait(timeout=120) == 0, seen.decode(errors="replace")
     text = seen.decode(errors="replace")
-    assert "\r\x1b[Ktry 1: dims H=1  (best 0.19 MB)" in text, text
-    assert "\r\x1b[Krunning the original case" in text
+    assert "\r\x1b[2Ktry 1 of at most 200: dims H=1  (best 0.19 MB)" in text, text
+    assert "\r\x1b[2Krunning the original case" in text
     assert "original: carafe_forward:boundary:wide_channels-float16  (190 KB of tensors)" in text
     assert "fails as: failed output.diff1 output.diff2" in text
     smallest = re.search(r"smallest: (\S+)  \(\d+ B of tensors, [\d,]+x smaller\)", text)

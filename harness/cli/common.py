@@ -7,7 +7,6 @@ import functools
 import math
 import os
 import re
-import shutil
 import sys
 from decimal import Decimal
 from pathlib import Path
@@ -156,16 +155,23 @@ def ray_resources(executor: str, address, resources_text, jobs) -> dict | None:
         raise InputError(str(exc)) from None
 
 
-def progress_bar(files, label: str):
-    """advance(key) per finished case of ``files`` (by OP/SUITE/NAME): harness.reports.progress's bar on a
-    terminal, weighted by each case file's bytes; nothing otherwise."""
-    from harness.reports.progress import progress, weight_of   # the bar's module, only when a command shows one
-    from harness.judge.selection import case_key   # with the bar's module: only when a command shows one
+def planned_work(files) -> dict:
+    """{str(path): planned work} of case ``files``: harness.reports.progress's weight of each file's bytes."""
+    from harness.reports.progress import weight_of   # the progress module, only when a command shows progress
     weights = {}
     for f in files:
         with contextlib.suppress(OSError):   # a file gone meanwhile is the run's error to report, not the bar's
-            weights[case_key(f)] = weight_of(Path(f).stat().st_size)
-    return progress(label, weights)
+            weights[str(f)] = weight_of(Path(f).stat().st_size)
+    return weights
+
+
+def progress_bar(files, label: str):
+    """advance(key) per finished case of ``files`` (by OP/SUITE/NAME): harness.reports.progress's bar on a
+    terminal, its heartbeat elsewhere (a line per kernel done and at least every HEARTBEAT_S seconds),
+    weighted by each case file's bytes."""
+    from harness.reports.progress import progress   # the bar's module, only when a command shows one
+    weights = {case_key(path): weight for path, weight in planned_work(files).items()}
+    return progress(label, weights, kernel_of=lambda key: key.split("/")[0])
 
 
 def run_files(paths, rerun_failed, filter_text, exclude_text=None) -> list[Path]:
@@ -248,19 +254,6 @@ def size_text(n: int) -> str:
         if n >= scale:
             return f"{n / scale:.3g} {unit}"
     return f"{n} B"
-
-
-@contextlib.contextmanager
-def status_line():
-    """show(text) rewrites one status line on a terminal; nothing otherwise."""
-    if not sys.stdout.isatty():
-        yield lambda text: None
-        return
-    width = max(shutil.get_terminal_size().columns - 1, 20)
-    try:
-        yield lambda text: click.echo("\r\x1b[K" + text[:width], nl=False)
-    finally:
-        click.echo("\r\x1b[K", nl=False)
 
 
 def report_outcomes(outcomes) -> None:

@@ -286,7 +286,7 @@ class Shrinker:
             if self.budget_left():
                 return None
             descriptor = explicit_of(self.spec, plan, ref).text()
-            self.on_step(f"try {len(self.tried) + 1}: {section} {name}={candidate}  "
+            self.on_step(f"try {len(self.tried) + 1} of at most {self.max_tries}: {section} {name}={candidate}  "
                          f"(best {total_bytes(self.spec, best) / 1e6:.3g} MB)")
             if self.fails_alike(descriptor, wanted):
                 return plan_of(self.spec, descriptor)

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from collections import Counter
 import json
-import shutil
-import time
 
 import click
 
@@ -13,6 +11,7 @@ from gen.core.verdict import CaseResult, FAILED, FAILING, MISTRUSTED, PASSED, SK
 from harness.judge.gate import GATE_FAILING
 from harness.judge.selection import case_key
 from harness.reports.numbers import LABEL, coordinates, format_number, label_of, verdict_text
+from harness.reports.progress import Heartbeat, StatusLine
 
 # Defined beside this module and re-exported, so that `from harness.reports.report import NAME` keeps working.
 __all__ = ["LABEL", "coordinates", "format_number", "label_of", "verdict_text"]
@@ -243,56 +242,6 @@ def incomplete_json(backend: str) -> str:
                        "summary": summary([]) | {"ok": False}, "cases": []}, indent=1)
 
 
-# A log without a terminal hears from a long run at least this often (seconds).
-HEARTBEAT_S = 30.0
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-
-
-class Heartbeat:
-    """Progress lines for a log without a terminal (CI): one when a kernel's last item is done,
-    and one at least every HEARTBEAT_S seconds in between, with the counts so far and an ETA.
-
-    The ETA assumes the work left goes at the pace of the work done, counted in items, or in
-    ``total_weight`` units when given (each tick then says its item's weight: gen's tensor bytes,
-    since it hands out the largest cases first and a count would promise hours at the start)."""
-
-    def __init__(self, label: str, per_kernel: Counter, echo=click.echo, every: float = HEARTBEAT_S,
-                 clock=time.monotonic, total_weight: float | None = None):
-        self.label, self.left, self.echo, self.every, self.clock = label, Counter(per_kernel), echo, every, clock
-        self.total, self.done = sum(per_kernel.values()), 0
-        self.total_weight = float(self.total if total_weight is None else total_weight)
-        self.weight_done = 0.0
-        self.started = self.last = clock()
-
-    def tick(self, kernel: str, counts: str, weight: float = 1.0) -> None:
-        """One more item of ``kernel`` done; ``counts`` says how the items so far went."""
-        self.done += 1
-        self.weight_done += weight
-        self.left[kernel] -= 1
-        now = self.clock()
-        finished = self.left[kernel] == 0
-        if finished or now - self.last >= self.every:
-            self.last = now
-            self.echo(self.line(now, kernel if finished else None, counts))
-
-    def line(self, now: float, finished: str | None, counts: str) -> str:
-        elapsed = now - self.started
-        text = f"{self.label} {self.done}/{self.total}" + (f" ({finished} done)" if finished else "")
-        text += f": {counts}; {_duration(elapsed)} elapsed"
-        if 0 < self.done < self.total and self.weight_done > 0:
-            left = max(self.total_weight - self.weight_done, 0.0)
-            text += f", ETA {_duration(elapsed / self.weight_done * left)}"
-        return text
-
-
 class Progress:
     """What a run prints as cases finish.
 
@@ -305,20 +254,24 @@ class Progress:
     """
 
     def __init__(self, total: int, interactive: bool, verbose: bool = False, quiet: bool = False,
-                 per_kernel: Counter | None = None):
+                 per_kernel: Counter | None = None, weights: dict | None = None, every: float | None = None):
         self.total, self.interactive, self.verbose, self.quiet = total, interactive, verbose, quiet
         self.done = 0
         self.counts: Counter = Counter()
-        self.status_line_shown = False
+        self.line = StatusLine()
         self.skips: list[CaseResult] = []   # skipped cases, shown counted per kernel and reason at the end
         self.failing_shown = 0               # failing cases shown so far (the first few in full)
-        self.heartbeat = Heartbeat("ran", per_kernel) if per_kernel and not interactive else None
+        # harness.reports.progress's heartbeat, by each case's planned work (``weights``: path ->
+        # weight_of its bytes) where given; on a terminal it gives the status line its share and ETA.
+        self.weights = weights or {}
+        self.heartbeat = Heartbeat("ran", per_kernel or Counter(), every=every,
+                                   total_weight=sum(self.weights.values()) if self.weights else None)
 
     def case(self, r: CaseResult) -> None:
         self.done += 1
         self.counts["failing" if fails(r) else r.status] += 1
         if self.interactive:
-            self._clear()
+            self.line.clear()
         if self.quiet:   # the summary alone
             pass
         elif r.status == SKIPPED and not self.verbose and not fails(r):
@@ -327,10 +280,13 @@ class Progress:
             self._failing(r)
         elif self.verbose or r.status != PASSED or not self.interactive:
             click.echo(case_line(r))
+        kernel, weight = case_key(r.path).split("/")[0], self.weights.get(r.path, 0.0) if self.weights else 1.0
         if self.interactive:
-            self._status(r)
-        elif self.heartbeat is not None and not self.quiet:
-            self.heartbeat.tick(case_key(r.path).split("/")[0], self._counts())
+            self.heartbeat.advance(kernel, weight)
+            self.line.show(f"[{self.done}/{self.total}] {self._counts()}; "
+                           f"{self.heartbeat.work_text(self.heartbeat.clock())}  {r.key}")
+        elif self.heartbeat.total and not self.quiet:
+            self.heartbeat.tick(kernel, self._counts(), weight)
 
     def _failing(self, r: CaseResult) -> None:
         """The full report for the first few failing cases (each with -v), then a line per case."""
@@ -345,7 +301,7 @@ class Progress:
         self.failing_shown += fails(r)
 
     def close(self) -> None:
-        self._clear()
+        self.line.clear()
         self._flush_skips()
 
     def _counts(self) -> str:
@@ -356,14 +312,3 @@ class Progress:
         for line in skip_groups(self.skips):
             click.echo(line)
         self.skips = []
-
-    def _status(self, r: CaseResult) -> None:
-        text = f"[{self.done}/{self.total}] {self._counts()}  {r.key}"
-        width = shutil.get_terminal_size((100, 20)).columns - 1
-        click.echo(text[:width], nl=False)
-        self.status_line_shown = True
-
-    def _clear(self) -> None:
-        if self.status_line_shown:
-            click.echo("\r\x1b[2K", nl=False)
-            self.status_line_shown = False

@@ -45,6 +45,7 @@ from gen.core.verdict import request_for, validate_outputs
 from harness.backends import load_backend
 from harness.backends.builtin import check_request, reference, run_in_dtype
 from harness.judge.workers import BackendFailed, IsolatedBackend, runs_isolated
+from harness.reports.progress import progress
 from harness.studies.mutants import (CHECKS, GENERIC, PLANTED, Call, Mutant, NotApplicable, controls, flush_subnormal_values,
                              mutants)
 
@@ -281,24 +282,27 @@ def explain_outputs(request: Request, produced: dict, catalogue: list[Variant], 
     ``computed``: the variants' outputs as computed_variants yields them (by default computed here)."""
     scores: dict[str, dict[bytes, Score]] = {name: {} for name in request.outputs}
     inapplicable: dict[str, str] = {}
-    beat = _progress(request, catalogue)
-    for variant, outputs in computed if computed is not None else computed_variants(request, catalogue):
-        if beat is not None:
-            beat.tick("variants", f"{variant.name} done")
-        if isinstance(outputs, str):
-            inapplicable[variant.name] = outputs
-            continue
-        for name, o in request.outputs.items():
-            mine = np.asarray(outputs[name]) if name in outputs else None
-            if mine is None or mine.shape != tuple(o.shape) or mine.dtype != np.dtype(o.dtype):
-                inapplicable.setdefault(variant.name, f"no output '{name}' of the requested form")
+    last = [""]   # the variant last computed, as the heartbeat names it
+    with progress("explain: variants", _planned_work(request, catalogue), counts=lambda: f"{last[0]} done",
+                  err=True) as advance:
+        for number, (variant, outputs) in enumerate(computed if computed is not None
+                                                    else computed_variants(request, catalogue)):
+            last[0] = variant.name
+            advance(number)
+            if isinstance(outputs, str):
+                inapplicable[variant.name] = outputs
                 continue
-            digest = _digest(mine)
-            if digest in scores[name]:
-                scores[name][digest].names.append(variant.name)
-            else:
-                scores[name][digest] = score(np.asarray(produced[name]), mine, variant.name)
-        del outputs
+            for name, o in request.outputs.items():
+                mine = np.asarray(outputs[name]) if name in outputs else None
+                if mine is None or mine.shape != tuple(o.shape) or mine.dtype != np.dtype(o.dtype):
+                    inapplicable.setdefault(variant.name, f"no output '{name}' of the requested form")
+                    continue
+                digest = _digest(mine)
+                if digest in scores[name]:
+                    scores[name][digest].names.append(variant.name)
+                else:
+                    scores[name][digest] = score(np.asarray(produced[name]), mine, variant.name)
+            del outputs
     found = []
     for name, o in request.outputs.items():
         size = int(np.prod(o.shape))
@@ -309,14 +313,18 @@ def explain_outputs(request: Request, produced: dict, catalogue: list[Variant], 
     return found, inapplicable
 
 
-def _progress(request: Request, catalogue: list):
-    """A heartbeat on stderr for a large case (its variants take minutes), else None."""
+def _planned_work(request: Request, catalogue: list) -> dict:
+    """{position in the catalogue: planned work} of a case large enough to show progress (its
+    variants take minutes), else {}.  A variant whose key an earlier one computed only compares
+    the outputs: an estimated tenth of computing them."""
     if sum(int(np.prod(o.shape)) for o in request.outputs.values()) < _PROGRESS_ELEMENTS:
-        return None
-    import click   # only for a case large enough to show progress
-    from harness.reports.report import Heartbeat   # the report module, only for a case large enough to need it
-    return Heartbeat("explain: variants", Counter({"variants": len(catalogue)}), every=10.0,
-                     echo=lambda line: click.echo(line, err=True))
+        return {}
+    seen: set = set()
+    weights = {}
+    for number, variant in enumerate(catalogue):
+        weights[number] = 0.1 if _key(variant) in seen else 1.0
+        seen.add(_key(variant))
+    return weights
 
 
 def _key(variant: Variant):

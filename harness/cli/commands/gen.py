@@ -5,6 +5,7 @@ import functools
 import re
 import shutil
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from concurrent.futures.process import BrokenProcessPool
@@ -162,18 +163,22 @@ def _write(planned: _Planned, jobs, resources, address, out_dir) -> int:
     """Write the planned cases (in worker processes, or on Ray); the bytes written."""
     tasks, sizes, written = planned.tasks, planned.sizes, [0]
     weights = {task: weight_of(sizes[task]) for task in tasks}   # by planned work, not by count
+    timing = _Timing()
     with progress("generated", weights, kernel_of=lambda task: task.op, bar_label="generating",
                   counts=lambda: f"{written[0] / 1e6:.1f} MB written",
-                  show=lambda task: f"{task.op}/{task.suite}/{task.name}") as advance:
+                  show=lambda task: f"{task.op}/{task.suite}/{task.name}",
+                  sizes=sizes, group_of=lambda task: (task.op, task.suite)) as advance:
         def done(task, size):
             planned.counts[task.op][task.suite] += 1
             written[0] += size
-            advance(task)
+            advance(task, timing.seconds_of(task))
         try:
             if resources is None:
                 if jobs is None:
                     jobs = default_jobs(len(tasks), planned.needed, planned.largest_in_memory, physical_memory())
-                write_all(largest_first(tasks, sizes) if jobs > 1 else tasks, jobs, done)
+                order = largest_first(tasks, sizes) if jobs > 1 else tasks
+                timing.start(order, jobs)
+                write_all(order, jobs, done)
             else:
                 _write_on_ray(tasks, done, address, resources)
         except (SpecError, GenerationError, BackendLoadError, UnknownOp) as exc:   # UnknownOp: op no baseline knows
@@ -184,6 +189,30 @@ def _write(planned: _Planned, jobs, resources, address, out_dir) -> int:
             raise click.ClickException("a generator worker process died (out of memory?); "
                                        "rerun with fewer --jobs") from None
     return written[0]
+
+
+class _Timing:
+    """The seconds each task took, as the progress's pace needs them.  The workers take the tasks
+    in the order handed out, each as soon as it is free: the first ``jobs`` start at once, and
+    the k-th to finish frees its worker for the (jobs + k)-th."""
+
+    def __init__(self):
+        self.position, self.jobs, self.began, self.finished = {}, 0, 0.0, []
+
+    def start(self, order, jobs: int) -> None:
+        self.position = {task: number for number, task in enumerate(order)}
+        self.jobs, self.began = jobs, time.monotonic()
+
+    def seconds_of(self, task) -> float | None:
+        """What ``task``, just finished, took (None off the local executor)."""
+        if task not in self.position:
+            return None
+        now = time.monotonic()
+        number = self.position[task]
+        freed_by = number - self.jobs   # the finish that freed a worker for it (none for the first jobs)
+        started = self.finished[freed_by] if 0 <= freed_by < len(self.finished) else self.began
+        self.finished.append(now)
+        return now - started
 
 
 def _summarise(planned: _Planned, written: int, verbose: bool, select, out_dir) -> None:

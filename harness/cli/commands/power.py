@@ -18,9 +18,10 @@ from gen.core.spec import SpecError, load_spec
 from gen.hunt_entries import spec_digest, write_hunt
 from harness.cli.commands.gen import gen
 from harness.cli.common import (EXIT_FAILED, EXIT_NOTHING_JUDGED, InputError, check_writable, finite_seconds,
-                                progress_bar, run_files, size_option, status_line)
+                                progress_bar, run_files, size_option)
 from harness.cli.hunt import Budget, BudgetError, KILLED, alive, alive_bugs, hunt_kernel, lines, report
 from harness.studies.power import measure as measure_power, table_lines as power_table
+from harness.reports.progress import steps
 from harness.judge.workers import load_apart
 
 
@@ -128,7 +129,7 @@ def _hunt(doc: dict, specs, base, backend_spec: str, seed: int, budget, write: b
     # Each spec as the hunt starts: what it finds is written only into that very text.
     digests = {k: spec_digest(given.get(k) or spec_for(k).path) for k in alive(doc)}
     hunts = []
-    with status_line() as show:
+    with steps("hunted") as show:
         for kernel, names in sorted(alive(doc).items()):
             spec = load_spec(given[kernel]) if kernel in given else spec_for(kernel)
             hunts.append(hunt_kernel(spec, base, backend_spec, alive_bugs(spec, base.name, names), names, seed,

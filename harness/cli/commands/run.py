@@ -28,7 +28,7 @@ from harness.cli import ray_executor
 from harness.cli.adjoint import adjoint_lines
 from harness.cli.common import (BACKEND_ENV, EXIT_FAILED, EXIT_NOTHING_JUDGED, EXIT_RESULTS_UNWRITTEN, InputError,
                                 check_distinct, check_writable, executor_options, exits_on_signals, finite_seconds,
-                                implementation_of, ray_resources, run_files, supported_lines)
+                                implementation_of, planned_work, ray_resources, run_files, supported_lines)
 from harness.cli.fresh import draw_seed, is_fresh, write_fresh
 from harness.judge.fresh_kept import keep_dir_of, keep_fresh_failure, kept_lines
 from harness.cli.ray_executor import ExecutorError
@@ -278,7 +278,7 @@ def _repro_options(args: RunArguments) -> tuple[str, ...]:
 def _run_and_show(args: RunArguments, files, backend, options, pool_timeout, baseline, fresh) -> _Outcome:
     """Run every case, showing each result as it comes; on an interruption, the partial summary."""
     progress = Progress(len(files), sys.stdout.isatty(), args.verbose, args.quiet,
-                        per_kernel=Counter(case_key(f).split("/")[0] for f in files))
+                        per_kernel=Counter(case_key(f).split("/")[0] for f in files), weights=planned_work(files))
     order = {str(f): number for number, f in enumerate(files)}
     seen: list = []   # the results so far, for --maxfail and an interrupted run's summary
     keep_dir = keep_dir_of(args.keep_fresh, args.json_path, args.junit_path, args.html_path)

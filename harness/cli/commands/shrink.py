@@ -10,9 +10,10 @@ from gen.core.casefile import CaseFileError
 from gen.core.descriptor import DescriptorError
 from gen.core.spec import SpecError
 from harness.backends import load_backend
-from harness.cli.common import InputError, check_writable, finite_seconds, size_text, status_line
+from harness.cli.common import InputError, check_writable, finite_seconds, size_text
 from harness.cli.shrink import ShrinkError, shrink_case
 from harness.judge.workers import runs_isolated
+from harness.reports.progress import steps
 
 
 @click.command()
@@ -40,7 +41,7 @@ def shrink(case_file, backend_spec, out_dir, max_tries, seconds, timeout):
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    with status_line() as show:
+    with steps("shrink") as show:
         try:
             found = shrink_case(Path(case_file), backend, backend_spec, Path(out_dir), max_tries=max_tries,
                                 seconds=seconds, timeout=timeout, on_step=show)
