@@ -22,6 +22,9 @@ next case.  A backend that cannot be loaded, or kills the first worker while loa
 BackendLoadError, as in process.  Workers get absolute paths only, so a backend that changes
 directory, environment or signal handlers changes its own worker's, nothing else.
 
+Each case is given out twice, to two sets of --jobs workers side by side: cold (no decoy call) and
+warm (after its decoy); its result is both passes' (harness.judge.cold_pass).
+
 IsolatedBackend runs single calls the same way, for the commands that call a backend on calls
 they make themselves (power's mutants, gen's dynamic thresholds, import --baseline).
 
