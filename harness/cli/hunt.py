@@ -39,7 +39,7 @@ from gen.core.casefile import load
 from gen.core.descriptor import NOTE_PREFIX, Explicit
 from gen.core.spec import Spec, SpecError
 from gen.descriptor import explicit_of, plan_of, values_ref
-from gen.generate import channel_tails, plan_random, plan_suite, total_bytes
+from gen.generate import channel_tail_entries, channel_tails, plan_random, plan_suite, total_bytes
 from gen.jobs import generator_of
 from harness.cli.shrink import Shrinker, allowed, candidate_case
 from harness.studies.mutants import CONTROL, NO_CHECK, controls, mutants
@@ -193,8 +193,9 @@ def candidates(spec: Spec, seed: int, violations: list[str], max_bytes: int = HU
     optional = [n for n, t in spec.inputs.items() if t.optional]
     checks = {c.id: c for c in spec.checks}
     invalid_bases = {p.violation.id: p for p in plan_suite(spec, "invalid") if p.violation is not None}
-    tail = (spec.suites.get("stress") or {}).get("channel_tail")
-    tails = channel_tails(tail["widths"]) if tail else []
+    # suites.stress.channel_tail is one mapping or a list of them, each sizing a dim or an int param.
+    tails = [("dim" if "dim" in entry else "param", entry.get("dim", entry.get("param")),
+              channel_tails(entry["widths"])) for entry in channel_tail_entries(spec.suites.get("stress") or {})]
     seen: set[str] = set()
     draws: list = []
     for index in range(1 << 62):
@@ -204,8 +205,10 @@ def candidates(spec: Spec, seed: int, violations: list[str], max_bytes: int = HU
                 return
         shape = draws.pop(0) if rng.random() < 0.5 or not structured else structured[rng.integers(len(structured))]
         dims, params = dict(shape.dims), dict(shape.params)
-        if tails and rng.random() < 0.25 and tail["dim"] in dims:
-            dims[tail["dim"]] = int(tails[rng.integers(len(tails))])
+        for key, sized, widths in tails:
+            target = dims if key == "dim" else params
+            if rng.random() < 0.25 and sized in target:
+                target[sized] = int(widths[rng.integers(len(widths))])
         omit = tuple(n for n in optional if rng.random() < 0.5)
         violate = ""
         if violations and rng.random() < 0.3:

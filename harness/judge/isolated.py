@@ -37,6 +37,7 @@ class IsolatedBackend:
         self.name, self.origin, self.measures_time = backend_spec, "", False
         self.worker: WorkerProcess | None = None
         self.spawned = 0
+        self.busy = False   # a job sent, its frame not yet back: the worker cannot stop on end of jobs
         self.log_dir = make_run_dir()
         self._finalizer = multiprocessing.util.Finalize(self, _close_isolated, (self,), exitpriority=10)
         self._start()   # BackendLoadError now, as load_backend would
@@ -109,6 +110,7 @@ class IsolatedBackend:
     def _ask(self, job: dict, fds) -> dict:
         """Send one job, wait (at most the timeout) for its one frame."""
         worker = self._start()
+        self.busy = True
         try:
             worker.send(job, fds)
         except OSError as exc:
@@ -129,6 +131,7 @@ class IsolatedBackend:
             if deadline is not None and time.monotonic() >= deadline:
                 worker.dump_stacks()
                 self._fail(f"timed out after {self.timeout:g} s (--timeout); worker killed")
+        self.busy = False
         if len(frames) > 1:
             self._fail("its worker sent frames out of turn; worker replaced")
         return frames[0]
@@ -143,6 +146,7 @@ class IsolatedBackend:
         if self.worker is not None:
             self.worker.kill()
             self.worker = None
+        self.busy = False
 
     def close(self) -> None:
         self._finalizer()
@@ -150,7 +154,9 @@ class IsolatedBackend:
 
 def _close_isolated(isolated: IsolatedBackend) -> None:
     if isolated.worker is not None:
-        isolated.worker.stop()
+        # One left in a call (a signal unwound the wait for it) would not read the end of its jobs:
+        # SIGTERM, its grace, then SIGKILL to its group, at once rather than after a polite wait.
+        isolated.worker.kill() if isolated.busy else isolated.worker.stop()
         isolated.worker = None
     shutil.rmtree(isolated.log_dir, ignore_errors=True)
 

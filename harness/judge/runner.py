@@ -38,6 +38,8 @@ class RunOptions:
     bitwise: bool = False                  # compare every further call's outputs with the judged call's
     error_maps: bool = False               # summarize where each failing output's error sits (--html)
     exec_timeout: float | None = None      # an exec: backend's per-call limit (--timeout), which it enforces itself
+    decoy: bool = True                     # a decoy call before each valid case's judged call (False: the
+                                           # cold pass, harness.judge.cold_pass)
 
 
 def repro_command(path, backend_spec: str, options=()) -> str:
@@ -141,7 +143,7 @@ def run_loaded(case: Case, backend: Backend, result: CaseResult, options: RunOpt
     if judgement.refusal:
         return result
     timed = call_case(backend, case, judgement.options.timing, judgement.first,
-                      judgement.repeat if judgement.options.bitwise else None)
+                      judgement.repeat if judgement.options.bitwise else None, decoy=judgement.options.decoy)
     return judgement.end(timed)
 
 

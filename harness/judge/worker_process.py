@@ -253,7 +253,7 @@ def called_of_frame(worker: WorkerProcess, frame: dict, wanted: dict) -> Called:
 
 def send_case(worker: WorkerProcess, case, options: RunOptions) -> None:
     """A case's job to a worker: its call, inputs as sealed memory files, no path (harness.worker.case_job)."""
-    doc, fds = case_job.pack(case, {"bitwise": options.bitwise,
+    doc, fds = case_job.pack(case, {"bitwise": options.bitwise, "decoy": options.decoy,
                                     "timing": [options.timing.repeat, options.timing.warmup]})
     try:
         worker.send(doc, fds)

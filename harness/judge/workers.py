@@ -22,6 +22,9 @@ next case.  A backend that cannot be loaded, or kills the first worker while loa
 BackendLoadError, as in process.  Workers get absolute paths only, so a backend that changes
 directory, environment or signal handlers changes its own worker's, nothing else.
 
+Each case is given out twice, to two sets of --jobs workers side by side: cold (no decoy call) and
+warm (after its decoy); its result is both passes' (harness.judge.cold_pass).
+
 IsolatedBackend runs single calls the same way, for the commands that call a backend on calls
 they make themselves (power's mutants, gen's dynamic thresholds, import --baseline).
 
@@ -50,6 +53,7 @@ from gen.core.backend import BackendLoadError
 from gen.core.casefile import CaseFileError, load, read_envelope
 from gen.core.descriptor import describe
 from gen.core.verdict import CaseResult, ERROR
+from harness.judge.cold_pass import COLD_PASS, WARM_PASS, Passes, Pending
 from harness.judge.isolated import BackendFailed, IsolatedBackend, check_loads, load_apart
 from harness.judge.runner import Judgement, RunOptions, new_result, run_case
 from harness.judge.worker_process import (STARTUP_ALLOWANCE_S, WorkerProcess, called_of_frame, make_run_dir,
@@ -148,7 +152,10 @@ class _Pool:
         self.backend_spec, self.options = backend_spec, options
         self.jobs, self.timeout, self.on_result = jobs, timeout, on_result
         self.results: list[CaseResult | None] = [None] * len(self.files)
-        self.pending = deque(range(len(self.files)))
+        # Each case twice, by two sets of workers: cold, then warm after a decoy (harness.judge.cold_pass).
+        # Items, not files, go through the pool: self.passes says whose, of which pass.
+        self.passes = Passes(len(self.files), options)
+        self.pending = Pending(self.passes)
         self.workers: list[WorkerProcess] = []
         self.judging: deque = deque()   # (index, judgement, called, timed) whose calls are over
         self.spawned = 0
@@ -211,18 +218,23 @@ class _Pool:
                 raise BackendLoadError(f"backend {self.backend_spec!r} cannot be loaded: {why} while loading it"
                                        + (f"; its last output: {tail.splitlines()[-1][:200]}" if tail else ""))
 
-    def _busy(self) -> int:
-        return sum(w.case is not None for w in self.workers)
+    def _busy(self, of_pass: str | None = None) -> int:
+        return sum(w.case is not None for w in self.workers if of_pass in (None, w.of_pass))
 
     def _staff(self, log_dir: str) -> None:
         if self.load_error:
             while self.pending:
                 self._error(self.pending.popleft(), f"backend cannot be loaded in a worker process: {self.load_error}")
             return
-        # At least one, to load the backend even when there is no case to run.
-        while len(self.workers) < max(min(self.jobs, len(self.pending) + self._busy()), not self.spawned):
-            self.spawned += 1
-            self.workers.append(WorkerProcess(self.backend_spec, log_dir, self.spawned, self.options.exec_timeout))
+        # At least one, to load the backend even when there is no case to run; --jobs of each pass.
+        for of_pass in (COLD_PASS, WARM_PASS):
+            staff = [w for w in self.workers if w.of_pass == of_pass]
+            while len(staff) < max(min(self.jobs, self.pending.count(of_pass) + self._busy(of_pass)), not self.spawned):
+                self.spawned += 1
+                staff.append(WorkerProcess(self.backend_spec, log_dir, self.spawned,
+                                           self.options.exec_timeout))
+                staff[-1].of_pass = of_pass
+                self.workers.append(staff[-1])
 
     def _dispatch(self) -> None:
         # One case under way and, unless --bitwise (whose worker waits for answers on its channel)
@@ -236,15 +248,16 @@ class _Pool:
 
     def _give_out(self, depth: int) -> None:
         for worker in list(self.workers):
-            while worker.ready and self.pending and (worker.case is not None) + len(worker.queued) < depth:
-                index = self.pending.popleft()
+            while worker.ready and self.pending.next_of(worker.of_pass, take=False) is not None \
+                    and (worker.case is not None) + len(worker.queued) < depth:
+                index = self.pending.next_of(worker.of_pass)
                 # The judge loads the case; the worker gets its call only (harness.worker.case_job).
                 judgement, settled = self._judgement(index)
                 if judgement is None:
                     self._finish(index, settled)
                     continue
                 try:
-                    send_case(worker, judgement.case, self.options)
+                    send_case(worker, judgement.case, judgement.options)
                 except OSError:
                     # Its end of the channel is gone (the worker died on the case under way, or its
                     # backend closed it): this case was never sent; the worker's own case is charged.
@@ -278,15 +291,16 @@ class _Pool:
         return self._load_judgement(index)
 
     def _load_judgement(self, index: int) -> tuple[Judgement | None, CaseResult | None]:
-        result = new_result(self.shown[index], self.backend_spec, self.options)
+        options, path = self.passes.options_of(index), self.files[self.passes.file_of(index)]
+        result = new_result(self.shown[self.passes.file_of(index)], self.backend_spec, options)
         try:
-            case = load(self.files[index])
+            case = load(path)
         except CaseFileError as exc:
-            result.status, result.message, result.name = ERROR, str(exc), Path(self.files[index]).name
+            result.status, result.message, result.name = ERROR, str(exc), Path(path).name
             return None, result
         except Exception:  # noqa: BLE001 - the harness's own failure costs only this case
-            return None, _internal_error(self.shown[index], self.backend_spec, self.options)
-        judgement = Judgement(case, result, self.options)
+            return None, _internal_error(self.shown[self.passes.file_of(index)], self.backend_spec, options)
+        judgement = Judgement(case, result, options)
         return (None, result) if judgement.refusal else (judgement, None)
 
     def _wait(self) -> None:
@@ -313,7 +327,7 @@ class _Pool:
             worker.case = None
             self._retire(worker, "")
             if index is not None:
-                self._finish(index, _internal_error(self.shown[index], self.backend_spec, self.options))
+                self._finish(index, self._internal_error_of(index))
             return
         now = time.monotonic()
         if worker.process.exitcode is not None or worker.reader.closed or self.load_error and not worker.ready:
@@ -355,10 +369,10 @@ class _Pool:
         wanted = {name: (t.dtype, t.shape) for name, t in judgement.case.outputs.items()}
         if kind == "first":
             worker.called = called_of_frame(worker, frame, wanted if judgement.case.expect == "ok" else {})
-            if self.options.bitwise:   # repeats are compared with the judged call: judge it now
+            if judgement.options.bitwise:   # repeats are compared with the judged call: judge it now
                 judgement.first(worker.called, copy_outputs=False)
         elif kind == "repeat":
-            if judgement.check is None and self.options.bitwise and judgement.goes_on():
+            if judgement.check is None and judgement.options.bitwise and judgement.goes_on():
                 raise ChannelError("repeated calls came before the judged call was judged")
             mapped = map_outputs(worker, frame, wanted)
             number = frame.get("call")
@@ -382,11 +396,11 @@ class _Pool:
     def _judge_one(self) -> None:
         index, judgement, called, timed, started = self.judging.popleft()
         try:
-            if not self.options.bitwise:
+            if not judgement.options.bitwise:
                 judgement.first(called, copy_outputs=False)
             result = judgement.end(timed)
         except Exception:  # noqa: BLE001 - the harness's own failure costs only this case
-            result = _internal_error(self.shown[index], self.backend_spec, self.options)
+            result = self._internal_error_of(index)
         result.wall_seconds = time.monotonic() - started
         self._finish(index, result)
 
@@ -399,10 +413,10 @@ class _Pool:
         if self.load_error or not why:
             return
         index = worker.case
-        if index is None and not worker.ready and self.pending:
+        if index is None and not worker.ready and self.pending.next_of(worker.of_pass, take=False) is not None:
             # Dying before it took a case still costs one, so that a backend that always kills its
             # worker at load time ends the run instead of looping.
-            index = self.pending.popleft()
+            index = self.pending.next_of(worker.of_pass)
             why = f"{why} while loading the backend"
         if index is None:
             return
@@ -415,15 +429,22 @@ class _Pool:
         self._error(index, why + (f"\noutput of the worker before it ended:\n{tail}" if tail else ""),
                     time.monotonic() - since)
 
+    def _internal_error_of(self, index: int) -> CaseResult:
+        return _internal_error(self.shown[self.passes.file_of(index)], self.backend_spec,
+                               self.passes.options_of(index))
+
     def _error(self, index: int, message: str, wall_seconds: float = 0.0) -> None:
-        result = new_result(self.shown[index], self.backend_spec, self.options)
+        result = new_result(self.shown[self.passes.file_of(index)], self.backend_spec, self.passes.options_of(index))
         identify_result(result)
         result.status, result.message, result.wall_seconds = ERROR, message, wall_seconds
         self._finish(index, result)
 
     def _finish(self, index: int, result: CaseResult) -> None:
-        self.results[index] = result
-        self.on_result(result)
+        """One pass's result of a case; the case's, once its other pass has one too."""
+        case_result = self.passes.finish(index, result)
+        if case_result is not None:
+            self.results[self.passes.file_of(index)] = case_result
+            self.on_result(case_result)
 
 
 def _is_timing(doc) -> bool:

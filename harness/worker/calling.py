@@ -142,8 +142,9 @@ def _time_calls(backend: Backend, request: Request, plan: TimingPlan, check) -> 
 
 
 def call_case(backend: Backend, case: Case, plan: TimingPlan, hand_over: Callable[[Called], None],
-              compare: Callable[[int, dict], str] | None = None) -> Timed | None:
-    """Call ``backend`` on ``case`` as `opcase run` does; ``hand_over`` gets the judged call.
+              compare: Callable[[int, dict], str] | None = None, decoy: bool = True) -> Timed | None:
+    """Call ``backend`` on ``case`` as `opcase run` does; ``hand_over`` gets the judged call, made
+    after a decoy call (harness.worker.decoy) unless not ``decoy`` (the cold pass, harness.judge.cold_pass).
 
     Then, when that call returned outputs for a case that expects them and ``plan`` asks for
     timed calls, make them: each one's outputs are checked for form, and go to ``compare``
@@ -159,7 +160,7 @@ def call_case(backend: Backend, case: Case, plan: TimingPlan, hand_over: Callabl
         hand_over(Called(SKIPPED, f"backend {backend.name} does not support {case.op} {case.dtype}"))
         return None
     request = request_for(case)
-    if case.expect != "rejected":
+    if case.expect != "rejected" and decoy:
         request = decoy_first(backend, request)   # state kept between calls shows (harness.worker.decoy)
     before = _fingerprints(request)
     called = judged_call(backend, request, f"{case.op} {case.dtype}")

@@ -162,7 +162,8 @@ def _case_job(backend, job: dict, fds: list[int], jobs: socket.socket, results: 
             raise _StopWorker()
         return str(answer.get("problem", ""))
 
-    timed = call_case(backend, case, TimingPlan(*job["timing"]), first, compare if job["bitwise"] else None)
+    timed = call_case(backend, case, TimingPlan(*job["timing"]), first, compare if job["bitwise"] else None,
+                      decoy=job.get("decoy") is not False)
     outbox.add("end", {} if timed is None else {"timing": timed.timing, "problem": channel.clip(timed.problem)})
     outbox.flush()
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import tempfile
 import time
@@ -17,8 +16,8 @@ from gen.core.registry import spec_for
 from gen.core.spec import SpecError, load_spec
 from gen.hunt_entries import spec_digest, write_hunt
 from harness.cli.commands.gen import gen
-from harness.cli.common import (EXIT_FAILED, EXIT_NOTHING_JUDGED, InputError, check_writable, finite_seconds,
-                                progress_bar, run_files, size_option)
+from harness.cli.common import (EXIT_FAILED, EXIT_NOTHING_JUDGED, InputError, check_writable, exits_on_signals,
+                                finite_seconds, progress_bar, run_files, size_option)
 from harness.cli.hunt import Budget, BudgetError, KILLED, alive, alive_bugs, hunt_kernel, lines, report
 from harness.studies.power import measure as measure_power, table_lines as power_table
 from harness.reports.progress import steps
@@ -55,6 +54,7 @@ from harness.judge.workers import load_apart
 @click.option("--enough-kills", "enough_kills", type=click.IntRange(min=0), default=2, show_default=True,
               help="Judge a mutant on no further case once cases of this many shapes (and --min-kills), smallest "
                    "first, have failed it; 0: on every case.")
+@exits_on_signals
 def power(paths, backend_spec, json_path, max_size, filter_text, timeout, hunt, budget_text, seed, no_write, min_kills,
           show_kills, enough_kills):
     """Measure a suite's power: the planted bugs it catches, and the right variants it passes.
@@ -91,13 +91,10 @@ def power(paths, backend_spec, json_path, max_size, filter_text, timeout, hunt, 
         base = load_apart(backend_spec, timeout)
     except BackendLoadError as exc:
         raise InputError(str(exc)) from None
-    # A SIGTERM unwinds like an exception, so the generated suites (up to GBs) are removed.
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    try:
-        doc, n_files, seconds = _measure_power(paths, specs, base, backend_spec, max_size, filter_text, min_kills,
-                                               enough_kills or None)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    # SIGTERM and SIGHUP unwind as Ctrl-C does (exits_on_signals: a Stopped no backend's except clause
+    # swallows), so the generated suites (up to GBs) are removed and the base's worker is killed.
+    doc, n_files, seconds = _measure_power(paths, specs, base, backend_spec, max_size, filter_text, min_kills,
+                                           enough_kills or None)
     for line in power_table(doc, show_kills):
         click.echo(line)
     click.echo(f"{n_files} case file(s) in {seconds:.1f} s")
