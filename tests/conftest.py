@@ -6,6 +6,13 @@ import json
 import os
 from pathlib import Path
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # A process per CPU already (-n auto): BLAS's and torch's thread pools of a CPU each would only
+    # contend with the other test processes.  Set before numpy or torch is imported; inherited by the
+    # opcase processes the tests start.
+    for _threads in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_threads, "1")
+
 import numpy as np
 import pytest
 

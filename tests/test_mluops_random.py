@@ -232,8 +232,10 @@ def test_unsupported_dtype_is_refused():
 @pytest.mark.slow
 def test_256m_uniform_draw_is_fast():
     out = np.empty(1 << 28, np.float32)
-    start = time.perf_counter()
+    # CPU seconds, not wall time: on a shared machine (or beside the other test processes) the wall
+    # clock counts other work too; an element-by-element draw would take hours of CPU either way.
+    start = time.process_time()
     rd.fill(rd.RandomRecipe(rd.UNIFORM, 23, lower=-1.0, upper=1.0), out)
-    assert time.perf_counter() - start < 60
+    assert time.process_time() - start < 60
     np.testing.assert_array_equal(out[:5].view(np.uint32),
                                   np.array([0xBF7FE868, 0xBF7302D1, 0xBE77F788, 0x3DC88300, 0xBEFC441A], np.uint32))
