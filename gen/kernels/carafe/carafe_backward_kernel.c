@@ -239,13 +239,24 @@ int carafe_grad_mask_rows(const double *image, long image_lo, const double *grad
                 for (long phase = 0; phase < s * s; phase += 4) {
                     const int phases = s * s - phase < 4 ? (int)(s * s - phase) : 4;
                     double *o[4];
-                    memset(packed, 0, sizeof(double) * pairs * 8);
+                    /* Lanes no channel fills are +0: the absent phases', and an odd last channel's pair. */
+                    if (phases < 4)
+                        memset(packed, 0, sizeof(double) * pairs * 8);
+                    else if (Cg % 2)
+                        memset(packed + (pairs - 1) * 8, 0, sizeof(double) * 8);
                     for (int q = 0; q < phases; ++q) {
                         const long a = (phase + q) / s, b = (phase + q) % s;
                         const long pixel = ((i - i0) * s + a) * Ws + j * s + b;
                         const double *gp = grad + pixel * C + g * Cg;
-                        for (long c = 0; c < Cg; ++c)
-                            packed[(c / 2) * 8 + 2 * q + c % 2] = gp[c];
+                        /* A pair at a time, one 16-byte copy; the next window's pixels (s further) fetched
+                         * meanwhile, a cache line per 8 channels: read once each, they come from memory. */
+                        for (long c = 0; c + 2 <= Cg; c += 2) {
+                            if (c % 8 == 0)
+                                __builtin_prefetch(gp + s * C + c);
+                            *(vec2 *)(packed + c * 4 + 2 * q) = *(const vec2 *)(gp + c);
+                        }
+                        if (Cg % 2)
+                            packed[(Cg / 2) * 8 + 2 * q] = gp[Cg - 1];
                         o[q] = out + pixel * G * kk + g * kk;
                         for (long t = 0; t < kk; ++t)
                             o[q][t] = 0.0;

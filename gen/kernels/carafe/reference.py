@@ -52,6 +52,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from gen import native, widen
 from gen.core.overlap import ordered_map
+from gen.kernels.shared import scratch_pool
 from gen.kernels.shared.reference import assemble
 
 # Elements of the largest per-chunk array (a row stack, or the outputs a chunk writes):
@@ -201,7 +202,7 @@ def _forward_image(image, mask, k, G, s, dtype, target=None):
                                            i0, i1, s, dtype)
             return i0, i1, block
         # Larger chunks than numpy's (no row stack to keep in cache): fewer input rows converted twice.
-        yield from ordered_map(rows_of, _compiled_chunks(H, s * s * W * C, _COMPILED_CHUNK_ELEMENTS))
+        yield from ordered_map(float64_rows.releasing(rows_of), _compiled_chunks(H, s * s * W * C, _COMPILED_CHUNK_ELEMENTS))
         return
     for i0, i1, windows in _input_windows(image, k, G, _rows_for_input_windows(W, C, k, s), dtype):
         yield i0, i1, _forward_rows(mask_pixels, row_ok, col_ok, windows, i0, i1, s, dtype)
@@ -289,24 +290,47 @@ class _PerThread:
 
 class _Float64Rows(_PerThread):
     """The rows a C loop reads, as C-ordered float64 (widened by gen/widen.py), in buffers reused from chunk
-    to chunk (each thread its own): a fresh array per chunk costs its page faults, as much as the widening
-    itself."""
+    to chunk and from call to call (gen.kernels.shared.scratch_pool; each thread its own while a chunk runs):
+    a fresh array per chunk costs its page faults, as much as the widening itself."""
 
     def __call__(self, name: str, rows: np.ndarray) -> np.ndarray:
         """`rows` as C-ordered float64."""
         if rows.dtype == np.float64 and rows.flags.c_contiguous:
             return rows
-        buffers = self.buffers()
-        buffer = buffers.get(name)
-        if buffer is None or buffer.size < rows.size:
-            buffer = buffers[name] = np.empty(rows.size, dtype=np.float64)
+        buffer = self._buffer(name, rows.size)
         return widen.to_float64(rows, buffer[:rows.size].reshape(rows.shape))
 
     def blocked(self, name: str, rows: np.ndarray, B: int) -> np.ndarray:
         """[rows, pixels, C] `rows` as float64 [C/B, rows, pixels, B] (widen.to_float64_blocked)."""
-        buffers = self.buffers()
-        view, buffers[name] = widen.to_float64_blocked(rows, B, buffers.get(name))
+        count, pixels, C = rows.shape
+        size = (C // B) * widen.blocked_layout(count, pixels, C, B)[1] if rows.size else 1
+        view, _ = widen.to_float64_blocked(rows, B, self._buffer(name, size))
         return view
+
+    def _buffer(self, name: str, size: int) -> np.ndarray:
+        buffers = self.buffers()
+        buffer = buffers.get(name)
+        if buffer is None or buffer.size < size:
+            if buffer is not None:
+                scratch_pool.give(name, buffer)
+            buffer = buffers[name] = scratch_pool.take(name, size)
+        return buffer
+
+    def release(self) -> None:
+        """Hand this thread's buffers back to gen.kernels.shared.scratch_pool (the chunk is done with them)."""
+        buffers = self.buffers()
+        for name, buffer in buffers.items():
+            scratch_pool.give(name, buffer)
+        buffers.clear()
+
+    def releasing(self, rows_of):
+        """rows_of, handing this thread's buffers back once each chunk is computed (release)."""
+        def released(chunk):
+            try:
+                return rows_of(chunk)
+            finally:
+                self.release()
+        return released
 
 
 def _chunk_by_chunk(rows_of, chunks, compiled: bool):
@@ -376,7 +400,8 @@ def _grad_mask_of_image(image, grad_output, k, G, s, dtype):
     # One chunking whichever path runs: a streamed case's float32 baseline (numpy) must yield the
     # pieces its float64 golden (C) yields; rows are independent, so chunks change no bits.  No halo
     # on grad_output here: the forward's smaller chunks, whose buffers stay in cache, measured faster.
-    yield from _chunk_by_chunk(rows_of, _compiled_chunks(H, s * s * W * max(C, G * k * k), _COMPILED_CHUNK_ELEMENTS),
+    yield from _chunk_by_chunk(float64_rows.releasing(rows_of), _compiled_chunks(H, s * s * W * max(C, G * k * k),
+                                                                                 _COMPILED_CHUNK_ELEMENTS),
                                compiled is not None)
 
 
@@ -429,7 +454,8 @@ def _grad_input_of_image(mask, grad_output, k, G, s, dtype):
             block[a - i0:b - i0] = _grad_input_rows(mask7, grad_output, stack[:b - a], a, b, k, s, dtype)
         return i0, i1, block
     # One chunking whichever path runs, as grad_mask's above.
-    yield from _chunk_by_chunk(rows_of, _compiled_chunks(H, s * s * W * (C + G * k * k), _COMPILED_HALO_CHUNK_ELEMENTS),
+    yield from _chunk_by_chunk(float64_rows.releasing(rows_of),
+                               _compiled_chunks(H, s * s * W * (C + G * k * k), _COMPILED_HALO_CHUNK_ELEMENTS),
                                compiled is not None)
 
 
