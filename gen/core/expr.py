@@ -147,13 +147,18 @@ def names_in(text: str) -> set[str]:
             if isinstance(n, ast.Name) and n.id not in FUNCTIONS and n.id not in ("None", "True", "False")}
 
 
+# The globals every expression sees, made once: a vetted expression cannot assign (no walrus, no
+# comprehension: _ALLOWED_NODES), so nothing an evaluation does reaches the next one through them.
+_EVAL_GLOBALS = {"__builtins__": {}, **FUNCTIONS, **_GUARDS}
+
+
 def evaluate(text, env: dict):
     """Evaluate a spec expression (or pass a plain number through)."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return text
     code = compile_expr(str(text))
     try:
-        return eval(code, {"__builtins__": {}, **FUNCTIONS, **_GUARDS}, env)  # noqa: S307 - vetted by compile_expr
+        return eval(code, _EVAL_GLOBALS, env)  # noqa: S307 - vetted by compile_expr
     except ExprError as exc:
         raise ExprError(f"expression {text!r}: {exc}") from None
     except NameError as exc:

@@ -28,13 +28,30 @@ def specs_dir() -> Path:
     mapped from the top-level specs/ in pyproject.toml); else, in a clone, the repository's specs/."""
     if os.environ.get("OPCASE_SPECS"):
         return Path(os.environ["OPCASE_SPECS"])
+    return _packaged_specs_dir()
+
+
+@lru_cache(maxsize=None)
+def _packaged_specs_dir() -> Path:
     package = Path(__file__).resolve().parent.parent     # gen/
     installed = package / "specs"
     return installed if installed.is_dir() else package.parent / "specs"
 
 
 def known_ops() -> list[str]:
-    return sorted(p.stem for p in specs_dir().glob("*.yaml"))
+    folder = specs_dir()
+    try:
+        info = os.stat(folder)
+    except OSError:
+        return []
+    # Listed again only when the folder changed (a spec added, removed or renamed changes its mtime):
+    # every backend call asks, and a listing costs more than a small case's golden.
+    return list(_listed_ops(str(folder), info.st_ino, info.st_mtime_ns))
+
+
+@lru_cache(maxsize=16)
+def _listed_ops(folder: str, inode: int, mtime_ns: int) -> tuple[str, ...]:
+    return tuple(sorted(p.stem for p in Path(folder).glob("*.yaml")))
 
 
 @lru_cache(maxsize=None)
@@ -64,6 +81,11 @@ def part_module_names(part: str, op: str) -> list[str]:
     return names + [f"{KERNELS_PACKAGE}.{family}.{part}"]
 
 
+# Part modules found absent, not looked for again in this process: every backend call asks, and a failed
+# import searches the whole path, which costs more than a small case's golden.
+_ABSENT: set[str] = set()
+
+
 def kernel_module(part: str, op: str):
     """The module that holds ``op``'s ``part`` (see part_module_names), or None.  Only the specs' op
     names are looked up: a name read from a case file never picks a module itself."""
@@ -71,11 +93,14 @@ def kernel_module(part: str, op: str):
         return None
     names = part_module_names(part, op)
     for module_name in names:
+        if module_name in _ABSENT:
+            continue
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
             # Absent (the family folder or this part of it) is fine; a module that fails to import is not.
             if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+                _ABSENT.add(module_name)
                 continue
             raise
         # The family-wide module must say it holds this op (a forward's part need not be the backward's).

@@ -42,6 +42,7 @@ and three chunks' outputs in flight (gen.core.overlap.ordered_map).
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 from pathlib import Path
 
@@ -88,13 +89,17 @@ def _fill_row_stack(stack: np.ndarray, image: np.ndarray, first_row: int, step: 
     rows, cols, _ = image.shape
     count, _, depth, _ = stack.shape
     for d in range(depth):
-        source = first_row + d + step * np.arange(count)
-        inside = np.flatnonzero((source >= 0) & (source < rows))
-        lo, hi = (inside[0], inside[-1] + 1) if inside.size else (count, count)
-        stack[:lo, :, d] = 0
-        stack[hi:, :, d] = 0
+        # Stack rows lo .. hi read image rows first_row + d + step*i inside [0, rows) (integer bounds: a small
+        # case's golden is mostly this loop's fixed cost).
+        start = first_row + d
+        lo = min(count, max(0, -(start // step)))
+        hi = max(lo, min(count, -((start - rows) // step)))
+        if lo:
+            stack[:lo, :, d] = 0
+        if hi < count:
+            stack[hi:, :, d] = 0
         if lo < hi:
-            stack[lo:hi, pad:pad + cols, d] = image[source[lo]:source[hi - 1] + 1:step]
+            stack[lo:hi, pad:pad + cols, d] = image[start + step * lo:start + step * (hi - 1) + 1:step]
     return stack
 
 
@@ -106,21 +111,37 @@ def _windows(stack: np.ndarray, count: int, col_step: int, width: int, groups: i
     """
     rows, _, depth, C = stack.shape
     item = stack.itemsize
-    return as_strided(stack, shape=(rows, count, groups, width, depth, C // groups),
-                      strides=(stack.strides[0], col_step * depth * C * item, (C // groups) * item,
-                               depth * C * item, C * item, item),
-                      writeable=False)
+    strides = (stack.strides[0], col_step * depth * C * item, (C // groups) * item, depth * C * item, C * item, item)
+    shape = (rows, count, groups, width, depth, C // groups)
+    if not (stack.flags.c_contiguous and all(shape)):
+        return as_strided(stack, shape=shape, strides=strides, writeable=False)
+    # A C-ordered stack: the view made directly (as_strided's own checks cost more than a small case's einsum).
+    view = np.ndarray(shape, dtype=stack.dtype, buffer=stack, strides=strides)
+    view.flags.writeable = False
+    return view
 
 
+# The tap masks below are computed once per shape (read-only): on a small case they cost more than its arithmetic.
+@functools.lru_cache(maxsize=256)
 def _taps_inside(size: int, k: int) -> np.ndarray:
     """[size, k]: whether tap t of position p reads a position p - r + t inside [0, size)."""
     source = np.arange(size)[:, None] - (k - 1) // 2 + np.arange(k)[None, :]
-    return (source >= 0) & (source < size)
+    inside = (source >= 0) & (source < size)
+    inside.flags.writeable = False
+    return inside
 
 
 def _chunk_taps_outside(row_ok: np.ndarray, col_ok: np.ndarray) -> np.ndarray:
     """[rows, W, 1, 1, 1, kh, kw]: the taps of a chunk that fall outside the map."""
     return ~(row_ok[:, None, None, None, None, :, None] & col_ok[None, :, None, None, None, None, :])
+
+
+@functools.lru_cache(maxsize=64)
+def _taps_outside(H: int, W: int, k: int, i0: int, i1: int) -> np.ndarray:
+    """_chunk_taps_outside of input rows i0 .. i1 of an H x W map."""
+    outside = _chunk_taps_outside(_taps_inside(H, k)[i0:i1], _taps_inside(W, k))
+    outside.flags.writeable = False
+    return outside
 
 
 def _input_windows(image: np.ndarray, k: int, G: int, rows: int, dtype):
@@ -216,7 +237,7 @@ def _forward_rows(mask_pixels, row_ok, col_ok, windows, i0, i1, s, dtype) -> np.
     # Outside taps get weight 0 so that a non-finite mask value there is skipped rather
     # than multiplied by the zero padding.
     weights = mask_pixels[i0:i1].astype(dtype)                               # [rows, W, G, a, b, kh, kw]
-    np.copyto(weights, 0, where=_chunk_taps_outside(row_ok[i0:i1], col_ok))
+    np.copyto(weights, 0, where=_taps_outside(len(row_ok), len(col_ok), row_ok.shape[1], i0, i1))
     np.einsum("pwgabhv,pwgvhc->pwgabc", weights, windows, out=out_pixels)
     return block
 
@@ -414,7 +435,7 @@ def _grad_mask_rows(grad_pixels, row_ok, col_ok, windows, i0, i1, dtype) -> np.n
     grads = grad_pixels[i0:i1].astype(dtype)                                 # [rows, W, G, a, b, Cg]
     np.einsum("pwgabc,pwgvhc->pwgabhv", grads, windows, out=target)
     # A tap outside the map has no input: its gradient is 0, not grad_output * padding.
-    np.copyto(target, 0, where=_chunk_taps_outside(row_ok[i0:i1], col_ok))
+    np.copyto(target, 0, where=_taps_outside(len(row_ok), len(col_ok), row_ok.shape[1], i0, i1))
     return block
 
 
