@@ -1,7 +1,7 @@
 """opcase's float64 goldens against a real peer: mlu-ops' own CPU baselines, on the same inputs.
 
     python tests/bench/bench_peer.py --mluops CHECKOUT [--select TEXT] [--small-only] [--repeat R]
-                                     [--rounds N] [--max-elements E] [--core C]
+                                     [--rounds N] [--max-elements E] [--core C] [--baseline]
 
 The peer is the ``cpuCompute`` of each kernel's gtest executor in Cambricon/mlu-ops
 (test/mlu_op_gtest/pb_gtest/src/zoo/<kernel>/<kernel>.cpp: float32 scalar C++).  Nothing of mlu-ops is
@@ -27,7 +27,9 @@ alternating peer and opcase --rounds times, each time the best of R calls in CPU
 opcase is faster); the load average is printed beside each row, since only ratios taken in the same
 run mean anything on a shared machine.  The peer's time includes a few microseconds of ctypes call
 and stand-in setup, which only matters on the smallest cases (it makes them look better for opcase by
-that much).
+that much).  --baseline adds two columns: the mmcv baseline that `opcase gen` calls beside the golden
+of a kernel whose spec takes it for dynamic thresholds (the spec's checks and the emulation, in the
+case's own dtype), its time and its ratio to the peer's; "-" where the spec takes no such baseline.
 """
 
 import argparse
@@ -326,19 +328,38 @@ def _golden_call(spec, plan, case, streamed):
     return lambda: reference(present, params, compute_dtype=np.float64, out_shapes=out_shapes)
 
 
+def _baseline_call(spec, case):
+    """The mmcv baseline's call as `opcase gen` makes it beside the golden (the spec's checks, then the
+    emulation, on the case's own inputs), where the spec's dynamic thresholds take it; else None."""
+    from gen.core.verdict import request_for
+    from harness.backends import load_backend
+    if spec.criteria.mode != "dynamic" or spec.criteria.baseline != "mmcv" or case.expect != "ok":
+        return None
+    baseline = load_backend("mmcv")
+    if not baseline.supports(spec.op, np.dtype(case.dtype).name):
+        return None
+    request = request_for(case)
+    return lambda: baseline.run(request)
+
+
 def worker(op: str, library_path: str, small_only: bool, repeat: int, rounds: int, max_elements: int | None):
-    """Times peer and golden alternately per case; prints one JSON line per case."""
+    """Times peer, golden and (with --baseline) the mmcv baseline alternately per case; prints one JSON line
+    per case."""
     sys.path.insert(0, str(REPO / "tests" / "bench"))
     from bench_goldens import golden_call
     library = ctypes.CDLL(library_path)
     for kind, name, case, plan, spec in _cases(op, small_only, max_elements):
         peer = _peer_call(library, spec, case)
         golden = _golden_call(spec, plan, case, golden_call)
-        peer_times, golden_times = [], []
+        baseline = _baseline_call(spec, case) if os.environ.get("OPCASE_BENCH_BASELINE") == "1" else None
+        peer_times, golden_times, baseline_times = [], [], []
         for _ in range(rounds):
             peer_times.append(_best(peer, repeat))
             golden_times.append(_best(golden, repeat))
+            if baseline is not None:
+                baseline_times.append(_best(baseline, repeat))
         print(json.dumps({"kind": kind, "name": name, "peer": min(peer_times), "opcase": min(golden_times),
+                          "mmcv": min(baseline_times) if baseline_times else None,
                           "load": " ".join(f"{x:.2f}" for x in os.getloadavg())}), flush=True)
 
 
@@ -376,7 +397,8 @@ def run_kernel(op: str, checkout: Path, scratch: Path, args) -> list[dict]:
     if args.max_elements is not None:
         command += ["--max-elements", str(args.max_elements)]
     rows = []
-    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env={**os.environ, **_ONE_THREAD}) as child:
+    env = {**os.environ, **_ONE_THREAD, "OPCASE_BENCH_BASELINE": "1" if args.baseline else "0"}
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env) as child:
         for line in child.stdout:
             row = json.loads(line)
             rows.append(row)
@@ -385,8 +407,12 @@ def run_kernel(op: str, checkout: Path, scratch: Path, args) -> list[dict]:
                 print(f"{label:<52} {row['kind']:<8} skipped ({row['skipped']}, over --max-elements)", flush=True)
                 continue
             ratio = row["opcase"] / row["peer"] if row["peer"] > 0 else float("inf")
+            mmcv = ""
+            if args.baseline:
+                mmcv = (f" {row['mmcv'] * 1e3:11.3f} {row['mmcv'] / row['peer'] if row['peer'] > 0 else float('inf'):8.2f}"
+                        if row.get("mmcv") is not None else f" {'-':>11} {'-':>8}")
             print(f"{label:<52} {row['kind']:<8} {row['peer'] * 1e3:11.3f} {row['opcase'] * 1e3:11.3f} "
-                  f"{ratio:8.2f}  {row['load']}", flush=True)
+                  f"{ratio:8.2f}{mmcv}  {row['load']}", flush=True)
     if child.returncode:
         print(f"{op}: the worker failed (exit {child.returncode})", flush=True)
     return rows
@@ -400,6 +426,8 @@ def main() -> int:
     parser.add_argument("--max-elements", type=int, default=None, help="skip cases with more elements")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=2, help="peer / opcase alternations per case")
+    parser.add_argument("--baseline", action="store_true",
+                        help="also time the mmcv baseline gen computes beside the golden (its own two columns)")
     parser.add_argument("--core", type=int, default=(os.cpu_count() or 1) - 1, help="the core to pin to")
     parser.add_argument("--worker", nargs=2, metavar=("OP", "LIBRARY"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -419,7 +447,8 @@ def main() -> int:
                             text=True).stdout.strip()
     print(f"opcase {commit or '?'} against mlu-ops at {checkout}; core {args.core}; "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"{'kernel / case':<52} {'kind':<8} {'peer ms':>11} {'opcase ms':>11} {'ratio':>8}  load")
+    mmcv = f" {'mmcv ms':>11} {'ratio':>8}" if args.baseline else ""
+    print(f"{'kernel / case':<52} {'kind':<8} {'peer ms':>11} {'opcase ms':>11} {'ratio':>8}{mmcv}  load")
     with tempfile.TemporaryDirectory(prefix="opcase-peer-") as scratch:
         for op in known_ops():
             if args.select in op:

@@ -79,10 +79,12 @@ def _new_row_stack(rows: int, cols: int, depth: int, pad: int, C: int, dtype) ->
     return np.zeros((rows, cols + 2 * pad, depth, C), dtype=dtype)
 
 
-def _fill_row_stack(stack: np.ndarray, image: np.ndarray, first_row: int, step: int, pad: int) -> np.ndarray:
+def _fill_row_stack(stack: np.ndarray, image: np.ndarray, first_row: int, step: int, pad: int,
+                    zeroed: bool = False) -> np.ndarray:
     """stack[i, pad + col, d, :] = image[first_row + step*i + d, col, :], zero outside the image.
 
-    image is [rows, cols, C].  Laid out this way, the `depth` image rows one stack row
+    image is [rows, cols, C]; `zeroed`: the stack is all zeros already (fresh from _new_row_stack), so
+    the rows outside the image are left as they are.  Laid out this way, the `depth` image rows one stack row
     needs sit next to each other in every column, so a window of columns is one block
     with a single row stride (see _windows).  Returns the stack.
     """
@@ -94,9 +96,9 @@ def _fill_row_stack(stack: np.ndarray, image: np.ndarray, first_row: int, step: 
         start = first_row + d
         lo = min(count, max(0, -(start // step)))
         hi = max(lo, min(count, -((start - rows) // step)))
-        if lo:
+        if lo and not zeroed:
             stack[:lo, :, d] = 0
-        if hi < count:
+        if hi < count and not zeroed:
             stack[hi:, :, d] = 0
         if lo < hi:
             stack[lo:hi, pad:pad + cols, d] = image[start + step * lo:start + step * (hi - 1) + 1:step]
@@ -151,7 +153,7 @@ def _input_windows(image: np.ndarray, k: int, G: int, rows: int, dtype):
     stack = _new_row_stack(min(rows, H), W, k, r, C, dtype)
     for i0 in range(0, H, rows):
         i1 = min(H, i0 + rows)
-        chunk = _fill_row_stack(stack[:i1 - i0], image, i0 - r, 1, r)
+        chunk = _fill_row_stack(stack[:i1 - i0], image, i0 - r, 1, r, zeroed=i0 == 0)
         yield i0, i1, _windows(chunk, W, 1, k, G)
 
 
@@ -159,7 +161,8 @@ def _chunk_windows(image: np.ndarray, k: int, G: int, i0: int, i1: int, dtype) -
     """The windows [i1-i0, W, G, kw, kh, Cg] of input rows i0 .. i1 in a row stack of their own."""
     H, W, C = image.shape
     r = (k - 1) // 2
-    return _windows(_fill_row_stack(_new_row_stack(i1 - i0, W, k, r, C, dtype), image, i0 - r, 1, r), W, 1, k, G)
+    return _windows(_fill_row_stack(_new_row_stack(i1 - i0, W, k, r, C, dtype), image, i0 - r, 1, r, zeroed=True),
+                    W, 1, k, G)
 
 
 def _rows_for_input_windows(W: int, C: int, k: int, s: int) -> int:
