@@ -311,9 +311,10 @@ def plan_stress(spec: Spec, base_seed: int) -> list[Plan]:
                    dims=entry.get("dims"), params=entry.get("params"), values=entry.get("values"),
                    dtypes=[entry.get("dtype", "float16" if "float16" in spec.dtypes else spec.dtypes[0])],
                    limit=limit)
-    for key, entries in reach_entries(spec, base, conf, lambda dims: _valid_with(spec, base, dims)).items():
+    for key, entries in reach_entries(spec, base, conf, _valid_with(spec)).items():
         for entry in entries:
-            derive(key, entry["name"], entry["note"], dims=entry.get("dims"), values=entry.get("values"))
+            derive(key, entry["name"], entry["note"], dims=entry.get("dims"), params=entry.get("params"),
+                   values=entry.get("values"))
     plans = []
     for entry, key, limit in derived:
         for plan in _expand(spec, entry, "stress", base_seed):
@@ -357,11 +358,12 @@ def _broken_check(spec: Spec, plan: Plan) -> tuple:
                          spec_errors=True), lay
 
 
-def _valid_with(spec: Spec, base: dict, dims: dict) -> bool:
-    """Whether the stress base's params with ``dims`` make a call every check accepts, in every dtype."""
-    return all(_broken_check(spec, Plan(suite="stress", name="reach", dtype=dtype, dims=dims,
-                                        params=dict(base.get("params") or {}), seed=0))[0] is None
-               for dtype in spec.dtypes)
+def _valid_with(spec: Spec):
+    """valid(dims, params): whether that call passes every check of ``spec``, in every dtype."""
+    def valid(dims: dict, params: dict) -> bool:
+        return all(_broken_check(spec, Plan(suite="stress", name="reach", dtype=dtype, dims=dims,
+                                            params=dict(params), seed=0))[0] is None for dtype in spec.dtypes)
+    return valid
 
 
 def _refuse_invalid_stress(spec: Spec, plan: Plan, key: str, tensor: str | None, limit: str | None) -> None:

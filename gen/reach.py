@@ -36,6 +36,14 @@ TIE_LOW, TIE_HIGH = -8, 8
 COUNT_PREFIX = "count_"
 
 
+def smallest_count_cases(plans, size, n: int) -> set[str]:
+    """The names of the ``n`` smallest count cases among ``plans`` (by ``size(plan)``, then name): what a
+    suite with a byte limit per case keeps of them beyond the limit (``opcase gen --smallest-counts``,
+    cases/README.md), so that a count bug meets two case shapes in it where no count case is that small."""
+    counts = sorted((size(p), p.name) for p in plans if p.name.startswith(COUNT_PREFIX))
+    return {name for _, name in counts[:n]}
+
+
 def tie_positions(items: int) -> list[int]:
     """The positions along an item axis of ``items`` that hold a copy of position 0: the last, and
     either side of every split size the axis is longer than."""
@@ -64,31 +72,50 @@ def selection_outputs(spec) -> list[str]:
             if getattr(crit, "undetermined", None)]
 
 
-# The smallest a dim other than the raised count is lowered to: 2, not 1, since on a map of one
-# pixel or a single channel a bilinear sample's gradient and many a selection are all 0 or all
-# alike, a golden with nothing to judge.
-SMALLEST = 2
+# The smallest a dim other than the raised count is lowered to: 1, except for a dim that sizes a
+# height, width or depth axis, which stays at 2: on a map of one pixel a bilinear sample's gradient and
+# many a selection are all 0 or all alike, a golden with nothing to judge.  A param that is a whole
+# shape entry (a pooled grid's height) is lowered to 1: one bin still samples the map at its own place.
+# So a count case is the smallest call past 2^16 items the spec allows (gen/REACH.md).
+SMALLEST, SMALLEST_SPATIAL = 1, 2
+SPATIAL = ("height", "width", "depth")
 
 
-def smallest_dims(dims: dict, keep, valid) -> dict:
-    """``dims`` with every dim not in ``keep`` lowered, one at a time in name order, to SMALLEST where
-    the call stays valid (``valid(dims)``), else left as it was."""
-    lowered = dict(dims)
-    for name in sorted(lowered):
-        if name in keep or not isinstance(lowered[name], int) or lowered[name] <= SMALLEST:
-            continue
-        trial = {**lowered, name: SMALLEST}
-        if valid(trial):
-            lowered = trial
-    return lowered
+def floors(spec, params: dict) -> dict[str, int]:
+    """Each plain name that is a whole shape entry of some tensor, with the floor it is lowered to."""
+    found: dict[str, int] = {}
+    for tensor in (*spec.inputs.values(), *spec.outputs.values()):
+        for entry, role in zip(tensor.shape, tensor.axes):
+            if isinstance(entry, str) and entry.isidentifier():
+                spatial = role in SPATIAL and entry not in params
+                found[entry] = max(found.get(entry, SMALLEST), SMALLEST_SPATIAL if spatial else SMALLEST)
+    return found
+
+
+def smallest_call(spec, dims: dict, params: dict, keep, valid) -> tuple[dict, dict]:
+    """(dims, params) with every dim not in ``keep``, then every int param that is a whole shape entry,
+    lowered one at a time in name order to its floor where the call stays valid (``valid(dims, params)``),
+    else left as it was."""
+    lowest = floors(spec, params)
+    lowered = {"dims": dict(dims), "params": dict(params)}
+    for kind in ("dims", "params"):
+        for name in sorted(lowered[kind]):
+            value, floor = lowered[kind][name], lowest.get(name, SMALLEST if kind == "dims" else None)
+            if name in keep or floor is None or isinstance(value, bool) or not isinstance(value, int) \
+                    or value <= floor:
+                continue
+            trial = {**lowered, kind: {**lowered[kind], name: floor}}
+            if valid(trial["dims"], trial["params"]):
+                lowered = trial
+    return lowered["dims"], lowered["params"]
 
 
 def count_entries(spec, base: dict, waived: dict, valid) -> list[dict]:
-    """The count-reach cases: for each item dim not waived, one per count of COUNTS, the other dims
-    at their smallest.  ``valid(dims)`` says whether the base's params with those dims make a call
-    every check accepts.  A count that no valid call takes is an error unless the spec waives it."""
+    """The count-reach cases: for each item dim not waived, one per count of COUNTS, the other dims and
+    the params that size axes at their smallest.  ``valid(dims, params)`` says whether that call passes
+    every check.  A count that no valid call takes is an error unless the spec waives it."""
     entries = []
-    base_dims = dict(base.get("dims") or {})
+    base_dims, base_params = dict(base.get("dims") or {}), dict(base.get("params") or {})
     items = item_dims(spec, base_dims)
     for dim in items:
         if f"{COUNT_PREFIX}{dim}" in waived:
@@ -96,14 +123,14 @@ def count_entries(spec, base: dict, waived: dict, valid) -> list[dict]:
         for count in COUNTS:
             # The other item dims keep the base's counts: they are what the raised one is selected
             # or matched against (three nearest of two known points would leave a slot empty).
-            dims = smallest_dims({**base_dims, dim: count}, set(items), valid)
-            if not valid(dims):
+            dims, params = smallest_call(spec, {**base_dims, dim: count}, base_params, set(items), valid)
+            if not valid(dims, params):
                 raise ValueError(f"count {dim} = {count}: no call with it passes the spec's checks; say why in "
                                  f"suites.stress.not_applicable.{COUNT_PREFIX}{dim}")
             entries.append({"name": f"count_{dim}{count}",
                             "note": f"stress: {dim} = {count}, past 2^16 items (a 16-bit count keeps "
                                     f"{count % 2**16})",
-                            "dims": dims})
+                            "dims": dims, "params": params})
     return entries
 
 
@@ -140,7 +167,7 @@ def tie_entries(spec, base: dict, valid) -> list[dict]:
                  if role == "item" and isinstance(entry, str) and entry in base_dims}
     for dim, items in ((dim, items) for dim in sorted(axis_dims) for items in TIE_ITEMS):
         dims = {**base_dims, dim: max(items, base_dims[dim])}
-        if valid(dims):
+        if valid(dims, base.get("params") or {}):
             entries.append({"name": f"ties_{dim}{dims[dim]}", "dims": dims, "values": values,
                             "note": f"stress: exact ties between item 0 of {dim} and items either side of "
                                     f"{', '.join(map(str, SPLITS))} and the last"})

@@ -226,6 +226,8 @@ def test_planted_bug_fails_the_suite(suites, strict_suites, op, bug):
     record says the docs' rule accepts fails only cases the reference interface fails too, and the
     stricter lowp thresholds catch it."""
     name = f"{op}-{bug}"
+    if bug == "counts_in_uint16":   # past 2^16 items: the shared suites' cases are smaller than that
+        pytest.skip("a 16-bit count bug is judged on the count cases, by tests/test_count_bugs.py")
     results = run_dir(suites(op), checked_backend(name, planted_bugs(op)[bug]))
     # A crash would be the copy's fault, not the suite catching the bug.
     assert not [r for r in results if r.status == ERROR], f"{name}: the buggy copy crashed: {_summary(results)}"

@@ -4,7 +4,8 @@ from what the specs say of their tensors (axis roles, dtypes, shapes), never fro
 - channel tails: every axis whose role is `channel` and whose size a dim or param sets is, in
   some stress case, past one block of 64 and partial in blocks of 16 and 64 (C > 64, C % 16 != 0);
 - batch: every `batch` axis a dim sets is 2 or more in some stress case;
-- index width: some tensor of some stress case is past 2^24 elements, and past 2^31 bytes for a
+- index width: some tensor of some stress case is past 2^24 elements, one such case within the README
+  main command's --max-size 64MB (`index_width_64MB`, gen/REACH.md), and past 2^31 bytes for a
   kernel whose reference streams its goldens (`fn_blocks`: the only ones a case that size is
   feasible for, README: Which kernels have no case past 2^31 bytes);
 - subnormal values: some stress case draws a float input wholly in its dtype's subnormal range.
@@ -26,11 +27,12 @@ import yaml
 from conftest import REPO
 from gen.core.casefile import element_count
 from gen.core.spec import dims_with_role, load_spec
-from gen.generate import interface_params, layout_of, plan_suite
+from gen.generate import interface_params, layout_of, plan_suite, total_bytes
 from gen.reach import COUNT_PREFIX, SPLITS, count_entries, item_dims, selection_outputs
 
 SPECS = sorted((REPO / "specs").glob("*.yaml"))
 BLOCK, VECTOR = 64, 16
+MAIN_COMMAND_MAX_BYTES = 64 * 10**6     # README: the main command's --max-size 64MB
 
 
 def _sized_by_case(entry) -> bool:
@@ -60,6 +62,11 @@ def missing_dimensions(spec) -> list[str]:
             missing.append(f"index width: no tensor past 2^24 elements (largest {largest})")
         widest = max((element_count(lay.shapes[t.name]) * np.dtype(lay.dtypes[t.name]).itemsize
                       for _, lay in layouts for t in tensors), default=0)
+        within = [element_count(lay.shapes[t.name]) for plan, lay in layouts for t in tensors
+                  if total_bytes(spec, plan) <= MAIN_COMMAND_MAX_BYTES]
+        if largest > 2**24 and max(within, default=0) <= 2**24:
+            missing.append(f"index_width_64MB: no case within the main command's --max-size 64MB has a tensor past "
+                           f"2^24 elements (largest within it {max(within, default=0)})")
         if spec.reference_blocks_fn is not None and widest <= 2**31:
             missing.append(f"index width: no tensor past 2^31 bytes (widest {widest}), though the reference streams")
     base_dims = dict(((spec.suites.get("stress") or {}).get("base") or {}).get("dims") or {})
@@ -151,6 +158,18 @@ def test_a_missing_2e31_case_is_caught_where_the_reference_streams(tmp_path):
     assert any(m.startswith("index width: no tensor past 2^31") for m in missing_dimensions(spec))
 
 
+def test_an_index_width_case_over_64MB_is_caught(tmp_path):
+    """A spec whose only case past 2^24 elements is over 64 MB, and that gives no reason, is missing it."""
+    path = next(p for p in SPECS if "index_width_64MB" in
+                ((load_spec(p).suites.get("stress") or {}).get("not_applicable") or {}))
+    def drop(stress):
+        stress["not_applicable"].pop("index_width_64MB")
+        if not stress["not_applicable"]:
+            stress.pop("not_applicable")
+    spec = _planted(tmp_path, path, drop)
+    assert [m for m in unexplained(spec) if m.startswith("index_width_64MB:")]
+
+
 def test_missing_subnormal_values_are_caught(tmp_path):
     def drop(stress):
         stress["values"].pop("subnormal")
@@ -224,4 +243,4 @@ def test_a_count_no_valid_call_takes_needs_a_reason():
     path = next(p for p in SPECS if item_dims(load_spec(p), load_spec(p).suites["stress"]["base"].get("dims") or {}))
     spec = load_spec(path)
     with pytest.raises(ValueError, match=f"not_applicable.{COUNT_PREFIX}"):
-        count_entries(spec, spec.suites["stress"]["base"], {}, lambda dims: False)
+        count_entries(spec, spec.suites["stress"]["base"], {}, lambda dims, params: False)

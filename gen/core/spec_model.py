@@ -38,7 +38,8 @@ INDEX_LIMITS = ("past_2e24", "past_2e31")
 
 # suites.stress.not_applicable: a dimension the kernel's tensors would take but its arithmetic does
 # not allow, with why (tests/test_stress_reach.py accepts the reason in place of the cases).
-REACHABLE_DIMENSIONS = ("channel_tail", "batch", "index_width", "subnormal")
+# index_width_64MB: a case past 2^24 elements within the README main command's --max-size 64MB (gen/REACH.md).
+REACHABLE_DIMENSIONS = ("channel_tail", "batch", "index_width", "subnormal", "index_width_64MB")
 
 
 # Axis roles (specs/README.md, Axis roles): what each axis of a tensor is, for what knows no kernel (the

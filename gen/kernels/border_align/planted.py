@@ -7,6 +7,7 @@ import numpy as np
 from gen.kernels.shared.planted_bilinear import bilinear_corners
 from gen.core.rounding import round_toward_zero
 from gen.kernels.shared.planted_fast_path import fast_path, on_inputs
+from gen.kernels.shared.planted_counts import counted_in_uint16
 
 
 def _out_dtype(request, name):
@@ -81,6 +82,9 @@ PLANTED = {
         "far_borders_start_x1y1": border_align_backward_compute(far_start="x1y1"),
         "pool_1_clamps_corners": pool_1_clamps_corners(border_align_backward_compute(),
                                                        lambda request: request.outputs["grad_input"].shape[1:3]),
+        # K boxes counted in 16 bits: only the first K mod 2^16 boxes scatter their gradient.
+        "counts_in_uint16": counted_in_uint16(border_align_backward_compute(),
+                                              {"grad_output": 1, "boxes": 1, "argmax_idx": 1}, {}),
     },
 }
 

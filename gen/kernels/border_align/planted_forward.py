@@ -6,6 +6,7 @@ import numpy as np
 
 from gen.kernels.shared.planted_bilinear import bilinear_corners
 from gen.kernels.border_align.planted import pool_1_clamps_corners
+from gen.kernels.shared.planted_counts import counted_in_uint16
 
 
 def border_align_forward(features, boxes, P, *, tie="first", stride_divisor="P", blocks=(0, 1, 2, 3),
@@ -77,6 +78,9 @@ PLANTED = {
         "band_past_last_reads_zero": border_align_forward_compute(zero_beyond_last=True),
         "pool_1_clamps_corners": pool_1_clamps_corners(border_align_forward_compute(),
                                                        lambda request: request.inputs["input"].shape[1:3]),
+        # K boxes counted in 16 bits: only the first K mod 2^16 boxes are aligned.
+        "counts_in_uint16": counted_in_uint16(border_align_forward_compute(), {"boxes": 1},
+                                              {"output": 1, "argmax_idx": 1}),
     },
 }
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from gen.kernels.shared.planted_bilinear import bilinear_corners
 from gen.kernels.shared.planted_fast_path import fast_path, on_inputs
+from gen.kernels.shared.planted_counts import counted_in_uint16
 
 
 def bin_samples(rois, offset, PH, PW, scale, ratio, gamma, *, half=0.5, rounding=np.ceil, offset_unit="roi",
@@ -92,5 +93,7 @@ PLANTED = {
         "offset_times_bin_size": deform_roi_pool_compute(offset_unit="bin"),
         "offset_xy_swapped": deform_roi_pool_compute(offset_xy=(1, 0)),
         "one_sample_skips_offset": one_sample_skips_offset(deform_roi_pool_compute()),
+        # R rois counted in 16 bits: only the first R mod 2^16 rois are pooled.
+        "counts_in_uint16": counted_in_uint16(deform_roi_pool_compute(), {"rois": 0, "offset": 0}, {"output": 0}),
     },
 }

@@ -6,6 +6,7 @@ import numpy as np
 
 from gen.kernels.shared.planted_bilinear import bilinear_corners
 from gen.kernels.deform_roi_pool.planted import bin_samples, one_sample_skips_offset
+from gen.kernels.shared.planted_counts import counted_in_uint16
 
 
 def deform_roi_pool_backward(grad_output, features, rois, offset, PH, PW, scale, ratio, gamma, *,
@@ -67,5 +68,8 @@ PLANTED = {
         "grad_offset_at_clamped_point": deform_roi_pool_backward_compute(unclamped_derivative=False),
         # Its grad_offset comes out 0 as well: the fast path has no offset to differentiate.
         "one_sample_skips_offset": one_sample_skips_offset(deform_roi_pool_backward_compute()),
+        # R rois counted in 16 bits: only the first R mod 2^16 rois scatter their gradient.
+        "counts_in_uint16": counted_in_uint16(deform_roi_pool_backward_compute(),
+                                              {"grad_output": 0, "rois": 0, "offset": 0}, {"grad_offset": 0}),
     },
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from gen.kernels.shared.planted_fast_path import fast_path
+from gen.kernels.shared.planted_counts import counted_in_uint16
 
 
 def masked_im2col_variant(pad_sign=1, clamp=False, zero_fill=True):
@@ -43,5 +44,8 @@ PLANTED = {
         # A 1x1 window without padding is a gather of the masked cells: the fast path skips the
         # bounds test, as if every mask position were on the map, and reads the nearest edge cell.
         "gather_skips_bounds": fast_path(masked_im2col_variant(), masked_im2col_variant(clamp=True), _plain_gather),
+        # mask_cnt counted in 16 bits: only the first M mod 2^16 columns are filled.
+        "counts_in_uint16": counted_in_uint16(masked_im2col_variant(), {"mask_h_idx": 0, "mask_w_idx": 0},
+                                              {"data_col": 1}),
     },
 }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from gen.kernels.shared.planted_fast_path import fast_path, on_inputs
+from gen.kernels.shared.planted_counts import counted_in_uint16, keys_bounded_in_uint16
 
 _DTYPES = {"float64": np.float64, "float32": np.float32, "float16": np.float16}
 
@@ -94,6 +95,10 @@ PLANTED = {
         "half_accumulation": ms_deform_attn_compute(acc="float16"),
         "one_point_skips_weight": fast_path(ms_deform_attn_compute(), on_inputs(ms_deform_attn_compute(), _weights_of_one),
                                             _one_point_per_head),
+        # num_query and num_keys counted in 16 bits: only the first Q mod 2^16 queries are computed,
+        # and the bounds check of a sample against the keys lets only the first K mod 2^16 be read.
+        "counts_in_uint16": counted_in_uint16(keys_bounded_in_uint16(ms_deform_attn_compute(), "data_value", 1),
+                                              {"data_sampling_loc": 1, "data_attn_weight": 1}, {"data_col": 1}),
     },
 }
 

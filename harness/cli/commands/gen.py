@@ -21,6 +21,7 @@ from gen.descriptor import write_described
 from gen.generate import (GenerationError, builds_in_memory, case_path, foreign_case, input_bytes_in_memory,
                           plan_suite, total_bytes, written_whole)
 from gen.out_lock import OutDirBusy, hold_out_dir
+from gen.reach import smallest_count_cases
 from gen.jobs import Task, default_jobs, largest_first, write_all
 from harness.backends import with_device
 from harness.cli import ray_executor
@@ -50,6 +51,8 @@ def _suites(text: str) -> list[str]:
 @click.option("--select", default=None, help="Only cases whose name matches this regular expression.")
 @click.option("--max-size", "max_size", default=None, callback=size_option,
               help="Skip cases whose tensors exceed this many bytes (e.g. 64MB); they are listed.")
+@click.option("--smallest-counts", "smallest_counts", type=click.IntRange(min=0), default=0,
+              help="Write each kernel's N smallest count-reach cases (gen/REACH.md) whatever --max-size says.")
 @click.option("--baseline", default=None, help="Backend for dynamic thresholds (default: the spec's, mmcv as the docs say; lowp is stricter).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="Generate cases in N worker processes (default: one per usable CPU when the cases "
@@ -66,7 +69,7 @@ def _suites(text: str) -> list[str]:
               help="List each case skipped over --max-size (else one line per kernel).")
 @executor_options
 @exits_on_signals
-def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device, timeout, out_dir, descriptor,
+def gen(specs, suite_text, count, seed, select, max_size, smallest_counts, baseline, jobs, device, timeout, out_dir, descriptor,
         executor, address, resources_text, verbose=False):
     """Generate suites of cases from operator SPECS (YAML) into OUT.
 
@@ -104,7 +107,8 @@ def gen(specs, suite_text, count, seed, select, max_size, baseline, jobs, device
     loader = functools.partial(load_apart, timeout=timeout)
     try:
         baseline = _baseline_on_device(baseline, device)
-        planned = _plan(specs, suites, count, seed, pattern, max_size, baseline, timeout, out_dir, loader)
+        planned = _plan(specs, suites, count, seed, pattern, (max_size, smallest_counts), baseline, timeout, out_dir,
+                        loader)
     except (SpecError, GenerationError, BackendLoadError) as exc:
         raise InputError(str(exc)) from None
     # Held once the plan stands, so that a spec or size refused above leaves no -o behind.
@@ -126,19 +130,22 @@ class _Planned:
     largest_in_memory: int = 0                         # bytes the largest task holds in memory at once
 
 
-def _plan(specs, suites, count, seed, pattern, max_size, baseline, timeout, out_dir, loader) -> _Planned:
-    planned = _Planned()
+def _plan(specs, suites, count, seed, pattern, sizes, baseline, timeout, out_dir, loader) -> _Planned:
+    """``sizes``: (--max-size, --smallest-counts)."""
+    (max_size, smallest), planned = sizes, _Planned()
     for spec in [load_spec(p) for p in specs]:
         _refuse_foreign_cases(foreign_case(Path(out_dir), spec, seed), out_dir, spec)
         if spec.criteria.mode == "dynamic":
             check_loads(baseline or spec.criteria.baseline, timeout)   # fail early on a bad --baseline
         for suite in suites:
             planned.counts.setdefault(spec.op, {})[suite] = 0
-            for index, plan in enumerate(plan_suite(spec, suite, count, seed)):
+            plans = plan_suite(spec, suite, count, seed)
+            held = smallest_count_cases(plans, functools.partial(total_bytes, spec), smallest)
+            for index, plan in enumerate(plans):
                 if pattern and not pattern.search(plan.name):
                     continue
                 size = total_bytes(spec, plan)
-                if max_size is not None and size > max_size:
+                if max_size is not None and size > max_size and plan.name not in held:
                     planned.skipped.append((spec.op, f"{spec.op}/{suite}/{plan.name}", size))
                     continue
                 path = case_path(Path(out_dir), plan, spec.op)
