@@ -30,6 +30,7 @@ from gen.core.checks import failures
 from gen.core.registry import planted_bugs, planted_controls, spec_for
 from gen.core.rounding import round_to
 from harness.studies.count_mutants import count_mutants
+from harness.studies.power_identity import identity_mutants
 from harness.backends import mmcv_backend
 from harness.backends.builtin import check_request, request_tensors, run_in_dtype
 
@@ -504,6 +505,7 @@ def mutants(spec, base_name: str) -> list[Mutant]:
             continue
         found.append(Mutant(f"{NO_CHECK}{check.id}", CHECKS, f"parameter check '{check.id}' left out",
                             f"an invalid case that breaks '{check.id}'", _without_check(check.id)))
+    found.extend(identity_mutants(spec, lambda name, kind, what, needs, apply: Mutant(name, kind, what, needs, apply)))
     for name, compute in planted_bugs(spec.op).items():
         found.append(Mutant(name, PLANTED, f"planted bug: {name.replace('_', ' ')} (planted)",
                             "a case on which this bug's error is over the thresholds", _planted(compute)))

@@ -28,6 +28,7 @@ from gen.core.verdict import FAILING, SKIPPED, fails_only_by_its_own_error_over_
 from harness.studies.mutants import (CHECKS, CONTROL, GENERIC, PLANTED, Call, Mutant, NotApplicable, controls, mutants,
                              outcome, same_outcome)
 from harness.judge.runner import new_result, run_loaded
+from harness.studies.power_identity import IDENTITY, identity_entries, identity_lines
 _SHOWN = 3
 KILLED, SURVIVED, NOT_APPLICABLE, PASSED, FAILED = "killed", "survived", "n/a", "passed", "failed"
 
@@ -239,7 +240,7 @@ def report(tallies: dict[str, list[Tally]], cases: Counter, base_spec: str, base
            min_kills: int = 2, enough_kills: int | None = None) -> dict:
     """The power report (README: Measuring a suite's power)."""
     doc = {"base": base_spec, "min_kills": min_kills, "enough_kills": enough_kills, "kernels": [], "mutants": [],
-           "controls": [],
+           "controls": [], "identity": [],
            "base_problems": base_problems}
     for kernel in sorted(tallies):
         rows = tallies[kernel]
@@ -265,6 +266,7 @@ def report(tallies: dict[str, list[Tally]], cases: Counter, base_spec: str, base
         doc["kernels"][-1]["fragile"] = sum(m["fragile"] for m in entries)
         doc["mutants"] += entries
         doc["controls"] += [t.doc() for t in ctrl]
+        doc["identity"] += identity_entries([t for t in rows if t.mutant.kind == IDENTITY], KILLED)
     survivors = [m for m in doc["mutants"] if m["verdict"] == SURVIVED and m["kind"] != PLANTED]
     failed_controls = [c for c in doc["controls"] if c["verdict"] == FAILED]
     judged = sum(cases.values())
@@ -276,7 +278,11 @@ def report(tallies: dict[str, list[Tally]], cases: Counter, base_spec: str, base
         "controls_failed": len(failed_controls), "base_problems": len(base_problems),
         "fragile": sum(m["fragile"] for m in doc["mutants"]),
         "nothing_judged": judged == 0,
-        "ok": judged > 0 and not survivors and not failed_controls and not base_problems}
+        # Mutants of a backward reference that only the adjoint identity tells from it, and those it cannot.
+        "identity_only": sum(m["by_identity"] and m["cases_verdict"] != KILLED for m in doc["identity"]),
+        "identity_survived": sum(m["verdict"] == SURVIVED for m in doc["identity"]),
+        "ok": judged > 0 and not survivors and not failed_controls and not base_problems
+        and not any(m["verdict"] == SURVIVED for m in doc["identity"])}
     return doc
 
 
@@ -332,6 +338,7 @@ def table_lines(doc: dict, kills: bool = False) -> list[str]:
         if c.get("over_cap"):
             lines.append(f"over the docs' cap  {c['kernel']}  {c['name']}: fails {', '.join(c['over_cap'])}, where "
                          f"it set the thresholds itself and its own error is over the docs' cap (not a defect)")
+    lines += identity_lines(doc.get("identity", []))
     for p in doc["base_problems"]:
         lines.append(f"BASE FAILS  {p['case']} ({p['status']}): {p['message']}")
     for m in doc["mutants"] + doc["controls"]:
@@ -341,5 +348,7 @@ def table_lines(doc: dict, kills: bool = False) -> list[str]:
     lines.append(f"{s['killed']} of {s['killed'] + s['survived']} applicable generic mutant(s) killed "
                  f"({s['not_applicable']} n/a), {s['planted_survived']} planted bug(s) surviving, "
                  f"{s['fragile']} kill(s) by fewer than {doc['min_kills']} case shapes, "
-                 f"{s['controls_failed']} control(s) failing, over {s['cases']} case(s) against base {doc['base']}")
+                 f"{s['controls_failed']} control(s) failing, over {s['cases']} case(s) against base {doc['base']}"
+                 + (f"; {s['identity_only']} backward mutant(s) only the adjoint identity catches"
+                    if doc.get("identity") else ""))
     return lines
