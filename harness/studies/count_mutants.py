@@ -4,7 +4,8 @@ axis (queries, points, rois, boxes, mask positions) in 16 bits.
 Which axes are item axes, and which dim sizes each, comes from the spec's axis roles; no kernel is
 named.  The mutant computes only the first ``wrapped(n)`` items of each item dim past the 16-bit
 range: an input axis no output has (a search over known points) is cut to them before the base
-computes, and an output's items past them are left unwritten (0).
+computes (where the call has no shorter form, keys a location indexes, the items past them read as
+0), and an output's items past them are left unwritten (0).
 """
 from __future__ import annotations
 
@@ -38,6 +39,24 @@ def _cut(array: np.ndarray, axis: int, count: int) -> np.ndarray:
     return np.ascontiguousarray(array[tuple(index)])
 
 
+def _zeroed_after(array: np.ndarray, axis: int, count: int) -> np.ndarray:
+    index = [slice(None)] * array.ndim
+    index[axis] = slice(count, None)
+    kept = np.array(array, copy=True)
+    kept[tuple(index)] = 0
+    return kept
+
+
+def _searched(spec, request, searched: dict, change) -> dict:
+    """The request's inputs with ``change(array, axis, count)`` made along each searched item axis."""
+    inputs = dict(request.inputs)
+    for name, a in request.inputs.items():
+        for axis, dim in item_axes(spec, name):
+            if dim in searched and a is not None:
+                inputs[name] = change(inputs[name], axis, searched[dim])
+    return inputs
+
+
 def _copy(outputs: dict) -> dict:
     return {name: np.array(a, copy=True) for name, a in outputs.items()}
 
@@ -62,12 +81,14 @@ def count_in_16_bits(signed: bool, not_applicable: type):
         if any(k == 0 for k in searched.values()):
             outputs = {n: np.zeros(o.shape, np.dtype(o.dtype)) for n, o in request.outputs.items()}
         elif searched:
-            inputs = dict(request.inputs)
-            for name, a in request.inputs.items():
-                for axis, dim in item_axes(spec, name):
-                    if dim in searched and a is not None:
-                        inputs[name] = _cut(inputs[name], axis, searched[dim])
-            outputs = _copy(call.run_base(dataclasses.replace(request, inputs=inputs)))
+            try:
+                outputs = _copy(call.run_base(dataclasses.replace(request, inputs=_searched(spec, request, searched,
+                                                                                           _cut))))
+            except not_applicable:
+                # A call whose other tensors index the items (keys a location points at) has no shorter
+                # form: the items past the count are then out of the kernel's bounds, read as 0.
+                outputs = _copy(call.run_base(dataclasses.replace(request, inputs=_searched(spec, request, searched,
+                                                                                           _zeroed_after))))
         else:
             outputs = _copy(call.base())
         for name, a in outputs.items():
