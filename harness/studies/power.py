@@ -129,7 +129,7 @@ def case_bytes(path: Path) -> int:
 
 def measure(files: list[Path], base: Backend, base_spec: str,
             on_case: Callable[[str], None] = lambda key: None, min_kills: int = 2,
-            enough_kills: int | None = ENOUGH_KILLS) -> dict:
+            enough_kills: int | None = ENOUGH_KILLS, identity_error=None) -> dict:
     """Run the base, every mutant and every control of each case's kernel on ``files``; the report.
 
     Cases go smallest first, and a mutant already failed by cases of ``enough_kills`` shapes (and
@@ -159,7 +159,7 @@ def measure(files: list[Path], base: Backend, base_spec: str,
         elif base_result.status != SKIPPED:
             base_problems.append({"case": base_result.key, "status": base_result.status,
                                   "message": base_result.message.splitlines()[0] if base_result.message else ""})
-    return report(tallies, cases, base_spec, base_problems, min_kills, enough_kills)
+    return report(tallies, cases, base_spec, base_problems, min_kills, enough_kills, identity_error)
 
 
 def measure_case(case, path: Path, base: Backend, base_spec: str, tallies: list[Tally]):
@@ -237,8 +237,9 @@ def _record(tally: Tally, judged, case) -> None:
 
 
 def report(tallies: dict[str, list[Tally]], cases: Counter, base_spec: str, base_problems: list,
-           min_kills: int = 2, enough_kills: int | None = None) -> dict:
-    """The power report (README: Measuring a suite's power)."""
+           min_kills: int = 2, enough_kills: int | None = None, identity_error=None) -> dict:
+    """The power report (README: Measuring a suite's power); ``identity_error``: how the identity tier's mutants
+    are judged (harness.studies.power_identity), none to leave the tier out."""
     doc = {"base": base_spec, "min_kills": min_kills, "enough_kills": enough_kills, "kernels": [], "mutants": [],
            "controls": [], "identity": [],
            "base_problems": base_problems}
@@ -266,7 +267,8 @@ def report(tallies: dict[str, list[Tally]], cases: Counter, base_spec: str, base
         doc["kernels"][-1]["fragile"] = sum(m["fragile"] for m in entries)
         doc["mutants"] += entries
         doc["controls"] += [t.doc() for t in ctrl]
-        doc["identity"] += identity_entries([t for t in rows if t.mutant.kind == IDENTITY], KILLED)
+        doc["identity"] += identity_entries([t for t in rows if t.mutant.kind == IDENTITY], KILLED,
+                                            identity_error)
     survivors = [m for m in doc["mutants"] if m["verdict"] == SURVIVED and m["kind"] != PLANTED]
     failed_controls = [c for c in doc["controls"] if c["verdict"] == FAILED]
     judged = sum(cases.values())

@@ -5,27 +5,22 @@ A backward reference whose arithmetic lost its float64 (computed in float32: a `
 passed on) differs from the right one by float32 rounding, which every threshold accepts, as it must
 accept a float32 kernel (the lowp control): its goldens would be off by that much and no case could
 show it.  The identity ``<dy, J dx> = <J^T dy, dx>`` between the forward reference and this backward, in
-float64 on the forward's random calls (gen/adjoint.py), is off by 1e-8 or so, where right references
+float64 on the forward's random calls (gen/adjoint_reference.py), is off by 1e-8 or so, where right references
 hold it to 4e-15 (tests/test_adjoint.py): power lists such a mutant as caught by the identity.
 
 Pairs are found by convention (``<family>_forward`` / ``<family>_backward``), never by name.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
-from gen.adjoint import adjoint_inputs_fn, check_identity, family_pairs, pairing
-from gen.core.registry import known_ops, spec_for
-from gen.generate import draw_inputs, interface_params, layout_of, plan_suite
+from gen.core.registry import known_ops
 from harness.backends.builtin import run_in_dtype
 
 IDENTITY = "identity"
 # Right float64 references hold the identity to 3.5e-15 at worst (gen/REACH.md): a mutant over this
 # is no float64 adjoint of its forward.
 IDENTITY_TOLERANCE = 1e-12
-SAMPLES = 3
 # Name -> (what, the compute dtype the mutant's backward reference runs in).
 IDENTITY_MUTANTS = {
     "backward_reference_in_float32": (
@@ -34,60 +29,32 @@ IDENTITY_MUTANTS = {
 }
 
 
-def _pair_of(op: str):
-    """(forward spec, backward spec) when ``op`` is the backward of a pair, else None."""
-    if not op.endswith("_backward"):
-        return None
-    return family_pairs([spec_for(o) for o in known_ops()]).get(op.removesuffix("_backward"))
+def _is_pair_backward(op: str) -> bool:
+    """Whether ``op`` is the backward of a pair: ``<family>_backward`` with a ``<family>_forward`` (gen/adjoint.py)."""
+    return op.endswith("_backward") and op.removesuffix("_backward") + "_forward" in known_ops()
 
 
 def identity_mutants(spec, make) -> list:
     """The identity tier's mutants of ``spec``'s reference, made by ``make(name, kind, what, needs, apply)``:
     none unless ``spec`` is the backward of a pair."""
-    if _pair_of(spec.op) is None:
+    if not _is_pair_backward(spec.op):
         return []
     return [make(name, IDENTITY, what, "nothing the goldens can show: the adjoint identity judges it",
                  lambda call, dtype=dtype: run_in_dtype(call.request, dtype))
             for name, (what, dtype) in IDENTITY_MUTANTS.items()]
 
 
-def identity_error(backward_op: str, name: str) -> tuple[float | None, int]:
-    """(worst relative identity error, samples) of mutant ``name``'s backward against the forward reference,
-    in float64, on the forward's first random calls (as its backward reference's adjoint_inputs moves them)."""
-    forward, backward = _pair_of(backward_op)
-    dtype = IDENTITY_MUTANTS[name][1]
-    pair, moved = pairing(forward, backward), adjoint_inputs_fn(backward)
-
-    def fwd(inputs, params):
-        return forward.reference_fn(inputs, params)
-
-    def bwd(inputs, params, out_shapes):
-        grads = backward.reference_fn(inputs, params, compute_dtype=dtype, out_shapes=out_shapes)
-        return {g: np.asarray(a, np.float64) for g, a in grads.items()}
-
-    worst, samples = None, 0
-    for plan in plan_suite(forward, "random", count=4 * SAMPLES)[:4 * SAMPLES]:
-        if samples == SAMPLES:
-            break
-        plan = replace(plan, params=interface_params(forward, plan.params))
-        inputs = moved(draw_inputs(forward, plan, layout_of(forward, plan)), plan.params)
-        if inputs is None:
-            continue
-        with np.errstate(all="ignore"):
-            identity = check_identity(fwd, bwd, pair, inputs, plan.params, np.random.default_rng(plan.seed))
-        if identity.finite and any(r in ("exact", "piecewise") for r in identity.regimes.values()):
-            samples += 1
-            worst = identity.error if worst is None else max(worst, identity.error)
-    return worst, samples
-
-
-def identity_entries(tallies, killed: str) -> list[dict]:
+def identity_entries(tallies, killed: str, identity_error) -> list[dict]:
     """The report's entries of the identity tier: each mutant's verdict on the cases (``tally.doc()``) and by
-    the identity; ``killed``: the verdict of a mutant some case fails."""
+    the identity; ``killed``: the verdict of a mutant some case fails; ``identity_error(backward op, compute
+    dtype) -> (error, samples)``: gen.adjoint_reference's, which the CLI hands in (the harness reaches gen
+    only through gen.core); none, and the tier is left out of the report."""
+    if identity_error is None:
+        return []
     entries = []
     for tally in tallies:
         entry = tally.doc()
-        error, samples = identity_error(tally.kernel, tally.mutant.name)
+        error, samples = identity_error(tally.kernel, IDENTITY_MUTANTS[tally.mutant.name][1])
         entry.update(identity_error=error, identity_samples=samples, identity_tolerance=IDENTITY_TOLERANCE,
                      cases_verdict=entry["verdict"],
                      by_identity=error is not None and not error <= IDENTITY_TOLERANCE)

@@ -14,6 +14,7 @@ from gen.core.casefile import atomic_write
 from harness.studies.power_started import power_incomplete_json
 from gen.core.registry import spec_for
 from gen.core.spec import SpecError, load_spec
+from gen.adjoint_reference import reference_identity_error
 from gen.hunt_entries import spec_digest, write_hunt
 from harness.cli.commands.gen import gen
 from harness.cli.common import (EXIT_FAILED, EXIT_NOTHING_JUDGED, InputError, check_writable, exits_on_signals,
@@ -172,5 +173,6 @@ def _measure_power(paths, specs, base, backend_spec, max_size, filter_text, min_
         files = run_files(case_paths, None, filter_text)
         started = time.monotonic()
         with progress_bar(files, "measuring") as advance:
-            doc = measure_power(files, base, backend_spec, advance, min_kills, enough_kills)
+            doc = measure_power(files, base, backend_spec, advance, min_kills, enough_kills,
+                                reference_identity_error)
     return doc, len(files), time.monotonic() - started
