@@ -25,7 +25,7 @@ from harness.studies.power import case_shape
 
 SPECS = sorted((REPO / "specs").glob("*.yaml"))
 COMMITTED = REPO / "cases"
-COUNT_BUG = "counts_in_uint16"
+from gen.kernels.shared.planted_counts import COUNT_BUG
 DEFAULT_MAX_BYTES = 64 * 10**6      # the README's main command: --max-size 64MB
 
 

@@ -10,6 +10,7 @@ import pytest
 
 import gen
 from conftest import CONFORMANCE, run_dir
+from gen.kernels.shared.planted_counts import COUNT_BUG
 from gen.generate import draw_inputs, layout_of, plan_suite
 from gen.core.registry import planted_bugs
 from gen.core.registry import spec_for
@@ -74,7 +75,8 @@ def test_mmcv_fails_only_where_it_is_over_the_cap_itself(suite_dir):
 
 
 def test_planted_bugs_are_three_to_five():
-    assert 3 <= len(planted_bugs(OP)) <= 5
+    # The kernel's own bugs; the 16-bit count bug every family with item axes has comes beside them.
+    assert 3 <= len(set(planted_bugs(OP)) - {COUNT_BUG}) <= 5
 
 
 # ----------------------------------------------------------------------------- mlu-ops' own case

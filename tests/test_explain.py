@@ -24,6 +24,7 @@ from click.testing import CliRunner
 from conftest import MMCV_CUDA, mmcv_cuda_case, mmcv_cuda_case_ids, run_cli
 from test_processes import leftovers, marked
 import kernels
+from gen.kernels.shared.planted_counts import COUNT_BUG
 from gen.core.casefile import find, load
 from gen.core.rounding import round_to
 from gen.core.registry import explain_variants, known_ops, planted_bugs, spec_for
@@ -98,8 +99,11 @@ def test_every_mutant_and_planted_bug_is_ranked_first_on_a_case_it_fails(suites,
             explained.append(m.name)
             break
     assert not wrong, "\n".join(wrong)
-    # Every planted bug fails some case of the suite (tests/test_kernels.py), so each was explained here.
-    planted = [m.name for m in bugs if m.kind == "planted" and m.name not in kernels.accepted_bugs(op)]
+    # Every planted bug fails some case of the suite (tests/test_kernels.py), so each was explained here;
+    # but the 16-bit count bug, which acts past 2^16 items only, beyond the shared suites' cases
+    # (tests/test_count_bugs.py judges it on the count cases).
+    planted = [m.name for m in bugs if m.kind == "planted" and m.name not in kernels.accepted_bugs(op)
+               and m.name != COUNT_BUG]
     assert set(planted) <= set(explained), set(planted) - set(explained)
     assert explained
 

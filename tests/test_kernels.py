@@ -20,6 +20,7 @@ import kernels
 import needs
 from conftest import (CONFORMANCE, assert_each_missing_check_caught, checked_backend, failed_metrics, generate, run_dir,
                       statuses)
+from gen.kernels.shared.planted_counts import COUNT_BUG
 from gen.core.backend import BUILTIN_NAMES, BackendLoadError, Request, TensorInfo
 from gen.core.casefile import element_count, find, load
 from gen.core.registry import bug_free_copy, planted_bugs, planted_controls, spec_for
@@ -226,7 +227,7 @@ def test_planted_bug_fails_the_suite(suites, strict_suites, op, bug):
     record says the docs' rule accepts fails only cases the reference interface fails too, and the
     stricter lowp thresholds catch it."""
     name = f"{op}-{bug}"
-    if bug == "counts_in_uint16":   # past 2^16 items: the shared suites' cases are smaller than that
+    if bug == COUNT_BUG:   # past 2^16 items: the shared suites' cases are smaller than that
         pytest.skip("a 16-bit count bug is judged on the count cases, by tests/test_count_bugs.py")
     results = run_dir(suites(op), checked_backend(name, planted_bugs(op)[bug]))
     # A crash would be the copy's fault, not the suite catching the bug.

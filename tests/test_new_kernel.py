@@ -60,6 +60,8 @@ suites:
     values: {{subnormal: [x]}}
     channel_tail: {{dim: N, widths: [16]}}
     index_width: {{tensor: y, past_2e24: {{dims: {{N: 16777217}}}}}}
+    not_applicable:
+      index_width_64MB: float32 only, x and y past 2^24 elements are 134 MB together, over the main command's --max-size 64MB
 """
 
 REFERENCE = '''\

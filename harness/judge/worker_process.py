@@ -23,6 +23,12 @@ from harness.worker.channel import ChannelError
 from harness.worker.process_group import kill_process_group
 from harness.worker.serve import STACK_SIGNAL, STOP_GRACE_S
 
+# How long the judge waits for a worker it asked to stop before it kills the worker's group.  Longer
+# than the worker's own grace: an exec: command runs in a group of its own, which only the worker's
+# unwinding kills, and under load (several workers unwinding at once, the cold and the warm pass's)
+# one second was seen not to be enough.  A worker that exits sooner ends the wait at once.
+UNWIND_WAIT_S = 5 * STOP_GRACE_S
+
 
 _CONTEXT = multiprocessing.get_context("spawn")
 
@@ -185,7 +191,7 @@ class WorkerProcess:
     def ask_to_stop(self) -> None:
         """SIGTERM: the worker unwinds, and a backend waiting on a command kills that command's group."""
         if self.stop_deadline is None and self.process.is_alive():
-            self.stop_deadline = time.monotonic() + STOP_GRACE_S
+            self.stop_deadline = time.monotonic() + UNWIND_WAIT_S
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.process.pid, signal.SIGTERM)
 

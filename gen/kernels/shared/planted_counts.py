@@ -19,6 +19,10 @@ from gen.core.backend import TensorInfo
 UINT16_COUNTS = 2**16
 
 
+# The name every family gives its planted bug of this kind (the tests find it by this name).
+COUNT_BUG = "counts_in_uint16"
+
+
 def _first(array: np.ndarray, axis: int, kept: int) -> np.ndarray:
     index = [slice(None)] * array.ndim
     index[axis] = slice(0, kept)
