@@ -133,10 +133,16 @@ def test_maxfail_and_x_stop_the_run_and_report_what_ran(tmp_path):
     assert doc["complete"] is True and [c["status"] for c in doc["cases"]] == ["failed"]
     assert doc["run"]["not_run"] == 23 and doc["run"]["maxfail"] == 1
     assert "stopped after 1 failing case(s) (--maxfail/-x): 23 of 24 case(s) not run" in first.output
-    # In worker processes too (they are stopped): failures counted, passing cases between them kept.
+    # In worker processes too (they are stopped): failures counted, the cases that finished before the
+    # stop kept as they ended.  How many passing ones that is depends on timing: a failing case is
+    # settled by whichever of its cold and warm passes fails first, a passing one needs both, so the
+    # two failures can come back before the passing cases between them (seen under load).
     two = _cli("run", BOUNDARY, "--backend", "run_backends:mixed", "--maxfail", "2", "--jobs", "2", "--json", report)
-    cases = json.loads(report.read_text())["cases"]
-    assert two.exit_code == 1 and sum(c["status"] in ("failed", "error") for c in cases) == 2 < len(cases) < 24
+    doc = json.loads(report.read_text())
+    cases = doc["cases"]
+    assert two.exit_code == 1 and sum(c["status"] in ("failed", "error") for c in cases) == 2 <= len(cases) < 24
+    assert {c["status"] for c in cases} <= {"failed", "error", "passed", "skipped"}
+    assert doc["run"]["not_run"] == 24 - len(cases) and doc["complete"] is True
     assert _cli("run", BOUNDARY, "--backend", "reference", "-x", "--maxfail", "3").exit_code == 2
 
 
