@@ -282,6 +282,31 @@ def test_workers_and_what_they_started_die_with_a_killed_opcase(tmp_path, marker
     assert leftovers(marker, within=10) == []
 
 
+def parent_of(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_bytes()
+    return int(stat[stat.rfind(b")") + 2:].split()[1])
+
+
+def test_a_worker_killed_outright_takes_its_command_with_it(tmp_path, marker):
+    """A worker that dies without unwinding (SIGKILL here; a crash, an OOM kill) leaves its exec
+    command orphaned, in a process group of its own: the judge kills it by the worker's session.
+    Before, the command (and what it started) outlived the run, in whatever state it was."""
+    with start(["run", *TWO_CASES, "--backend", CALLS_SLEEP_600, "--jobs", "2"], marker, tmp_path) as proc:
+        wait_for_sleepers(marker, 2, proc)
+        sleeper = next(int(p.partition(":")[0]) for p in marked(marker) if p.endswith(": sleep 600 "))
+        command = parent_of(sleeper)       # sh -c '...; sleep 600'
+        worker = parent_of(command)
+        os.kill(worker, signal.SIGKILL)
+        give_up = time.monotonic() + 30
+        while any(p.startswith((f"{sleeper}:", f"{command}:")) for p in marked(marker)):
+            assert proc.poll() is None and time.monotonic() < give_up, marked(marker)
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert leftovers(marker) == []
+    assert proc.returncode == 128 + signal.SIGTERM
+
+
 def test_sigterm_to_gen_jobs_stops_it_without_leftovers(tmp_path, marker):
     out = tmp_path / "out"
     with start(["gen", REPO / "specs" / "carafe_forward.yaml", "--suite", "random", "--count", "1000",
@@ -297,6 +322,29 @@ def test_sigterm_to_gen_jobs_stops_it_without_leftovers(tmp_path, marker):
     assert stderr.splitlines()[-1:] == ["opcase gen: stopped by SIGTERM before it finished"]
     written = [p.name for p in out.rglob("*") if p.is_file()]
     assert written and not [name for name in written if name.endswith(".tmp")]   # no partial file
+
+
+def test_a_stop_that_lands_inside_popen_still_kills_the_command(monkeypatch, marker, tmp_path):
+    """A SIGTERM between Popen's fork and its return (seen in CI: a worker asked to stop while it
+    started its next command, whose `sleep 600` then outlived the run) waits until the exec backend
+    holds the command, so that its cleanup kills the command's group."""
+    from harness.backends import exec_backend
+    from harness.judge.workers import Stopped, stop_on_signals
+
+    monkeypatch.setenv(MARKER, marker)
+    real_popen = subprocess.Popen
+
+    def popen_then_stop(*args, **kwargs):
+        started = real_popen(*args, **kwargs)
+        signal.raise_signal(signal.SIGTERM)   # the command runs; the caller does not hold it yet
+        return started
+
+    monkeypatch.setattr(exec_backend.subprocess, "Popen", popen_then_stop)
+    log = tmp_path / "log"
+    with stop_on_signals(), pytest.raises(Stopped):
+        exec_backend._execute(["sh", "-c", "sleep 600"], tmp_path, log, log, None)
+    monkeypatch.undo()
+    assert leftovers(marker) == []
 
 
 def test_killing_a_command_does_not_wait_on_a_lock_a_signal_left_taken():

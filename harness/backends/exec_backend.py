@@ -59,7 +59,8 @@ from google.protobuf.message import DecodeError
 
 from gen.core.backend import BackendLoadError, InvalidArgument, NotSupported, Request
 from gen.core.casefile import DEFAULT_SIDECAR_BYTES, le_bytes_view, value_to_pb, write_sidecar
-from harness.worker.process_group import kill_process_group
+from harness.worker.process_group import (forget_command_group, kill_process_group, note_command_group,
+                                          stop_signals_held)
 from gen.core.proto import opcase_pb2 as pb
 from gen.core.timing import MAX_TIMEOUT_S, BackendProtocolError
 from harness.backends.exec_response_file import ResponseFileError, read_response_bytes, response_limit
@@ -113,23 +114,38 @@ def _execute(argv: list[str], directory: Path, stdout_path: Path, stderr_path: P
     env = dict(os.environ, TMPDIR=str(directory))
     with open(stdout_path, "wb") as out, open(stderr_path, "ab" if stderr_path == stdout_path else "wb") as err:
         start = time.perf_counter()
+        proc = None
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT if stderr_path == stdout_path else err,
-                                    env=env, start_new_session=True)
-        except OSError as exc:
-            raise ExecError(f"cannot start {shlex.join(argv[:1])}: {exc.strerror or exc}") from None
-        try:
+            with stop_signals_held():   # a stop inside Popen, after its fork, would lose the command
+                try:
+                    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
+                                            stderr=subprocess.STDOUT if stderr_path == stdout_path else err,
+                                            env=env, **_grouping())
+                except OSError as exc:
+                    raise ExecError(f"cannot start {shlex.join(argv[:1])}: {exc.strerror or exc}") from None
+                note_command_group(proc.pid)
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             code = None
         finally:
             # The command's process group goes with the call, however it ended: a daemon it left
-            # behind, and at a timeout, Ctrl-C or SIGTERM the command itself (its own session gets
-            # no signal from the terminal or from whoever stopped opcase).
+            # behind, and at a timeout, Ctrl-C or SIGTERM the command itself (its own group gets no
+            # signal from the terminal or from whoever stopped opcase).  In a worker it stays in the
+            # worker's session, which the judge kills whole when the worker goes, should the
+            # worker's own unwinding not get here (harness.worker.process_group).
             wall = time.perf_counter() - start
-            _kill_group(proc)
+            if proc is not None:
+                _kill_group(proc)
+                forget_command_group(proc.pid)
         return code, wall
+
+
+def _grouping() -> dict:
+    """Where the command runs: in a worker (it leads a session of its own) a process group of its
+    own in the worker's session, which the worker and the judge kill whole when the worker goes;
+    anywhere else (opcase's own process, in a terminal's session) a session of its own, so that no
+    controlling terminal stops it on a read or a write."""
+    return {"process_group": 0} if os.getsid(0) == os.getpid() else {"start_new_session": True}
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -20,13 +20,13 @@ from harness.judge.runner import Judgement, RunOptions
 from harness.worker import case_job, channel, confine
 from harness.worker.calling import Called, OUTCOMES, OUTPUTS
 from harness.worker.channel import ChannelError
-from harness.worker.process_group import kill_process_group
+from harness.worker.process_group import kill_process_group, kill_session
 from harness.worker.serve import STACK_SIGNAL, STOP_GRACE_S
 
-# How long the judge waits for a worker it asked to stop before it kills the worker's group.  Longer
-# than the worker's own grace: an exec: command runs in a group of its own, which only the worker's
-# unwinding kills, and under load (several workers unwinding at once, the cold and the warm pass's)
-# one second was seen not to be enough.  A worker that exits sooner ends the wait at once.
+# How long the judge waits for a worker it asked to stop before it kills the worker's session.  Longer
+# than the worker's own grace, so that a worker unwinds (its backend's cleanup runs) under load too:
+# several workers unwinding at once, the cold and the warm pass's.  A worker that exits sooner ends
+# the wait at once; whatever it leaves, the judge's sweep of its session kills.
 UNWIND_WAIT_S = 5 * STOP_GRACE_S
 
 
@@ -196,14 +196,16 @@ class WorkerProcess:
                 os.kill(self.process.pid, signal.SIGTERM)
 
     def kill(self) -> None:
-        """End the worker and everything left in its process group."""
+        """End the worker and everything left in its session: its group, an exec command's group,
+        whatever those started, even once the worker is gone (it leads a session of its own)."""
         self.ask_to_stop()
         if self.stop_deadline is not None:
             self.process.join(max(0.0, self.stop_deadline - time.monotonic()))
         kill_process_group(self.process.pid)
         if self.process.is_alive():
-            self.process.kill()   # before it made its own group
+            self.process.kill()   # before it made its own session
         self.process.join(5)
+        kill_session(self.process.pid)
         self.reader.close()
         for end in (self.jobs, self.results, self.lifeline):
             end.close()

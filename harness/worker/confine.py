@@ -260,7 +260,9 @@ def worker_entry(jobs, results, lifeline, backend_spec: str, log_path: str, priv
                  readable: list[str], exec_timeout: float | None = None) -> None:
     """A worker's first code (harness.judge.workers): confine it while it has one thread, before numpy
     (whose BLAS starts threads) or any of the backend's code, then serve."""
-    os.setpgrp()
+    # A session of its own: the judge finds everything the worker started by its session id, even
+    # after the worker is gone (harness.worker.process_group.kill_session).
+    os.setsid()
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
     # The import finders list the directories they search now: once confined the worker may open
     # the files it is allowed, not list the current directory.

@@ -21,7 +21,7 @@ from harness.backends import load_backend
 from harness.worker import case_job
 from harness.worker import channel
 from harness.worker.calling import Called, OUTPUTS, RAISED, call_case, judged_call
-from harness.worker.process_group import kill_process_group
+from harness.worker.process_group import kill_own_session
 
 
 STACK_SIGNAL = getattr(signal, "SIGUSR1", None)
@@ -49,22 +49,22 @@ def _watch_parent(lifeline) -> None:
     # To the main thread itself, so that a wait there (on an exec command) is interrupted.
     signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
     time.sleep(STOP_GRACE_S)
-    kill_process_group(0)
+    kill_own_session()
 
 
 def worker_main(jobs, results, lifeline, backend_spec: str, log: int, layers: list[str],
                 exec_timeout: float | None = None) -> None:
-    # Started by harness.worker.confine.worker_entry: in a process group of its own (killing the group
-    # takes whatever the backend started with it; SIGTERM unwinds, the exec backend then kills its
-    # command's group, then the worker kills its group: no process of the backend's outlives the
-    # worker), its log open, confined.
+    # Started by harness.worker.confine.worker_entry: leading a session of its own (killing the
+    # session takes whatever the backend started; SIGTERM unwinds, the exec backend then kills its
+    # command's group, then the worker kills the rest of its session and its group: no process of
+    # the backend's outlives the worker), its log open, confined.
     signal.signal(signal.SIGTERM, _stop_worker)
     threading.Thread(target=_watch_parent, args=(lifeline,), name="opcase-lifeline", daemon=True).start()
     try:
         _serve(socket.socket(fileno=os.dup(jobs.fileno())), socket.socket(fileno=os.dup(results.fileno())),
                backend_spec, log, layers, exec_timeout)
     except _StopWorker:
-        kill_process_group(0)
+        kill_own_session()
 
 
 def _serve(jobs: socket.socket, results: socket.socket, backend_spec: str, log: int, layers: list[str],
