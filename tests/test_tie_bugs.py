@@ -1,0 +1,98 @@
+"""Every kernel with a selection output (an output judged exactly with recorded near-ties: gen.reach.
+selection_outputs) has a planted bug of a tie between splits (its family's planted*.py, named
+``ties_across_*``: gen.reach.TIE_BUG_PREFIX), which fails two committed cases of distinct shapes that
+the default suites hold too; and `opcase power`'s generic tie mutants (harness/studies/tie_mutants.py)
+are killed on the committed suite by two shapes, each kernel by at least one of them (gen/REACH.md).
+
+The committed cases are the default suites' cases of the same names (tests/test_committed_cases.py
+regenerates cases/ from the same plans and seeds), so the plan check says the kills hold there too.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, checked_backend
+from gen.core.casefile import load
+from gen.core.registry import planted_bugs
+from gen.core.spec import load_spec
+from gen.core.verdict import ERROR, FAILING
+from gen.generate import plan_suite, total_bytes
+from gen.reach import TIE_BUG_PREFIX, selection_outputs
+from harness.backends import load_backend
+from harness.judge.runner import run_case
+from harness.studies import power
+from harness.studies.mutants import mutants as all_mutants
+from harness.studies.tie_mutants import tie_mutants
+
+SPECS = sorted((REPO / "specs").glob("*.yaml"))
+COMMITTED = REPO / "cases"
+DEFAULT_MAX_BYTES = 64 * 10**6      # the README's main command: --max-size 64MB
+SELECTING = [p.stem for p in SPECS if selection_outputs(load_spec(p))]
+TIE_MUTANTS = {m.name for m in tie_mutants(lambda name, what, needs, apply: type("M", (), {"name": name}),
+                                           Exception)}
+
+
+def _valid_files(op: str) -> list[Path]:
+    return sorted(p for p in (COMMITTED / op).rglob("*.opcase") if p.parent.name != "invalid")
+
+
+def _tie_bugs(op: str) -> list[str]:
+    return [name for name in planted_bugs(op) if name.startswith(TIE_BUG_PREFIX)]
+
+
+def test_some_kernel_has_a_selection_output():
+    assert SELECTING, "no spec has an output judged exactly with recorded near-ties"
+
+
+@pytest.mark.parametrize("op", SELECTING)
+def test_the_tie_bug_fails_two_shapes_in_both_suites(op):
+    bugs = _tie_bugs(op)
+    assert bugs, f"{op} has a selection output and no planted {TIE_BUG_PREFIX}* bug (gen/kernels/<family>/planted*.py)"
+    spec = load_spec(REPO / "specs" / f"{op}.yaml")
+    for name in bugs:
+        bug = checked_backend(f"{op}-{name}", planted_bugs(op)[name])
+        failed = {}
+        for path in _valid_files(op):
+            result = run_case(path, bug, bug.name)
+            assert result.status != ERROR, f"{path.name}: the buggy copy crashed"
+            if result.status in FAILING:
+                failed[path] = power.case_shape(load(path))
+        assert len(set(failed.values())) >= 2, f"{op}: {name} fails {len(failed)} committed case(s) of " \
+                                               f"{len(set(failed.values()))} shape(s): {[p.name for p in failed]}"
+        # Those cases are the default suites' too: planned by the main command, within its --max-size.
+        in_default = set()
+        for path, shape in failed.items():
+            case = load(path)
+            plan = next((p for p in plan_suite(spec, case.suite) if p.name == case.name and p.seed == case.seed), None)
+            if plan is not None and total_bytes(spec, plan) <= DEFAULT_MAX_BYTES:
+                in_default.add(shape)
+        assert len(in_default) >= 2, f"{op}: {name}'s failing cases of the default suites are of {len(in_default)} shape(s)"
+
+
+@pytest.fixture(scope="module")
+def tie_report():
+    """power's report on the committed cases of the kernels with a selection output, with only the tie
+    mutants and the tie bugs (every other mutant is tests/test_power.py's)."""
+    def ties_only(spec, base_name):
+        return [m for m in all_mutants(spec, base_name) if m.name in TIE_MUTANTS or m.name.startswith(TIE_BUG_PREFIX)]
+    files = [p for op in SELECTING for p in _valid_files(op)]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(power, "mutants", ties_only)
+        mp.setattr(power, "controls", lambda spec: [])
+        doc = power.measure(files, load_backend("reference"), "reference")
+    print("\n".join(power.table_lines(doc, kills=True)))   # the measure, with -s
+    return doc
+
+
+def test_the_tie_mutants_are_killed_by_two_shapes(tie_report):
+    generic = [m for m in tie_report["mutants"] if m["name"] in TIE_MUTANTS]
+    assert not [m for m in generic if m["verdict"] == "survived"], generic
+    for op in SELECTING:
+        killed = [m for m in generic if m["kernel"] == op and m["verdict"] == "killed"]
+        assert killed, f"{op}: no tie mutant applies (a searched item axis, or SELECTION_CANDIDATES in its reference)"
+        assert all(m["failing_shapes"] >= 2 for m in killed), killed
+    planted = [m for m in tie_report["mutants"] if m["kind"] == "planted"]
+    assert planted and all(m["verdict"] == "killed" and m["failing_shapes"] >= 2 for m in planted), planted
+
