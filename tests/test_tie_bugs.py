@@ -19,11 +19,12 @@ from gen.core.registry import planted_bugs
 from gen.core.spec import load_spec
 from gen.core.verdict import ERROR, FAILING
 from gen.generate import plan_suite, total_bytes
-from gen.reach import TIE_BUG_PREFIX, selection_outputs
+from gen.reach import SPLITS, TIE_BUG_PREFIX, selection_outputs
 from harness.backends import load_backend
 from harness.judge.runner import run_case
 from harness.studies import power
 from harness.studies.mutants import mutants as all_mutants
+from harness.studies import tie_mutants as ties
 from harness.studies.tie_mutants import tie_mutants
 
 SPECS = sorted((REPO / "specs").glob("*.yaml"))
@@ -44,6 +45,9 @@ def _tie_bugs(op: str) -> list[str]:
 
 def test_some_kernel_has_a_selection_output():
     assert SELECTING, "no spec has an output judged exactly with recorded near-ties"
+    # The harness reads selections and the split size as the generator does (it does not import gen.reach).
+    assert [p.stem for p in SPECS if ties.selection_outputs(load_spec(p))] == SELECTING
+    assert ties.SEGMENT == min(SPLITS) and all(s % ties.SEGMENT == 0 for s in SPLITS)
 
 
 @pytest.mark.parametrize("op", SELECTING)
