@@ -6,7 +6,8 @@ is the other mutants and the controls, which on the default suites' network case
 
     python3 tests/bench/bench_power_reach.py DIR OP
 
-Prints power's table, each kill with its cases and shapes, the seconds taken and the load average.
+Prints power's table, each kill with its cases and shapes and the first cases that fail it, the seconds
+taken and the load average.
 """
 from __future__ import annotations
 
@@ -39,6 +40,9 @@ def main(root: Path, op: str) -> int:
     doc = power.measure(files, load_backend("reference"), "reference")
     seconds = time.perf_counter() - start
     print("\n".join(power.table_lines(doc, kills=True)))
+    for m in doc["mutants"]:
+        if m["verdict"] == "killed":
+            print(f"{m['name']}: {', '.join(f['case'] for f in m['failing_cases'])}")
     print(f"{len(files)} case files, {seconds:.1f} s, load average {os.getloadavg()[0]:.1f}")
     return 0 if doc["summary"]["ok"] else 1
 
