@@ -9,20 +9,23 @@ regenerates cases/ from the same plans and seeds), so the plan check says the ki
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import REPO, checked_backend
 from gen.core.casefile import load
 from gen.core.registry import planted_bugs
 from gen.core.spec import load_spec
-from gen.core.verdict import ERROR, FAILING
+from gen.core.verdict import ERROR, FAILING, request_for
 from gen.generate import plan_suite, total_bytes
-from gen.reach import SPLITS, TIE_BUG_PREFIX, selection_outputs
+from gen.reach import SPLITS, TIE_BUG_PREFIX, selection_outputs, tie_inputs
 from harness.backends import load_backend
 from harness.judge.runner import run_case
 from harness.studies import power
+from harness.studies.mutants import Call
 from harness.studies.mutants import mutants as all_mutants
 from harness.studies import tie_mutants as ties
 from harness.studies.tie_mutants import tie_mutants
@@ -102,3 +105,41 @@ def test_the_tie_mutants_are_killed_by_two_shapes(tie_report):
     planted = [m for m in tie_report["mutants"] if m["kind"] == "planted"]
     assert planted and all(m["verdict"] == "killed" and m["failing_shapes"] >= 2 for m in planted), planted
 
+
+
+def _continuous(request, spec, rng):
+    """The call with every float input a tie case draws as integers (gen.reach.tie_inputs) redrawn normal(0, 1)
+    in its dtype: no exact tie is left but by chance (boxes and other built inputs are kept)."""
+    names = tie_inputs(spec, (spec.suites.get("stress") or {}).get("base") or {})
+    inputs = {n: (rng.standard_normal(a.shape).astype(a.dtype) if n in names else a) for n, a in request.inputs.items()}
+    return dataclasses.replace(request, inputs=inputs)
+
+
+def _changed(mutant, call, selections) -> int:
+    """How many selection elements the mutant changes on the call (and it changes nothing else)."""
+    produced = mutant.apply(call)
+    others = [n for n in produced if n not in selections]
+    assert all(np.array_equal(produced[n], call.base()[n], equal_nan=True) for n in others), others
+    return sum(int((np.asarray(produced[n]) != np.asarray(call.base()[n])).sum()) for n in selections)
+
+
+def test_the_tie_mutants_act_on_ties_only(tie_report):
+    """On the cases that kill a tie mutant it changes the selection and nothing else.  On the same calls with
+    the integer inputs redrawn from a continuous distribution it changes fewer elements: the ties of equal
+    values are gone (those of the geometry stay: a one-pixel map samples one value at every point)."""
+    reference = load_backend("reference")
+    rng = np.random.default_rng(38)
+    counts = {}
+    for entry in (m for m in tie_report["mutants"] if m["name"] in TIE_MUTANTS and m["verdict"] == "killed"):
+        spec = load_spec(REPO / "specs" / f"{entry['kernel']}.yaml")
+        mutant = next(m for m in all_mutants(spec, "reference") if m.name == entry["name"])
+        selections = set(selection_outputs(spec))
+        tied = untied = 0
+        for failing in entry["failing_cases"]:
+            request = request_for(load(COMMITTED / f"{failing['case']}.opcase"))
+            tied += _changed(mutant, Call(request, reference), selections)
+            untied += _changed(mutant, Call(_continuous(request, spec, rng), reference), selections)
+        counts[entry["kernel"]] = (tied, untied)
+    assert set(counts) == set(SELECTING), counts
+    print(counts)   # the measure, with -s
+    assert all(untied < tied for tied, untied in counts.values()), counts
