@@ -34,6 +34,9 @@ TIE_ITEMS = (max(SPLITS) + 7, 1024 + 5)
 # few thousand points do not all coincide (a golden of all-zero distances says nothing).
 TIE_LOW, TIE_HIGH = -8, 8
 COUNT_PREFIX = "count_"
+# The planted bugs the tie cases exist to kill: a family with a selection output names its bug of a tie
+# between splits (segments of a search, blocks of candidates) so (tests/test_tie_bugs.py finds it by this).
+TIE_BUG_PREFIX = "ties_across_"
 
 
 def smallest_count_cases(plans, size, n: int) -> set[str]:

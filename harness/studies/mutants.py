@@ -30,6 +30,7 @@ from gen.core.checks import failures
 from gen.core.registry import planted_bugs, planted_controls, spec_for
 from gen.core.rounding import round_to
 from harness.studies.count_mutants import count_mutants
+from harness.studies.tie_mutants import tie_mutants
 from harness.studies.power_identity import identity_mutants
 from harness.backends import mmcv_backend
 from harness.backends.builtin import check_request, request_tensors, run_in_dtype
@@ -477,6 +478,7 @@ def mutants(spec, base_name: str) -> list[Mutant]:
                         "from the one before", "an output with an item axis of 2 or more", _repeat_last("item")))
     found.extend(count_mutants(lambda name, what, needs, apply: Mutant(name, GENERIC, what, needs, apply),
                                  NotApplicable))
+    found.extend(tie_mutants(lambda name, what, needs, apply: Mutant(name, GENERIC, what, needs, apply), NotApplicable))
     found.append(Mutant("batch_as_0", GENERIC, "outputs of every batch n > 0 computed as batch 0",
                         "an output with a batch axis of 2 or more", _batch_as_zero))
     found.append(Mutant("accumulate_in_tensor_dtype", GENERIC,

@@ -10,7 +10,7 @@ from gen.kernels.shared.planted_counts import counted_in_uint16
 
 
 def border_align_forward(features, boxes, P, *, tie="first", stride_divisor="P", blocks=(0, 1, 2, 3),
-                         best_from="start", zero_beyond_last=False, points="repeated_addition"):
+                         best_from="start", zero_beyond_last=False, points="repeated_addition", point_block=0):
     """border_align forward: P+1 bilinear samples along each border of each box, the
     first maximum and its index.
 
@@ -18,7 +18,8 @@ def border_align_forward(features, boxes, P, *, tie="first", stride_divisor="P",
     sides into pool_size + 1 steps; blocks (0, 3, 2, 1) reads the left border's samples from the
     right border's channel block and back; best_from "zero" starts the maximum at 0 instead of
     the first sample (all-negative borders come out 0); zero_beyond_last (gen.kernels.shared.planted_bilinear)
-    reads 0 in the band (size-1, size].  Not a bug: points "multiplication" places point i at
+    reads 0 in the band (size-1, size]; point_block b > 0 takes the points in blocks of b, each block's first
+    maximum merged into the running one with >= (a tie between two blocks goes to the later block).  Not a bug: points "multiplication" places point i at
     start + i * stride instead of adding the stride i times.
     """
     N, H, W, C4 = features.shape
@@ -40,7 +41,7 @@ def border_align_forward(features, boxes, P, *, tie="first", stride_divisor="P",
         step_y = np.stack([zero, sy, zero, -sy], axis=1)
         border = np.arange(4)[None, :]
         best = np.zeros((K, 4, C)) if best_from == "zero" else None
-        x, y = start_x, start_y
+        x, y, samples = start_x, start_y, []
         for i in range(P + 1):
             if i and points == "repeated_addition":
                 x, y = x + step_x, y + step_y
@@ -49,14 +50,36 @@ def border_align_forward(features, boxes, P, *, tie="first", stride_divisor="P",
             rows, cols, weights = bilinear_corners(y, x, H, W, zero_beyond_last=zero_beyond_last)
             with np.errstate(invalid="ignore"):                                 # 0 * inf: nan is data
                 value = (per_border[n][rows, cols, border] * weights[..., None]).sum(axis=0)   # [K, 4, C]
-            if best is None:
+            if best is None and not point_block:
                 best = value
+                continue
+            if point_block:
+                samples.append(value)
                 continue
             better = value >= best if tie == "last" else value > best
             best = np.where(better, value, best)
             argmax_idx[n][better] = i
+        if point_block:
+            best, argmax_idx[n] = _first_maximum_in_blocks(samples, point_block)
         output[n] = best
     return output, argmax_idx
+
+
+def _first_maximum_in_blocks(samples: list, block: int):
+    """(largest, its index) of ``samples`` [P+1] of [K, 4, C]: each block's first maximum (``>``: a NaN never
+    wins, a NaN start stays), merged into the running one with ``>=``."""
+    best = at = None
+    for start in range(0, len(samples), block):
+        largest, first = samples[start], np.full(samples[start].shape, start)
+        for i in range(start + 1, min(start + block, len(samples))):
+            better = samples[i] > largest
+            largest, first = np.where(better, samples[i], largest), np.where(better, i, first)
+        if best is None:
+            best, at = largest, first
+        else:
+            taken = largest >= best
+            best, at = np.where(taken, largest, best), np.where(taken, first, at)
+    return best, at
 
 
 def border_align_forward_compute(**bug):
@@ -78,6 +101,8 @@ PLANTED = {
         "band_past_last_reads_zero": border_align_forward_compute(zero_beyond_last=True),
         "pool_1_clamps_corners": pool_1_clamps_corners(border_align_forward_compute(),
                                                        lambda request: request.inputs["input"].shape[1:3]),
+        # The points in blocks of 4, merged with >=: a tie between blocks goes to the later block.
+        "ties_across_point_blocks_4": border_align_forward_compute(point_block=4),
         # K boxes counted in 16 bits: only the first K mod 2^16 boxes are aligned.
         "counts_in_uint16": counted_in_uint16(border_align_forward_compute(), {"boxes": 1},
                                               {"output": 1, "argmax_idx": 1}),

@@ -174,3 +174,27 @@ def argmax_near_ties(inputs, params, dtype, golden):
             choices.add(int(golden[n][index]))
             answers[n * several.size + int(flat)] = sorted(choices)
     return answers
+
+
+# ----------------------------------------------------------------------------- argmax_idx's candidates
+
+def argmax_candidates(inputs, params) -> np.ndarray:
+    """[P+1, N, K, 4, C] float64: every sample argmax_idx chooses among, point i of each border, as the reference
+    computes them (float64 points by repeated addition).  What `opcase power`'s tie mutant reads to find the
+    samples equal to the chosen one (SELECTION_CANDIDATES, harness/studies/tie_mutants.py)."""
+    features, boxes = inputs["input"], inputs["boxes"]
+    pool_size = int(params["pool_size"])
+    start_x, start_y, step_x, step_y = border_align._border_lines(boxes, pool_size, np.float64)
+    samples = np.empty((pool_size + 1, *boxes.shape[:2], 4, features.shape[-1] // 4))
+    with np.errstate(invalid="ignore", over="ignore"):
+        for n in range(features.shape[0]):
+            x, y = start_x[n], start_y[n]
+            for i in range(pool_size + 1):
+                if i:
+                    x, y = x + step_x[n], y + step_y[n]
+                samples[i, n] = border_align._sample_borders(features[n], y, x, np.float64)
+    return samples
+
+
+# {op: {selection output: candidates(inputs, params)}}: a selection whose candidates are no tensor's axis.
+SELECTION_CANDIDATES = {"border_align_forward": {"argmax_idx": argmax_candidates}}

@@ -99,7 +99,7 @@ PLANTED = {
         "distances_in_half": three_nn_compute(distance_dtype=np.float16),
         "sqrt_distances": three_nn_compute(sqrt=True),
         "known_read_as_xyz_planes": three_nn_compute(known_layout="xyz_planes"),
-        "segments_merged_by_le_256": three_nn_compute(segmented_three_nn, segment=256),
+        "ties_across_segments_256": three_nn_compute(segmented_three_nn, segment=256),
         "counts_in_uint16": three_nn_compute(counted_in_uint16),
     },
 }
