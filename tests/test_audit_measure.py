@@ -196,3 +196,19 @@ def test_a_fixture_doc_that_is_not_a_file_name_in_the_docs_folder_is_refused(tmp
     (fixtures / "foo_forward.yaml").write_text(SPEC.replace("doc: foo.md", "doc: ../foo.md"), encoding="utf-8")
     assert measure_audit.main([str(docs), str(fixtures)]) == 2
     assert "is not a file name in DOCS_DIR" in capsys.readouterr().err
+
+
+def test_a_check_citing_a_real_item_is_unsourced_where_the_item_states_none_of_its_numbers(tmp_path):
+    added = ('  - id: rows_max\n    doc: "3.8(1)"\n    message: at most 1024 rows\n    require: "x.shape[0] <= 1024"\n'
+             '    violate: {dims: {N: 1025}}\ncriteria:')
+    # the same citation with the item's own number (9, odd k) stays sourced
+    kept = ('  - id: k_nine\n    doc: "3.8(1)"\n    message: k at most 9\n    require: "k <= 9"\n'
+            '    violate: {params: {k: 11}}\ncriteria:')
+    docs, fixtures = _fixture(tmp_path, [_plant("rows_max_added", "criteria:", added, ["unsourced rows_max"])])
+    (docs / "foo.md").write_text(DOC.replace("1、`k` 必须为奇数；", "1、`k` 必须为奇数, 至多 9；"), encoding="utf-8")
+    r = measure_audit.measure(docs, fixtures)
+    assert (r["found"], r["planted"], r["findings"]) == (1, 1, 1), r
+    (fixtures / "plants.yaml").write_text(yaml.safe_dump({"plants": [_plant("k_nine", "criteria:", kept, [])]}),
+                                          encoding="utf-8")
+    r = measure_audit.measure(docs, fixtures)
+    assert r["findings"] == 0, r

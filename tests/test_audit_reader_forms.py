@@ -115,3 +115,43 @@ def test_lists_numbered_from_one_each_keep_every_item():
     assert set(checks) == {"check 3.7(1)", "check 3.7(2)"}
     assert ("k", ">=", 1) in checks["check 3.7(1)"].bounds and ("n", "==", 5) in checks["check 3.7(2)"].bounds
     assert "handle != NULL" in checks["check 3.7(1)"].text and "k >= 1" in checks["check 3.7(1)"].text
+
+
+# ---- limits in sentences (gen/audit/prose.py), forms met in rounds 1 to 5 ---------------------
+
+PROSE = """# BazForward 算子开发设计方案
+### 1.3 算子输入输出参数要求
+| 参数 | 语义 | 类型（输入/输出） | 支持类型 | 物理布局 | 规模限制 |
+| --- | --- | --- | --- | --- | --- |
+| boxes | 框 | 输入 | float | ARRAY | dim=2， shape[1] =9 |
+| mode | 模式 | 输入 | int | / | 0或1 |
+### 1.4 算子限制
+| 限制类型 | 详细说明 |
+| --- | --- |
+| 数据范围限制 | `cap`数值在 float 类型下不能超过 2880，half 类型不能超过 2930 |
+| 数据限制 | points的取值只能是 1 或 5；仅支持 way=0 的最大池化和 way=1 的平均池化 |
+### 3.8 算子防呆检查
+1、检查input.dim2, idx.dim0是否大于1且小于等于128；
+2、xyz: xyz.shape[1] == 0, return MLUOP_STATUS_SUCCESS
+3、当 points = 1 时只用中心点
+"""
+
+
+def _bounds():
+    return {f.key: set(f.bounds) for f in docread.read_facts(parse_doc(PROSE, "prose.md")) if f.bounds}
+
+
+def test_bounds_written_in_sentences_are_read_on_their_subject():
+    b = _bounds()
+    assert b["limit 1.3 boxes"] == {("boxes.dim", "==", 2), ("boxes.shape[1]", "==", 9)}   # the row's tensor
+    assert b["limit 1.3 mode"] == {("mode", ">=", 0), ("mode", "<=", 1)}                   # a cell of values
+    # the subject a few words before; the dtype's second bound an alternative on the same subject
+    assert b["limit 1.4 数据范围限制"] == {("cap", "<=", 2880), ("cap", "<=", 2930)}
+    # a set of values, in words or as one name equal to several
+    assert b["limit 1.4 数据限制"] == {("points", ">=", 1), ("points", "<=", 5), ("way", ">=", 0), ("way", "<=", 1)}
+    assert b["check 3.8(1)"] == {("idx.dim0", ">", 1), ("idx.dim0", "<=", 128)}
+
+
+def test_a_zero_element_case_that_succeeds_and_a_condition_state_no_bound():
+    b = _bounds()
+    assert "check 3.8(2)" not in b and "check 3.8(3)" not in b

@@ -173,6 +173,27 @@ def _doc_dims(facts, spec) -> dict:
     return out
 
 
+def _numbers_stated(atoms: set, cited: list, shapes: list) -> bool:
+    """A citation sources a check only where the cited text states the check's numbers: a bound of
+    1024 citing an item that says nothing of 1024 is the spec's own.  Bounds of -1..1 (non-negative,
+    positive, non-empty) are what docs write in words, and are not asked for; nor are ranks, nor an
+    axis's size that the doc's shape of that tensor gives (`[N, 4]`)."""
+    written = {int(n) for f in cited for n in re.findall(r"(?<![0-9.])-?\d{1,12}(?![0-9])", f.text)}
+    for a in atoms:
+        m = re.fullmatch(r"(.+) (?:<=|>=|==|!=) (-?\d{1,12})", a)
+        if not m or abs(int(m.group(2))) <= 1 or {int(m.group(2)) + d for d in (-1, 0, 1)} & written:
+            continue
+        term, v = m.group(1), m.group(2)
+        axis = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)\.shape\[(\d)\]", term)
+        if term.endswith(".ndim"):
+            continue   # a rank is the interface's: the doc's shapes judge it (`contradicts rank`)
+        if axis and any(f.key.split(" ")[1] == axis.group(1) and int(axis.group(2)) < len(f.value) and
+                        f.value[int(axis.group(2))] == v for f in shapes):
+            continue
+        return False
+    return True
+
+
 def _spec_names(spec) -> set:
     names = set(spec.params)
     for t in list(spec.inputs) + list(spec.outputs):
@@ -193,8 +214,12 @@ def _resolves(atom: str, spec) -> bool:
 
 
 def _doc_name(name: str) -> str:
-    """A doc's `x.dim(2)` / `x.dims[2]` / `x.shape[2]` as the spec writes it."""
+    """A doc's `x.dim(2)` / `x.dims[2]` / `x.shape[2]` as the spec writes it (`x_desc.dim`: x's)."""
+    name = re.sub(r"^([A-Za-z_][A-Za-z0-9_]*?)_desc(?=\.)", r"\1", name)
     m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)\.(?:dim|dims|shape)[\[(](\d)[\])]", name)
+    if m:
+        return f"{m.group(1)}.shape[{m.group(2)}]"
+    m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)\.dim(\d)", name)   # `input.dim3`, as some docs write axes
     if m:
         return f"{m.group(1)}.shape[{m.group(2)}]"
     m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)\.(?:dim|ndim)", name)
@@ -267,25 +292,35 @@ class _Audit:
                          f"none", where, line_of(spec.raw, "params") if "params" in spec.raw else 1)
 
     # bounds: a limit a source states on a spec name
-    def bound(self, name, op, number, where, status=None):
+    def bound(self, name, op, number, where, status=None, alternatives=()):
+        """alternatives: the numbers the same fact bounds name by otherwise (per dtype or board):
+        a spec check on any of them states the source's bound."""
         name = _doc_name(name)
         if not _resolves(name, self.spec) and name in self.dims:
             name = self.dims[name]
-        if not _resolves(name, self.spec) or isinstance(number, float):
-            return
+        if not _resolves(name, self.spec) or isinstance(number, float) or name in self.spec.inputs or \
+                name in self.spec.outputs:
+            return   # a tensor itself compared to a number (`input 的元素个数 <= N`) is no spec term
         stated = canon_atom(f"{name} {op} {number}")
         sname, sop, snum = stated.split(" ")
+        if any(canon_atom(f"{name} {op} {n}") in self.all_atoms for n in alternatives if not isinstance(n, float)):
+            stated = next(canon_atom(f"{name} {op} {n}") for n in alternatives
+                          if not isinstance(n, float) and canon_atom(f"{name} {op} {n}") in self.all_atoms)
         if stated not in self.all_atoms and _implied(stated, self.equal, self.all_atoms):
             return
         family = "upper" if sop in ("<=", "<") else "lower" if sop in (">=", ">") else sop
         same, rival = None, None
+        # a bound on a term the spec requires equal to sname bounds sname too
+        peers = {t for t, rep in self.equal.items() if rep == self.equal.get(sname)} | {sname}
         for c in self.spec.checks:
             for a in self.atoms[c.id]:
                 n, o, v = (a.split(" ") + ["", ""])[:3]
                 if a != stated and a not in self.required[c.id]:
                     continue
                 fam = "upper" if o in ("<=", "<") else "lower" if o in (">=", ">") else o
-                if n == sname and fam == family:
+                if n in peers and n != sname and fam == family and f"{sname} {o} {v}" == stated:
+                    same = same or c
+                elif n == sname and fam == family:
                     if a == stated:
                         same = c
                     elif re.fullmatch(r"-?\d+", v) and rival is None:
@@ -314,8 +349,13 @@ class _Audit:
         limits = {f.key.split(" ", 1)[1]: f for f in facts if f.kind == "limit"}
         self.dims = _doc_dims(bounds_from if bounds_from is not None else facts, self.spec)
         for f in bounds_from if bounds_from is not None else facts:
+            done = set()
             for name, op, number in f.bounds if f.kind in ("check", "limit") else ():
-                self.bound(name, op, number, f"{path}:{f.line}")
+                if (name, op) in done:
+                    continue   # an alternative of the first (see below)
+                done.add((name, op))
+                others = [n for n2, o2, n in f.bounds if n2 == name and o2 == op and n != number]
+                self.bound(name, op, number, f"{path}:{f.line}", alternatives=others)
         self.dims = {}
         for f in facts:
             where = f"{path}:{f.line}"
@@ -327,10 +367,14 @@ class _Audit:
             refs = [f"{s}({n})" for s, n in _CITE_ITEM.findall(c.doc)]
             lrefs = [f"{s} {k}" for s, k in _CITE_LIMIT.findall(c.doc)]
             named = {f.key.split(" ")[1] for f in facts if f.kind in ("tensor", "param")}
-            rows = [f.key.split(" ", 2)[2] for f in facts if f.kind == "row"]
-            if any(r in items for r in refs) or any(k.startswith(r) for r in lrefs for k in limits) or \
-                    any(n in named for n in re.findall(r"1\.3 ([A-Za-z_][A-Za-z0-9_]*)", c.doc)) or \
-                    any(row.startswith(w) for w in re.findall(r"1\.1 ([^ ,;()]{2,20})", c.doc) for row in rows):
+            row_refs = re.findall(r"1\.3 ([A-Za-z_][A-Za-z0-9_]*)", c.doc)
+            cited = [items[r] for r in refs if r in items] + \
+                [f for r in lrefs for k, f in limits.items() if k.startswith(r)] + \
+                [f for f in facts if f.kind == "limit" and f.key.split(" ", 2)[2:] and
+                 f.key.split(" ", 2)[2] in row_refs] + \
+                [f for w in re.findall(r"1\.1 ([^ ,;()]{2,20})", c.doc) for f in facts
+                 if f.kind == "row" and f.key.split(" ", 2)[2].startswith(w)]
+            if (cited or any(n in named for n in row_refs)) and _numbers_stated(self.required[c.id], cited, [f for f in facts if f.kind == "shape"]):
                 self.sourced.add(c.id)
             for r in refs if governs else ():
                 if r not in items and r.startswith("3."):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gen.audit import prose
 from gen.audit.doctext import DocText, Section, read_doc
 
 # ---- the fact -------------------------------------------------------------------------------
@@ -61,8 +62,7 @@ def dtypes_of(cell: str) -> list:
 
 
 # Comparisons written in words, longest first: `epsilon必须大于0` is `epsilon > 0`.
-_WORD_OPS = (("大于等于", ">="), ("小于等于", "<="), ("不小于", ">="), ("不大于", "<="), ("不能超过", "<="),
-             ("不超过", "<="), ("大于", ">"), ("小于", "<"))
+_WORD_OPS = prose.WORD_OPS
 _MUST = re.compile(r"(?<=[A-Za-z0-9_\]\)])[ \t]*(?:必须|须|应当|应|需要)?[ \t]*(?=[<>])")
 
 
@@ -77,6 +77,19 @@ def bounds_of(text: str) -> tuple:
             continue
         out.append((name, op, float(number) if "." in number else int(number)))
     return tuple(out)
+
+
+def doc_bounds(text: str, row: str = "") -> tuple:
+    """The comparisons a doc's text states, prose forms included (gen/audit/prose.py)."""
+    found = bounds_of(prose.rewrite(text, row))
+    # one name equal to several values (`pool_method=0 ... pool_method=1`) is a set of them
+    values: dict = {}
+    for name, op, number in found:
+        if op == "==" and isinstance(number, int):
+            values.setdefault(name, set()).add(number)
+    sets = {n for n, v in values.items() if len(v) > 1}
+    return tuple(b for b in found if not (b[0] in sets and b[1] == "==")) + \
+        tuple(b for n in sorted(sets) for b in ((n, ">=", min(values[n])), (n, "<=", max(values[n]))))
 
 
 def _cells(line: str) -> list | None:
@@ -207,7 +220,7 @@ def _interface_tables(r: _Reader, section: Section, body, api: str):
                 continue
             if 0 <= limit_col < len(cells) and not _none(cells[limit_col]):
                 text = cells[limit_col]
-                r.add("limit", f"limit 1.3 {name}", text, section, i, text, bounds_of(text))
+                r.add("limit", f"limit 1.3 {name}", text, section, i, text, doc_bounds(text, name))
 
 
 def _shapes_in(text: str):
@@ -294,7 +307,7 @@ def _limits(r: _Reader, section: Section):
             detail = " ".join(cells[1:]).strip()
             if _none(detail):
                 continue
-            r.add("limit", f"limit {section.number} {kind}", detail, section, i, detail, bounds_of(detail))
+            r.add("limit", f"limit {section.number} {kind}", detail, section, i, detail, doc_bounds(detail))
             for part in _split_br(detail):
                 for sm in _shapes_in(part.replace("`", "")):
                     if sm.group(1).lower() not in ("shape", "dim", "range"):
@@ -312,7 +325,9 @@ _TEMPLATE_ITEMS = ("指针为空防呆", "0元素检查防呆,VLOG(5)打印信�
                    # the same item without the question, as some docs' copy of the template has it
                    "对输入输出支持的dtype,layout以及shape进行防呆",
                    "是否需要对输入输出支持的dtype,layout以及shape进行防呆",
-                   "elementwise算子则需要保证输入输出的每一个维度都要一样", "算子存在的自身的相关参数防呆")
+                   "elementwise算子则需要保证输入输出的每一个维度都要一样", "算子存在的自身的相关参数防呆",
+                   # the newer template's example of a limit check, copied unchanged
+                   "限制的防呆,比如算子限制kernel不能太大")
 _TEMPLATE_MARK = "列出算子需要做的防呆"
 # Of those, the ones that ask a question or name a heading and state no check, wherever they stand.
 _TEMPLATE_QUESTIONS = _TEMPLATE_ITEMS[4:]
@@ -350,7 +365,7 @@ def _checks(r: _Reader, section: Section):
         # fact per number, with every list's item of that number in it
         merged = checks.setdefault(n, [i, [], []])
         merged[1].append(text)
-        merged[2].extend(bounds_of(text))
+        merged[2].extend(doc_bounds(text))
     for n, (i, texts, bounds) in checks.items():
         text = " / ".join(texts)
         r.add("check", f"check {section.number}({n})", text, section, i, text, tuple(bounds))
