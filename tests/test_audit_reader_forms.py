@@ -155,3 +155,34 @@ def test_bounds_written_in_sentences_are_read_on_their_subject():
 def test_a_zero_element_case_that_succeeds_and_a_condition_state_no_bound():
     b = _bounds()
     assert "check 3.8(2)" not in b and "check 3.8(3)" not in b
+
+
+SENTENCES = """# QuxForward 算子开发设计方案
+### 1.1 算子需求分析
+| 算子功能简介 | 例子 |
+|---|---|
+| 输入数据类型 | a、b 支持 half 和 float 类型；<br>s 的数据类型为 int |
+| 输出Shape | 若 flag 为 False，则输出shape为[m, n]；否则输出shape为(m, 1) |
+### 1.3 算子输入输出参数要求
+| 参数 | 语义 | 类型（输入/输出） | 支持类型 | 物理布局 | 规模限制 |
+| --- | --- | --- | --- | --- | --- |
+| a_desc | 描述 | 输入 | mluOpTensorDescriptor_t | 无 | 无 |
+| a | 指针 | 输入 | void* | 无 | 无 |
+| b_desc | 描述 | 输入 | mluOpTensorDescriptor_t | 无 | 无 |
+| b | 指针 | 输入 | void* | 无 | 无 |
+| c_desc | 描述 | 输入 | mluOpTensorDescriptor_t | 无 | 无 |
+| c | 指针 | 输入 | void* | 无 | 无 |
+| out_desc | 描述 | 输出 | mluOpTensorDescriptor_t | 无 | 无 |
+| out | 指针 | 输出 | void* | 无 | 无 |
+### 1.4 算子限制
+| 限制类型 | 详细说明 |
+| --- | --- |
+| 数据类型限制 | c类型均为bfloat16<br />其余标量输入均为float |
+"""
+
+
+def test_dtypes_and_shapes_given_in_sentences():
+    keys = {f.key for f in docread.read_facts(parse_doc(SENTENCES, "sentences.md"))}
+    assert {"dtype a float16,float32", "dtype b float16,float32", "dtype c bfloat16"} <= keys, keys
+    assert "shape out m,n" in keys                 # the bracketed shape of a sentence, the only output's
+    assert not any(k.startswith("dtype s ") for k in keys)   # s is no tensor of 1.3

@@ -127,6 +127,12 @@ class _Reader:
         self.facts: list[Fact] = []
         self.seen: set = set()
         self.role_wide: list = []   # 1.1 values for every input or output: (kind, role, value, section, line)
+        self.prose_dtypes: list = []   # sentences naming tensors' dtypes: (names, dtypes, section, line)
+
+    def dtypes_in(self, text, section, line):
+        for names, rest in prose.dtype_statements(text):
+            if dtypes_of(rest):
+                self.prose_dtypes.append((names, dtypes_of(rest), section, line))
 
     def add(self, kind, key, value, section, line, text="", bounds=(), api=""):
         if (kind, key, api) in self.seen and kind != "unread":
@@ -249,11 +255,17 @@ def _overview(r: _Reader, section: Section):
             if not _none(value):
                 r.add("row", f"row {section.number} {key}", value, section, i, value)
             role = "input" if key.startswith("输入") else "output" if key.startswith("输出") else ""
+            if "类型" in key:
+                r.dtypes_in(value, section, i)
             if "Shape" in key or "shape" in key:
                 named = list(_shapes_in(value))
                 for sm in named:
                     _shape(r, section, i, sm.group(1), sm.group(2))
                 bare = _BARE_SHAPE.fullmatch(value)
+                # a sentence's shapes (`则输出shape为[batches_m, batches_n]`), all of one rank
+                said = [m.group(1) for m in _SAID_SHAPE.finditer(value)]
+                if not bare and len({s.count(",") for s in said}) == 1:
+                    bare = _SAID_SHAPE.search(value)
                 if not named and bare and role:
                     r.role_wide.append(("shape", role, bare.group(1), section, i))
             elif "Layout" in key or "layout" in key:
@@ -262,6 +274,7 @@ def _overview(r: _Reader, section: Section):
 
 _LAYOUT_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)[ \t]*:{1,2}[ \t]*([A-Za-z]{2,6})")
 _BARE_SHAPE = re.compile(r"[ \t]*\[([^\[\]]{1,200})\][ \t]*")
+_SAID_SHAPE = re.compile(r"(?:shape|形状)[ \t]*(?:为|是|:)[ \t]*\[([^\[\]]{1,200})\]")
 
 
 def _overview_layouts(r: _Reader, section: Section, line: int, role: str, value: str):
@@ -273,6 +286,16 @@ def _overview_layouts(r: _Reader, section: Section, line: int, role: str, value:
     words = {w.upper() for w in _WORD.findall(value) if w.upper() in _LAYOUTS}
     if not pairs and len(words) == 1 and role:
         r.role_wide.append(("layout", role, words.pop(), section, line))
+
+
+def _place_prose_dtypes(r: _Reader):
+    """Dtypes a sentence gives (1.1, 1.4), on the 1.3 tensors it names that 1.3 gives none."""
+    tensors = {f.key.split(" ")[1] for f in r.facts if f.kind == "tensor"}
+    for names, dts, section, line in r.prose_dtypes:
+        have = {f.key.split(" ")[1] for f in r.facts if f.kind == "dtype"}
+        for name in names:
+            if name in tensors and name not in have:
+                r.add("dtype", f"dtype {name} {','.join(dts)}", dts, section, line, ",".join(dts))
 
 
 def _place_role_wide(r: _Reader):
@@ -308,6 +331,7 @@ def _limits(r: _Reader, section: Section):
             if _none(detail):
                 continue
             r.add("limit", f"limit {section.number} {kind}", detail, section, i, detail, doc_bounds(detail))
+            r.dtypes_in(detail, section, i)
             for part in _split_br(detail):
                 for sm in _shapes_in(part.replace("`", "")):
                     if sm.group(1).lower() not in ("shape", "dim", "range"):
@@ -446,6 +470,7 @@ def read_facts(doc: DocText) -> list:
         _network(r, s)
     for s in doc.find("防呆", "参数检查", number_prefix="3."):
         _checks(r, s)
+    _place_prose_dtypes(r)
     for i in doc.long_lines:
         r.facts.append(Fact("unread", f"unread line {i}", "line cut at the line cap", "", i))
     return r.facts

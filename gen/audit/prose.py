@@ -118,3 +118,20 @@ def rewrite(text: str, row: str = "") -> str:
             clauses.append(clause)
         out.append(",".join(clauses))
     return " ; ".join(out)
+
+
+_TYPE_IS = re.compile(r"(?:数据类型|类型)[ \t]*[均都]?[ \t]*(?:为|是|支持)|[均都]?[ \t]*(?:只支持|仅支持|支持)")
+
+
+def dtype_statements(text: str) -> list:
+    """`grad和param_h类型均为bfloat16`, `top_output、bboxes 支持 half 和 float 类型`: (names, the text
+    after the verb) per clause that names tensors before its verb; the caller reads the dtypes."""
+    out = []
+    for clause in re.split(r";|<br */?>|\.(?![0-9A-Za-z_])", text.replace("`", "")):
+        m = _TYPE_IS.search(clause)
+        if not m:
+            continue
+        names = [w for w in _IDENT.findall(clause[:m.start()]) if _subject([w])]
+        if names and "不支持" not in clause[max(0, m.start() - 1):m.end()]:
+            out.append((names, clause[m.end():]))
+    return out
