@@ -216,3 +216,13 @@ def test_a_check_citing_a_real_item_is_unsourced_where_the_item_states_none_of_i
                                           encoding="utf-8")
     r = measure_audit.measure(docs, fixtures)
     assert r["findings"] == 0, r
+
+
+def test_a_rule_written_one_metric_a_line_is_one_rule(tmp_path):
+    docs, fixtures = _fixture(tmp_path, [_plant("threshold_changed", "static: {diff1: 0.003, diff2: 0.003}",
+                                                "static: {diff1: 0.003, diff2: 0.03}", ["contradicts accuracy"])])
+    (docs / "foo.md").write_text(DOC.replace("- 静态阈值 diff3 = 0；", "  DIFF1<=0.003\n\n  DIFF2<=0.003\n"), encoding="utf-8")
+    spec = fixtures / "foo_forward.yaml"
+    spec.write_text(SPEC.replace("static: {diff3_2: 0}", "static: {diff1: 0.003, diff2: 0.003}"), encoding="utf-8")
+    r = measure_audit.measure(docs, fixtures)
+    assert (r["found"], r["planted"], r["findings"]) == (1, 1, 1), r   # the correct spec matches the two lines

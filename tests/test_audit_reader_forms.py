@@ -186,3 +186,18 @@ def test_dtypes_and_shapes_given_in_sentences():
     assert {"dtype a float16,float32", "dtype b float16,float32", "dtype c bfloat16"} <= keys, keys
     assert "shape out m,n" in keys                 # the bracketed shape of a sentence, the only output's
     assert not any(k.startswith("dtype s ") for k in keys)   # s is no tensor of 1.3
+
+
+REPEATED = """# QuuxForward 算子开发设计方案
+### 1.4 算子限制
+| 限制类型 | 详细说明 |
+| --- | --- |
+| 输入限制 | 输入 `geo` 必须满足 dims=3，并且 dim[0]=batch_size, dim[1]=num_points, dim[2]=3 |
+| 输入限制 | 输入 `rows`,`cols` 对应输入 tensor 的维度必须大于 0 |
+"""
+
+
+def test_rows_of_one_kind_are_each_a_limit_and_an_axis_belongs_to_the_sentence_s_tensor():
+    facts = [f for f in docread.read_facts(parse_doc(REPEATED, "repeated.md")) if f.kind == "limit"]
+    assert [set(f.bounds) for f in facts] == [{("geo.dims", "==", 3), ("geo.dim[2]", "==", 3)},   # not num_points'
+                                              {("cols", ">", 0), ("rows", ">", 0)}]

@@ -7,6 +7,7 @@ finding's id; every finding that is not waived fails the audit."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -222,7 +223,7 @@ def _doc_name(name: str) -> str:
     m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)\.dim(\d)", name)   # `input.dim3`, as some docs write axes
     if m:
         return f"{m.group(1)}.shape[{m.group(2)}]"
-    m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)\.(?:dim|ndim)", name)
+    m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)\.(?:dim|ndim|dims)", name)
     return f"{m.group(1)}.ndim" if m else name
 
 
@@ -369,7 +370,7 @@ class _Audit:
             named = {f.key.split(" ")[1] for f in facts if f.kind in ("tensor", "param")}
             row_refs = re.findall(r"1\.3 ([A-Za-z_][A-Za-z0-9_]*)", c.doc)
             cited = [items[r] for r in refs if r in items] + \
-                [f for r in lrefs for k, f in limits.items() if k.startswith(r)] + \
+                [f for f in facts if f.kind == "limit" and any(f.key.split(" ", 1)[1].startswith(r) for r in lrefs)] + \
                 [f for f in facts if f.kind == "limit" and f.key.split(" ", 2)[2:] and
                  f.key.split(" ", 2)[2] in row_refs] + \
                 [f for w in re.findall(r"1\.1 ([^ ,;()]{2,20})", c.doc) for f in facts
@@ -430,6 +431,13 @@ class _Audit:
             return bool(r["thresholds"] if r["mode"] == "static" else r["rates"])
         # a sentence naming the metrics is no rule of its own where another gives their thresholds
         specific = {key(f.value) for f in rules if exact(f.value)}
+        # one metric and its threshold a line (`DIFF1<=0.003`, then `DIFF2<=0.003`): one rule together
+        single = [f for f in rules if f.value["mode"] == "static" and len(f.value["metrics"]) == 1
+                  and f.value["thresholds"]]
+        if len(single) > 1 and len({f.value["metrics"][0] for f in single}) == len(single):
+            joined = {"mode": "static", "metrics": [f.value["metrics"][0] for f in single], "rates": [],
+                      "thresholds": {k: v for f in single for k, v in f.value["thresholds"].items()}}
+            rules = rules + [dataclasses.replace(single[0], value=joined)]
         for f in rules:
             r = f.value
             dm = [m[:5] for m in r["metrics"]]

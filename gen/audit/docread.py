@@ -134,8 +134,8 @@ class _Reader:
             if dtypes_of(rest):
                 self.prose_dtypes.append((names, dtypes_of(rest), section, line))
 
-    def add(self, kind, key, value, section, line, text="", bounds=(), api=""):
-        if (kind, key, api) in self.seen and kind != "unread":
+    def add(self, kind, key, value, section, line, text="", bounds=(), api="", repeat=False):
+        if (kind, key, api) in self.seen and kind != "unread" and not repeat:
             return
         self.seen.add((kind, key, api))
         self.facts.append(Fact(kind, key, value, section.number, line, text[:300], tuple(bounds), api))
@@ -330,7 +330,9 @@ def _limits(r: _Reader, section: Section):
             detail = " ".join(cells[1:]).strip()
             if _none(detail):
                 continue
-            r.add("limit", f"limit {section.number} {kind}", detail, section, i, detail, doc_bounds(detail))
+            # rows of one kind (four `输入限制` rows) are each a limit, of one key: `1.4 输入限制` cites all
+            r.add("limit", f"limit {section.number} {kind}", detail, section, i, detail, doc_bounds(detail),
+                  repeat=True)
             r.dtypes_in(detail, section, i)
             for part in _split_br(detail):
                 for sm in _shapes_in(part.replace("`", "")):

@@ -31,6 +31,7 @@ _ONE_OF_EQ = re.compile(r"(?:只能是|只能为|仅能为|仅能是|只能取|�
                         r"(?<![<>=!])=(?!=))[ \t]*" + _VALUES)
 _BARE_CMP = re.compile(r"(?<![A-Za-z0-9_\]\) \t])([ \t]*)(<=|>=|==|<|>)([ \t]*-?\d{1,12})(?![0-9A-Za-z^*.])")
 _ONLY_VALUES = re.compile(_VALUES)
+_LISTED_NAME = re.compile(r"[ \t]*(?:输入|输出|参数)?[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*")
 _CONDITION = ("当", "若", "如果", "时,", "则")
 
 
@@ -78,14 +79,17 @@ def _axes_on_tensor(sentence: str, row: str) -> str:
     out, last = [], 0
     for m in _AXIS.finditer(sentence):
         before = sentence[:m.start()]
-        owner = _subject(list(reversed(_IDENT.findall(before)))) or row
+        # the owner is a name the sentence is about, not a comparison's right side (`dim[1]=num_points`)
+        names = [n.group(0) for n in _IDENT.finditer(before)
+                 if not before[:n.start()].rstrip().endswith(("=", "<", ">"))]
+        owner = _subject(list(reversed(names))) or row
         out.append(sentence[last:m.start()])
         out.append(f"{owner}.{m.group(1)}" if owner else m.group(1))
         last = m.end()
     return "".join(out) + sentence[last:]
 
 
-def _subjectless(clause: str, carried: str) -> tuple:
+def _subjectless(clause: str, carried: str, listed=()) -> tuple:
     """A comparison with no name before it (`数值在 float 类型下 <= 2880`) is on the clause's first
     name, else on the name an earlier clause of the sentence bounded (`, half 类型 <= 2930`: the
     same limit for another dtype or board, which the audit takes as alternatives)."""
@@ -95,6 +99,8 @@ def _subjectless(clause: str, carried: str) -> tuple:
         carried = subject
         out.append(clause[last:m.start()])
         out.append(f" , {subject} {m.group(2)} {m.group(3).strip()} , " if subject else m.group(0))
+        # a list of names before it (`batch_size, num_points, n 的维度必须 > 0`): each is bounded so
+        out.extend(f" , {name} {m.group(2)} {m.group(3).strip()} , " for name in listed if subject)
         last = m.end()
     return "".join(out) + clause[last:], carried
 
@@ -112,9 +118,11 @@ def rewrite(text: str, row: str = "") -> str:
             sentence = f"{row} 只能为 {sentence.strip()}"   # a 1.3 cell of values only: the row's
         condition = any(c in sentence for c in _CONDITION)
         sentence = _one_of(_axes_on_tensor(sentence, row), _ONE_OF if condition else _ONE_OF_EQ)
-        clauses, carried = [], ""
+        clauses, carried, listed = [], "", []
         for clause in sentence.split(","):
-            clause, carried = _subjectless(clause, carried)
+            name = _LISTED_NAME.fullmatch(clause)
+            clause, carried = _subjectless(clause, carried, listed)
+            listed = listed + [name.group(1)] if name and _subject([name.group(1)]) else []
             clauses.append(clause)
         out.append(",".join(clauses))
     return " ; ".join(out)
