@@ -201,3 +201,24 @@ def test_rows_of_one_kind_are_each_a_limit_and_an_axis_belongs_to_the_sentence_s
     facts = [f for f in docread.read_facts(parse_doc(REPEATED, "repeated.md")) if f.kind == "limit"]
     assert [set(f.bounds) for f in facts] == [{("geo.dims", "==", 3), ("geo.dim[2]", "==", 3)},   # not num_points'
                                               {("cols", ">", 0), ("rows", ">", 0)}]
+
+
+NEGATED = """# CorgeBackward 算子开发设计方案
+### 1.3 算子输入输出参数要求
+| 参数 | 语义 | 类型（输入/输出） | 支持类型 | 物理布局 | 规模限制 |
+| --- | --- | --- | --- | --- | --- |
+| x | 输入 | 输入 | float | 二维ARRAY | 无 |
+| y | 输出 | 输出 | float | 一维ARRAY | 无 |
+### 1.4 算子限制
+| 限制类型 | 详细说明 |
+| --- | --- |
+| 规模限制 | 1.gamma暂不支持小于等于0的规模<br>2. 当w为NULL时，C的范围需在[0，13615]；当w不为NULL时，C的范围需在[0，12544]<br>3. beta 取值范围为 [0,+inf] |
+"""
+
+
+def test_a_negation_an_interval_and_a_layout_after_its_rank():
+    facts = docread.read_facts(parse_doc(NEGATED, "negated.md"))
+    keys = {f.key for f in facts}
+    assert {"tensor x", "layout x ARRAY", "tensor y", "layout y ARRAY"} <= keys and not any(k.startswith("param ") for k in keys)
+    bounds = set(next(f.bounds for f in facts if f.key == "limit 1.4 规模限制"))
+    assert bounds == {("gamma", ">", 0), ("C", ">=", 0), ("C", "<=", 13615), ("C", "<=", 12544), ("beta", ">=", 0)}

@@ -195,6 +195,10 @@ def _numbers_stated(atoms: set, cited: list, shapes: list) -> bool:
     return True
 
 
+def _side(op: str) -> str:
+    return "upper" if op in ("<=", "<") else "lower" if op in (">=", ">") else op
+
+
 def _spec_names(spec) -> set:
     names = set(spec.params)
     for t in list(spec.inputs) + list(spec.outputs):
@@ -294,8 +298,9 @@ class _Audit:
 
     # bounds: a limit a source states on a spec name
     def bound(self, name, op, number, where, status=None, alternatives=()):
-        """alternatives: the numbers the same fact bounds name by otherwise (per dtype or board):
-        a spec check on any of them states the source's bound."""
+        """alternatives: (op, number) the same fact bounds name by otherwise, on the same side (per
+        dtype or board, or `> 0` beside an interval from 0): a spec check on any of them states the
+        source's bound."""
         name = _doc_name(name)
         if not _resolves(name, self.spec) and name in self.dims:
             name = self.dims[name]
@@ -304,9 +309,11 @@ class _Audit:
             return   # a tensor itself compared to a number (`input 的元素个数 <= N`) is no spec term
         stated = canon_atom(f"{name} {op} {number}")
         sname, sop, snum = stated.split(" ")
-        if any(canon_atom(f"{name} {op} {n}") in self.all_atoms for n in alternatives if not isinstance(n, float)):
-            stated = next(canon_atom(f"{name} {op} {n}") for n in alternatives
-                          if not isinstance(n, float) and canon_atom(f"{name} {op} {n}") in self.all_atoms)
+        if re.search(r"\.(?:shape\[\d\]|ndim|size)$", sname) and sop == ">=" and int(snum) <= 0:
+            return   # every dim is at least 0: `C的范围需在[0, 13615]` bounds C from above only
+        others = [canon_atom(f"{name} {o} {n}") for o, n in alternatives if not isinstance(n, float)]
+        if any(a in self.all_atoms for a in others):
+            stated = next(a for a in others if a in self.all_atoms)
         if stated not in self.all_atoms and _implied(stated, self.equal, self.all_atoms):
             return
         family = "upper" if sop in ("<=", "<") else "lower" if sop in (">=", ">") else sop
@@ -352,10 +359,11 @@ class _Audit:
         for f in bounds_from if bounds_from is not None else facts:
             done = set()
             for name, op, number in f.bounds if f.kind in ("check", "limit") else ():
-                if (name, op) in done:
+                side = _side(op)
+                if (name, side) in done:
                     continue   # an alternative of the first (see below)
-                done.add((name, op))
-                others = [n for n2, o2, n in f.bounds if n2 == name and o2 == op and n != number]
+                done.add((name, side))
+                others = [(o2, n) for n2, o2, n in f.bounds if n2 == name and _side(o2) == side and (o2, n) != (op, number)]
                 self.bound(name, op, number, f"{path}:{f.line}", alternatives=others)
         self.dims = {}
         for f in facts:

@@ -203,6 +203,7 @@ def _interface_tables(r: _Reader, section: Section, body, api: str):
             name = _clean_name(cells[name_col])
             dcell = cells[dtype_col]
             layout = cells[layout_col].replace("`", "").strip() if 0 <= layout_col < len(cells) else ""
+            layout = re.sub(r"^[一二三四五六七八]维[ \t]*", "", layout)   # `二维ARRAY`: the rank, then the layout
             if name in ("handle", "workspace", "workspace_size") or name.endswith("_desc") or \
                     "Descriptor_t" in dcell or "Handle_t" in dcell or not _WORD.fullmatch(name):
                 pass

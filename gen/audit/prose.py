@@ -105,9 +105,30 @@ def _subjectless(clause: str, carried: str, listed=()) -> tuple:
     return "".join(out) + clause[last:], carried
 
 
+# `gamma暂不支持小于等于0`: what is not supported is the complement
+_NEGATED = re.compile(r"(?:暂)?(?:不支持|不允许|不能为|不能|不可)[ \t]*(大于等于|小于等于|大于|小于|等于)")
+_COMPLEMENT = {"大于等于": "<", "小于等于": ">", "大于": "<=", "小于": ">=", "等于": "!="}
+# `C的范围需在[0，13615]`, `gamma 取值范围为 [0,+inf]`: an interval, closed or open at its end
+_INTERVAL = re.compile(r"(?:范围|取值)[^\[\]()]{0,8}?[\[(][ \t]*(-?\d{1,12})[ \t]*,[ \t]*(-?\d{1,12}|\+?inf)[ \t]*([\])])")
+
+
+def _intervals(sentence: str) -> str:
+    out, last = [], 0
+    for m in _INTERVAL.finditer(sentence):
+        subject = _subject(list(reversed(_IDENT.findall(sentence[last:m.start()]))))
+        out.append(sentence[last:m.start()])
+        if subject:
+            out.append(f" , {subject} >= {m.group(1)} , ")
+            if "inf" not in m.group(2):
+                out.append(f" {subject} {'<=' if m.group(3) == ']' else '<'} {m.group(2)} , ")
+        last = m.end()
+    return "".join(out) + sentence[last:]
+
+
 def rewrite(text: str, row: str = "") -> str:
     """The text with its prose bounds written as comparisons; `row` is the 1.3 row's name, if any."""
-    text = text.replace("`", "").replace("*", " * ")
+    text = re.sub(r"<br[ \t]*/?>", " ; ", text.replace("`", "").replace("*", " * "), flags=re.IGNORECASE)
+    text = _NEGATED.sub(lambda m: _COMPLEMENT[m.group(1)], text)
     for words, op in WORD_OPS:
         text = text.replace(words, op)
     out = []
@@ -117,6 +138,7 @@ def rewrite(text: str, row: str = "") -> str:
         if row and _ONLY_VALUES.fullmatch(sentence.strip()):
             sentence = f"{row} 只能为 {sentence.strip()}"   # a 1.3 cell of values only: the row's
         condition = any(c in sentence for c in _CONDITION)
+        sentence = _intervals(sentence)
         sentence = _one_of(_axes_on_tensor(sentence, row), _ONE_OF if condition else _ONE_OF_EQ)
         clauses, carried, listed = [], "", []
         for clause in sentence.split(","):
