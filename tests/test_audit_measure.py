@@ -227,3 +227,16 @@ def test_a_rule_written_one_metric_a_line_is_one_rule(tmp_path):
     spec.write_text(SPEC.replace("static: {diff3_2: 0}", "static: {diff1: 0.003, diff2: 0.003}"), encoding="utf-8")
     r = measure_audit.measure(docs, fixtures)
     assert (r["found"], r["planted"], r["findings"]) == (1, 1, 1), r   # the correct spec matches the two lines
+
+
+def test_a_literal_dim_of_a_doc_shape_bounds_the_spec_s_check_on_that_axis(tmp_path):
+    docs, fixtures = _fixture(tmp_path, [_plant("coords_changed", '"x.shape[2] <= 64"', '"x.shape[2] <= 64 and x.shape[1] == 4"',
+                                                ["contradicts bound x.shape[1] == 3"])])
+    (docs / "foo.md").write_text(DOC.replace("x: [N, C, L]", "x: [N, 3, L]"), encoding="utf-8")
+    spec = fixtures / "foo_forward.yaml"
+    spec.write_text(SPEC.replace("x: {dtype: T, layout: ARRAY, shape: [N, C, L]", "x: {dtype: T, layout: ARRAY, shape: [N, 3, L]")
+                    .replace("y: {dtype: T, layout: ARRAY, shape: [N, C, L]", "y: {dtype: T, layout: ARRAY, shape: [N, 3, L]")
+                    .replace(", C: {min: 1, max: 2}", "").replace("C: 1, ", ""), encoding="utf-8")
+    r = measure_audit.measure(docs, fixtures)
+    # the correct spec states the 3 in its own shape, which is no lack; the copy's check contradicts it
+    assert (r["found"], r["planted"], r["findings"]) == (1, 1, 1), r

@@ -222,3 +222,20 @@ def test_a_negation_an_interval_and_a_layout_after_its_rank():
     assert {"tensor x", "layout x ARRAY", "tensor y", "layout y ARRAY"} <= keys and not any(k.startswith("param ") for k in keys)
     bounds = set(next(f.bounds for f in facts if f.key == "limit 1.4 规模限制"))
     assert bounds == {("gamma", ">", 0), ("C", ">=", 0), ("C", "<=", 13615), ("C", "<=", 12544), ("beta", ">=", 0)}
+
+
+def test_an_unclosed_fence_leaves_the_rest_of_the_doc_readable():
+    doc = ("# GraultForward 算子开发设计方案\n### 1.2 功能\n  ```c++\n  cx = x\n\n  ```c++\n  y = 1\n  ```\n"
+           "### 3.8 算子防呆检查\n1、variance 的 shape[0] 为4；\n2、rois的第二维的大小必须是6；\n")
+    facts = {f.key: f.bounds for f in docread.read_facts(parse_doc(doc, "fence.md")) if f.kind == "check"}
+    assert facts == {"check 3.8(1)": (("variance.shape[0]", "==", 4),), "check 3.8(2)": (("rois.shape[1]", "==", 6),)}
+
+
+def test_a_dtype_written_name_colon_dtype_in_a_1_1_type_row():
+    doc = ("# GarplyForward 算子开发设计方案\n### 1.1 算子需求分析\n| 算子功能简介 | x |\n|---|---|\n"
+           "| 输出数据类型 | out: float32<br />var: float16 |\n### 1.3 算子输入输出参数要求\n"
+           "| 参数 | 语义 | 类型（输入/输出） | 支持类型 | 物理布局 | 规模限制 |\n| --- | --- | --- | --- | --- | --- |\n"
+           "| out_desc | 描述 | 输入 | mluOpTensorDescriptor_t | ARRAY | 无 |\n| out | 指针 | 输出 | void | / | 无 |\n"
+           "| var_desc | 描述 | 输入 | mluOpTensorDescriptor_t | ARRAY | 无 |\n| var | 指针 | 输出 | void | / | 无 |\n")
+    keys = {f.key for f in docread.read_facts(parse_doc(doc, "pairs.md"))}
+    assert {"dtype out float32", "dtype var float16"} <= keys, keys

@@ -297,7 +297,7 @@ class _Audit:
                          f"none", where, line_of(spec.raw, "params") if "params" in spec.raw else 1)
 
     # bounds: a limit a source states on a spec name
-    def bound(self, name, op, number, where, status=None, alternatives=()):
+    def bound(self, name, op, number, where, status=None, alternatives=(), lacks=True):
         """alternatives: (op, number) the same fact bounds name by otherwise, on the same side (per
         dtype or board, or `> 0` beside an interval from 0): a spec check on any of them states the
         source's bound."""
@@ -342,7 +342,7 @@ class _Audit:
             self.sourced.add(rival[0].id)
             self.add("contradicts", f"contradicts bound {stated}", f"the source states '{stated}', check "
                      f"'{rival[0].id}' requires '{rival[1]}'", where, rival[0].line)
-        else:
+        elif lacks:
             self.add("lacks", f"lacks bound {stated}", f"the source states '{stated}', no check of the spec "
                      f"bounds {sname} so", where, line_of(self.spec.raw, "checks"))
 
@@ -356,7 +356,15 @@ class _Audit:
         items = {f.key.split(" ", 1)[1]: f for f in facts if f.kind in ("check", "template")}
         limits = {f.key.split(" ", 1)[1]: f for f in facts if f.kind == "limit"}
         self.dims = _doc_dims(bounds_from if bounds_from is not None else facts, self.spec)
+        tensors = {**self.spec.inputs, **self.spec.outputs}
         for f in bounds_from if bounds_from is not None else facts:
+            # a shape's literal dim (`boxes: [B, T, 7]`) is a bound on that axis, where the ranks agree
+            name = f.key.split(" ")[1] if f.kind == "shape" else ""
+            if name in tensors and len(f.value) == len(tensors[name].shape):
+                for k, dim in enumerate(f.value):
+                    if dim.isdigit():   # the spec's own shape stating it is no lack (a check may still differ)
+                        self.bound(f"{name}.shape[{k}]", "==", int(dim), f"{path}:{f.line}",
+                                   lacks=str(tensors[name].shape[k]) != dim)
             done = set()
             for name, op, number in f.bounds if f.kind in ("check", "limit") else ():
                 side = _side(op)

@@ -31,6 +31,8 @@ _ONE_OF_EQ = re.compile(r"(?:只能是|只能为|仅能为|仅能是|只能取|�
                         r"(?<![<>=!])=(?!=))[ \t]*" + _VALUES)
 _BARE_CMP = re.compile(r"(?<![A-Za-z0-9_\]\) \t])([ \t]*)(<=|>=|==|<|>)([ \t]*-?\d{1,12})(?![0-9A-Za-z^*.])")
 _ONLY_VALUES = re.compile(_VALUES)
+# `variance 的 shape[0] 为4`: an axis `为`/`是`/`等于` a number is equal to it
+_AXIS_IS = re.compile(r"(shape\[\d\]|dims?\[\d\]|dim\(\d\))[ \t]*(?:必须|须|需)?[ \t]*(?:为|是|等于)[ \t]*(?=-?\d)")
 _LISTED_NAME = re.compile(r"[ \t]*(?:输入|输出|参数)?[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*")
 _CONDITION = ("当", "若", "如果", "时,", "则")
 
@@ -125,6 +127,24 @@ def _intervals(sentence: str) -> str:
     return "".join(out) + sentence[last:]
 
 
+# `rois的第二维的大小必须是6`, `第1个维度大小等于 4`: the Nth dim (from 1) of the sentence's tensor
+_ORDINAL = re.compile(r"第[ \t]*([1-8一二三四五六七八])[ \t]*(?:个)?维(?:度)?(?:的)?(?:大小)?(?:必须|须|需)?[ \t]*(?:是|为|等于)[ \t]*(\d{1,12})(?![\d.])")
+
+
+def _ordinals(sentence: str, row: str) -> str:
+    out, last = [], 0
+    for m in _ORDINAL.finditer(sentence):
+        before = sentence[:m.start()]
+        names = [n.group(0) for n in _IDENT.finditer(before)
+                 if not before[:n.start()].rstrip().endswith(("=", "<", ">"))]
+        owner = _subject(list(reversed(names))) or row
+        k = "12345678一二三四五六七八".index(m.group(1)) % 8
+        out.append(sentence[last:m.start()])
+        out.append(f" , {owner}.shape[{k}] == {m.group(2)} , " if owner else m.group(0))
+        last = m.end()
+    return "".join(out) + sentence[last:]
+
+
 def rewrite(text: str, row: str = "") -> str:
     """The text with its prose bounds written as comparisons; `row` is the 1.3 row's name, if any."""
     text = re.sub(r"<br[ \t]*/?>", " ; ", text.replace("`", "").replace("*", " * "), flags=re.IGNORECASE)
@@ -138,7 +158,7 @@ def rewrite(text: str, row: str = "") -> str:
         if row and _ONLY_VALUES.fullmatch(sentence.strip()):
             sentence = f"{row} 只能为 {sentence.strip()}"   # a 1.3 cell of values only: the row's
         condition = any(c in sentence for c in _CONDITION)
-        sentence = _intervals(sentence)
+        sentence = _AXIS_IS.sub(r"\1 == ", _ordinals(_intervals(sentence), row))
         sentence = _one_of(_axes_on_tensor(sentence, row), _ONE_OF if condition else _ONE_OF_EQ)
         clauses, carried, listed = [], "", []
         for clause in sentence.split(","):
@@ -153,11 +173,18 @@ def rewrite(text: str, row: str = "") -> str:
 _TYPE_IS = re.compile(r"(?:数据类型|类型)[ \t]*[均都]?[ \t]*(?:为|是|支持)|[均都]?[ \t]*(?:只支持|仅支持|支持)")
 
 
+_NAMED_TYPE = re.compile(r"[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*:[ \t]*([A-Za-z0-9_ ,/]{1,80})")
+
+
 def dtype_statements(text: str) -> list:
     """`grad和param_h类型均为bfloat16`, `top_output、bboxes 支持 half 和 float 类型`: (names, the text
     after the verb) per clause that names tensors before its verb; the caller reads the dtypes."""
     out = []
     for clause in re.split(r";|<br */?>|\.(?![0-9A-Za-z_])", text.replace("`", "")):
+        pair = _NAMED_TYPE.fullmatch(clause)
+        if pair:   # `var: float32`, one tensor a line of a 1.1 类型 row
+            out.append(([pair.group(1)], pair.group(2)))
+            continue
         m = _TYPE_IS.search(clause)
         if not m:
             continue
