@@ -241,3 +241,17 @@ def test_a_literal_dim_of_a_doc_shape_bounds_the_spec_s_check_on_that_axis(tmp_p
     r = measure_audit.measure(docs, fixtures)
     # the correct spec states the 3 in its own shape, which is no lack; the copy's check contradicts it
     assert (r["found"], r["planted"], r["findings"]) == (1, 1, 1), r
+
+
+def test_alternative_shapes_of_a_doc_are_each_allowed(tmp_path):
+    # x is [N, 3, L] or [N, 4, L], y [N, C, L] or [N, C]: the spec's x with `x.shape[1] in (3, 4)`, and its 3-D y, agree
+    docs, fixtures = _fixture(tmp_path, [_plant("set_changed", '"x.shape[2] <= 64"', '"x.shape[2] <= 64 and x.shape[1] in (3, 5)"',
+                                                ["lacks bound x.shape[1] == 4"])])
+    (docs / "foo.md").write_text(DOC.replace("| 输入Shape | x: [N, C, L] |", "| 输入Shape | x: [N, 3, L]; x: [N, 4, L] |\n| 输出Shape | y: [N, C, L]; y: [N, C] |"),
+                                  encoding="utf-8")
+    spec = fixtures / "foo_forward.yaml"
+    spec.write_text(SPEC.replace('"x.shape[2] <= 64"', '"x.shape[2] <= 64 and x.shape[1] in (3, 4)"'), encoding="utf-8")
+    plants = [_plant("set_changed", "x.shape[1] in (3, 4)", "x.shape[1] in (3, 5)", ["lacks bound x.shape[1] == 4"])]
+    (fixtures / "plants.yaml").write_text(yaml.safe_dump({"plants": plants}, allow_unicode=True), encoding="utf-8")
+    r = measure_audit.measure(docs, fixtures)
+    assert (r["found"], r["planted"], r["findings"]) == (1, 1, 1), r

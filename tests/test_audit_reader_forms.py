@@ -239,3 +239,26 @@ def test_a_dtype_written_name_colon_dtype_in_a_1_1_type_row():
            "| var_desc | 描述 | 输入 | mluOpTensorDescriptor_t | ARRAY | 无 |\n| var | 指针 | 输出 | void | / | 无 |\n")
     keys = {f.key for f in docread.read_facts(parse_doc(doc, "pairs.md"))}
     assert {"dtype out float32", "dtype var float16"} <= keys, keys
+
+
+ALTERNATIVES = """# WaldoForward 算子开发设计方案
+### 1.3 算子输入输出参数要求
+| 参数 | 语义 | 类型（输入/输出） | 支持类型 | 物理布局 | 规模限制 |
+| --- | --- | --- | --- | --- | --- |
+| boxes_desc | 描述 | 输入 | mluOpTensorDescriptor_t | / | / |
+| boxes | 框 | 输入 | float\\* | [N, 5] or [N, 6] | / |
+| mode | 模式 | 输入 | int | scalar | / |
+| count | 个数 | 输出 | int32 \\* | scalar | / |
+### 1.4 算子限制
+| 限制类型 | 详细说明 |
+| --- | --- |
+| 输入限制 | 输入 `mode` 仅支持输入 0 或 1 |
+"""
+
+
+def test_alternative_shapes_a_scalar_output_and_a_word_before_the_values():
+    facts = docread.read_facts(parse_doc(ALTERNATIVES, "alternatives.md"))
+    keys = {f.key for f in facts}
+    assert {"shape boxes N,5", "shape boxes N,6", "tensor count", "dtype count int32", "param mode int"} <= keys, keys
+    assert not any(k.startswith("param count") for k in keys)
+    assert set(next(f.bounds for f in facts if f.key == "limit 1.4 输入限制")) == {("mode", ">=", 0), ("mode", "<=", 1)}

@@ -271,6 +271,10 @@ class _Audit:
     def interface(self, path, facts):
         spec = self.spec
         tensors = {**spec.inputs, **spec.outputs}
+        ranks: dict = {}
+        for f in facts:
+            if f.kind == "shape" and not (f.api and not _same_api(f.api, spec.op)):
+                ranks.setdefault(f.key.split(" ")[1], set()).add(len(f.value))
         for f in facts:
             where = f"{path}:{f.line}"
             parts = f.key.split(" ")
@@ -288,7 +292,8 @@ class _Audit:
             elif f.kind == "layout" and parts[1] in tensors and tensors[parts[1]].layout != f.value:
                 self.add("contradicts", f"contradicts layout {parts[1]}", f"'{parts[1]}' is {f.value} in the doc, "
                          f"{tensors[parts[1]].layout} in the spec", where, self.tensor_line(parts[1]))
-            elif f.kind == "shape" and parts[1] in tensors and len(f.value) != len(tensors[parts[1]].shape):
+            elif f.kind == "shape" and parts[1] in tensors and len(tensors[parts[1]].shape) not in ranks.get(parts[1], ()):
+                # several shapes of one tensor (`[N, M] or [N]`) are alternatives: one rank must agree
                 self.add("contradicts", f"contradicts rank {parts[1]}", f"'{parts[1]}' has {len(f.value)} axes in "
                          f"the doc ({','.join(f.value)}), {len(tensors[parts[1]].shape)} in the spec", where,
                          self.tensor_line(parts[1]))
@@ -342,6 +347,9 @@ class _Audit:
             self.sourced.add(rival[0].id)
             self.add("contradicts", f"contradicts bound {stated}", f"the source states '{stated}', check "
                      f"'{rival[0].id}' requires '{rival[1]}'", where, rival[0].line)
+        elif sop == "==" and any(re.fullmatch(re.escape(sname) + r" in \((?:.*, )?" + snum + r"(?:, .*)?\)", a)
+                                 for a in self.all_atoms):
+            pass   # `boxes.shape[1] == 5` of `[N, 5] or [N, 6]`: the spec's `in (5, 6)` allows it
         elif lacks:
             self.add("lacks", f"lacks bound {stated}", f"the source states '{stated}', no check of the spec "
                      f"bounds {sname} so", where, line_of(self.spec.raw, "checks"))

@@ -219,6 +219,14 @@ def _interface_tables(r: _Reader, section: Section, body, api: str):
                     r.add("layout", f"layout {name} {layout.upper()}", layout.upper(), section, i, layout, api=api)
                 for sm in _shapes_in(" ".join(cells).replace("`", "")):
                     _shape(r, section, i, name, sm.group(2))
+                if 0 <= layout_col < len(cells):   # `[N, M] or [N]` in the layout cell: the row's shapes
+                    for inner in _BRACKETS.findall(cells[layout_col].replace("`", "")):
+                        if not inner.strip().isdigit():
+                            _shape(r, section, i, name, inner)
+            elif dtypes_of(dcell) and 0 <= role_col < len(cells) and cells[role_col].strip() == "输出":
+                # an output is never a param: a scalar one (`result_num`, layout `scalar`) is a tensor
+                r.add("tensor", f"tensor {name}", "output", section, i, " | ".join(cells), api=api)
+                r.add("dtype", f"dtype {name} {','.join(dtypes_of(dcell))}", dtypes_of(dcell), section, i, dcell, api=api)
             elif dtypes_of(dcell) or "bool" in dcell or "int" in dcell or "float" in dcell:
                 ptype = "bool" if "bool" in dcell else "float" if "float" in dcell or "double" in dcell else "int"
                 r.add("param", f"param {name} {ptype}", ptype, section, i, dcell, api=api)
@@ -274,6 +282,7 @@ def _overview(r: _Reader, section: Section):
 
 
 _LAYOUT_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)[ \t]*:{1,2}[ \t]*([A-Za-z]{2,6})")
+_BRACKETS = re.compile(r"\[([^\[\]]{1,200})\]")
 _BARE_SHAPE = re.compile(r"[ \t]*\[([^\[\]]{1,200})\][ \t]*")
 _SAID_SHAPE = re.compile(r"(?:shape|形状)[ \t]*(?:为|是|:)[ \t]*\[([^\[\]]{1,200})\]")
 

@@ -25,10 +25,11 @@ _NOT_SUBJECTS = {"float", "half", "double", "int", "int8", "int16", "int32", "in
 _AXIS = re.compile(r"(?<![A-Za-z0-9_.])(shape\[\d\]|shape\(\d\)|dims?\[\d\]|dim\(\d\)|dim\d|ndim|dims?)"
                    r"(?=[ \t]*(?:<=|>=|==|!=|<|>|=|只|仅))")
 _VALUES = r"(-?\d{1,12}(?:[ \t]*(?:或者|或|or|,|和|/)[ \t]*-?\d{1,12}){0,15})(?!\d|\.\d)"
-_ONE_OF = re.compile(r"(?:只能是|只能为|仅能为|仅能是|只能取|仅为|只可以是|取值只能是|只支持|仅支持)[ \t]*" + _VALUES)
+_ONE_OF = re.compile(r"(?:只能是|只能为|仅能为|仅能是|只能取|仅为|只可以是|取值只能是|只支持|仅支持)[ \t]*"
+                     r"(?:输入|取值|为|是)?[ \t]*" + _VALUES)
 # outside a condition, `h=1 or 3`, `rotations=2,4,8`, `shape[1] =9`: a single `=` is a value or a set
 _ONE_OF_EQ = re.compile(r"(?:只能是|只能为|仅能为|仅能是|只能取|仅为|只可以是|取值只能是|只支持|仅支持|"
-                        r"(?<![<>=!])=(?!=))[ \t]*" + _VALUES)
+                        r"(?<![<>=!])=(?!=))[ \t]*(?:输入|取值|为|是)?[ \t]*" + _VALUES)
 _BARE_CMP = re.compile(r"(?<![A-Za-z0-9_\]\) \t])([ \t]*)(<=|>=|==|<|>)([ \t]*-?\d{1,12})(?![0-9A-Za-z^*.])")
 _ONLY_VALUES = re.compile(_VALUES)
 # `variance 的 shape[0] 为4`: an axis `为`/`是`/`等于` a number is equal to it
