@@ -256,3 +256,14 @@ def test_alternative_shapes_of_a_doc_are_each_allowed(tmp_path):
     (fixtures / "plants.yaml").write_text(yaml.safe_dump({"plants": plants}, allow_unicode=True), encoding="utf-8")
     r = measure_audit.measure(docs, fixtures)
     assert (r["found"], r["planted"], r["findings"]) == (1, 1, 1), r
+
+
+def test_a_1_1_row_cited_with_the_doc_s_spaces_sources_a_check(tmp_path):
+    docs, fixtures = _fixture(tmp_path, [])
+    (docs / "foo.md").write_text(DOC.replace("| 输入Shape | x: [N, C, L] |", "| 输入Shape | x: [N, C, L] |\n| 0 元素检查 | 是, BAD_PARAM |"),
+                                 encoding="utf-8")
+    spec = fixtures / "foo_forward.yaml"
+    spec.write_text(SPEC.replace("criteria:", '  - id: nonempty\n    doc: "1.1 0 元素检查"\n    message: no zero elements\n'
+                                 '    require: "x.size > 0"\n    violate: {dims: {N: 0}}\ncriteria:', 1), encoding="utf-8")
+    r = measure_audit.measure(docs, fixtures)
+    assert r["findings"] == 0, r

@@ -262,3 +262,24 @@ def test_alternative_shapes_a_scalar_output_and_a_word_before_the_values():
     assert {"shape boxes N,5", "shape boxes N,6", "tensor count", "dtype count int32", "param mode int"} <= keys, keys
     assert not any(k.startswith("param count") for k in keys)
     assert set(next(f.bounds for f in facts if f.key == "limit 1.4 输入限制")) == {("mode", ">=", 0), ("mode", "<=", 1)}
+
+
+CODED = """# FredForward 算子开发设计方案
+### 3.8 算子防呆检查
+- 列出算子需要做的防呆
+1、指针为空防呆；
+2、算子存在的自身的相关参数防呆。
+ ```c++
+  PARAM_CHECK("[mluOpFredForward]", boxes_desc->dims[3] == 5);
+  PARAM_CHECK("[mluOpFredForward]", points == 1 || points == 5);
+  PARAM_CHECK("[mluOpFredForward]", spatial_scale > 0);
+```
+"""
+
+
+def test_the_param_checks_in_the_code_under_an_item_are_its_bounds():
+    facts = docread.read_facts(parse_doc(CODED, "coded.md"))
+    item = next(f for f in facts if f.key == "check 3.8(2)")   # a template question, filled with mlu-ops' code
+    assert set(item.bounds) == {("boxes_desc.dims[3]", "==", 5), ("points", ">=", 1), ("points", "<=", 5),
+                                ("spatial_scale", ">", 0)}
+    assert any(f.key == "template 3.8(1)" for f in facts)  # the unfilled template item stays the template's

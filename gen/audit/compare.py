@@ -195,6 +195,15 @@ def _numbers_stated(atoms: set, cited: list, shapes: list) -> bool:
     return True
 
 
+def _row_cites(doc: str) -> list:
+    """A check's `1.1 ROW` citations, without spaces (`1.1 0 元素检查是否直接返回` cites `0元素检查...`)."""
+    return [w.replace(" ", "") for w in re.findall(r"1\.1 ([^,;()]{2,40})", doc)]
+
+
+def _row_cited(row: str, cite: str) -> bool:
+    return len(cite) >= 2 and (row.startswith(cite) or cite.startswith(row))
+
+
 def _side(op: str) -> str:
     return "upper" if op in ("<=", "<") else "lower" if op in (">=", ">") else op
 
@@ -397,8 +406,7 @@ class _Audit:
                 [f for f in facts if f.kind == "limit" and any(f.key.split(" ", 1)[1].startswith(r) for r in lrefs)] + \
                 [f for f in facts if f.kind == "limit" and f.key.split(" ", 2)[2:] and
                  f.key.split(" ", 2)[2] in row_refs] + \
-                [f for w in re.findall(r"1\.1 ([^ ,;()]{2,20})", c.doc) for f in facts
-                 if f.kind == "row" and f.key.split(" ", 2)[2].startswith(w)]
+                [f for w in _row_cites(c.doc) for f in facts if f.kind == "row" and _row_cited(f.key.split(" ", 2)[2], w)]
             if (cited or any(n in named for n in row_refs)) and _numbers_stated(self.required[c.id], cited, [f for f in facts if f.kind == "shape"]):
                 self.sourced.add(c.id)
             for r in refs if governs else ():

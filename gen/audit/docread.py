@@ -365,6 +365,7 @@ _TEMPLATE_ITEMS = ("指针为空防呆", "0元素检查防呆,VLOG(5)打印信�
                    # the newer template's example of a limit check, copied unchanged
                    "限制的防呆,比如算子限制kernel不能太大")
 _TEMPLATE_MARK = "列出算子需要做的防呆"
+_PARAM_CHECK = re.compile(r"PARAM_CHECK(?:_V2|_[A-Z]{2})?\([ \t]*\"[^\"]{0,200}\"[ \t]*,[ \t]*([^;]{1,300})\)[ \t]*;")
 # Of those, the ones that ask a question or name a heading and state no check, wherever they stand.
 _TEMPLATE_QUESTIONS = _TEMPLATE_ITEMS[4:]
 
@@ -386,7 +387,9 @@ def _checks(r: _Reader, section: Section):
             current[2] += " " + s
         elif not (s.endswith(":") or _TEMPLATE_MARK in s or "错误码" in s or s.startswith("主要是列出")):
             r.unread(section, i, s)
-    ends = [i for _, i, _ in items[1:]] + [max((i for i, _ in body), default=0) + 1]
+    # the last item runs to the section's end, past any code under it (fenced lines are no body)
+    after = [s.line for s in r.doc.sections if s.line > section.line and s.level <= section.level]
+    ends = [i for _, i, _ in items[1:]] + [min(after, default=len(r.doc.lines) + 1)]
     checks: dict = {}
     for (n, i, text), end in zip(items, ends):
         flat = text.replace(" ", "").rstrip(".;,")
@@ -394,14 +397,17 @@ def _checks(r: _Reader, section: Section):
         # deform_roi_pool_forward's doc fills the template's items) is the author's; a question
         # item states no check, filled or not
         filled = any(line.strip().startswith("```") for line in r.doc.lines[i:end - 1])
-        if (template and not filled and flat in _TEMPLATE_ITEMS) or flat in _TEMPLATE_QUESTIONS:
+        # the bounds of the PARAM_CHECKs in the code under an item are the item's
+        coded = tuple(b for line in r.doc.lines[i:end - 1] for cond in _PARAM_CHECK.findall(line)
+                      for b in doc_bounds(cond.replace("->", ".").replace("||", ",").replace("&&", ",")))
+        if ((template and not filled and flat in _TEMPLATE_ITEMS) or flat in _TEMPLATE_QUESTIONS) and not coded:
             r.add("template", f"template {section.number}({n})", text, section, i, text)
             continue
         # a section of several lists, each numbered from 1 (pointers, zero elements, params): one
         # fact per number, with every list's item of that number in it
         merged = checks.setdefault(n, [i, [], []])
         merged[1].append(text)
-        merged[2].extend(doc_bounds(text))
+        merged[2].extend(doc_bounds(text) + coded)
     for n, (i, texts, bounds) in checks.items():
         text = " / ".join(texts)
         r.add("check", f"check {section.number}({n})", text, section, i, text, tuple(bounds))
