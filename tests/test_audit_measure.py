@@ -139,7 +139,7 @@ def _docs_from_mirror(names, into: Path) -> bool:
 TRUTHS = ["audit_truth", "audit_truth_r1", "audit_truth_r2"]
 HELD_OUT = ["audit_heldout", "audit_heldout_r2", "audit_heldout_r3", "audit_heldout_r4",
             "audit_heldout_r5", "audit_heldout_r6", "audit_heldout_r7", "audit_heldout_r8",
-            "audit_heldout_r9", "audit_heldout_r10"]
+            "audit_heldout_r9", "audit_heldout_r10", "audit_heldout_r11"]
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +169,7 @@ AUDIT_FLOORS = {"audit_heldout": (0.769, 0.75), "audit_heldout_r2": (1.0, 0.538)
                 "audit_heldout_r4": (1.0, 0.9), "audit_heldout_r5": (0.857, 0.9),
                 "audit_heldout_r6": (0.432, 0.882), "audit_heldout_r7": (0.423, 0.611),
                 "audit_heldout_r8": (0.259, 0.631), "audit_heldout_r9": (0.692, 0.888),
-                "audit_heldout_r10": (0.923, 0.944)}
+                "audit_heldout_r10": (0.923, 0.944), "audit_heldout_r11": (1.0, 0.8)}
 
 
 @pytest.mark.parametrize("truth", TRUTHS)
