@@ -99,6 +99,9 @@ def test_the_audit_measure_counts_real_and_false_findings_and_found_plants(tmp_p
     assert (r["found"], r["planted"]) == (3, 4)
     assert r["real"] == 3 and r["findings"] == 3 and r["precision"] == 1.0
     assert any("missed plant unseen" in line for line in r["differences"])
+    # per fact class: a plant by its first expected id, a finding by its own
+    assert {c: (v["found"], v["planted"], v["real"], v["findings"]) for c, v in r["classes"].items()} == \
+        {"interface": (0, 0, 0, 0), "checks": (2, 3, 2, 2), "accuracy": (1, 1, 1, 1)}
 
 
 def test_a_finding_on_the_correct_spec_is_false(tmp_path):
@@ -135,7 +138,8 @@ def _docs_from_mirror(names, into: Path) -> bool:
 
 TRUTHS = ["audit_truth", "audit_truth_r1", "audit_truth_r2"]
 HELD_OUT = ["audit_heldout", "audit_heldout_r2", "audit_heldout_r3", "audit_heldout_r4",
-            "audit_heldout_r5"]
+            "audit_heldout_r5", "audit_heldout_r6", "audit_heldout_r7", "audit_heldout_r8",
+            "audit_heldout_r9", "audit_heldout_r10", "audit_heldout_r11"]
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +166,10 @@ READER_FLOORS = {
     "audit_truth_r2": {"interface": (1.0, 0.836), "checks": (0.96, 0.859), "accuracy": (1.0, 0.761)},
 }
 AUDIT_FLOORS = {"audit_heldout": (0.769, 0.75), "audit_heldout_r2": (1.0, 0.538), "audit_heldout_r3": (0.8, 0.727),
-                "audit_heldout_r4": (1.0, 0.9), "audit_heldout_r5": (0.857, 0.9)}
+                "audit_heldout_r4": (1.0, 0.9), "audit_heldout_r5": (0.857, 0.9),
+                "audit_heldout_r6": (0.432, 0.882), "audit_heldout_r7": (0.423, 0.611),
+                "audit_heldout_r8": (0.259, 0.631), "audit_heldout_r9": (0.692, 0.888),
+                "audit_heldout_r10": (0.923, 0.944), "audit_heldout_r11": (1.0, 0.8)}
 
 
 @pytest.mark.parametrize("truth", TRUTHS)
@@ -196,3 +203,67 @@ def test_a_fixture_doc_that_is_not_a_file_name_in_the_docs_folder_is_refused(tmp
     (fixtures / "foo_forward.yaml").write_text(SPEC.replace("doc: foo.md", "doc: ../foo.md"), encoding="utf-8")
     assert measure_audit.main([str(docs), str(fixtures)]) == 2
     assert "is not a file name in DOCS_DIR" in capsys.readouterr().err
+
+
+def test_a_check_citing_a_real_item_is_unsourced_where_the_item_states_none_of_its_numbers(tmp_path):
+    added = ('  - id: rows_max\n    doc: "3.8(1)"\n    message: at most 1024 rows\n    require: "x.shape[0] <= 1024"\n'
+             '    violate: {dims: {N: 1025}}\ncriteria:')
+    # the same citation with the item's own number (9, odd k) stays sourced
+    kept = ('  - id: k_nine\n    doc: "3.8(1)"\n    message: k at most 9\n    require: "k <= 9"\n'
+            '    violate: {params: {k: 11}}\ncriteria:')
+    docs, fixtures = _fixture(tmp_path, [_plant("rows_max_added", "criteria:", added, ["unsourced rows_max"])])
+    (docs / "foo.md").write_text(DOC.replace("1、`k` 必须为奇数；", "1、`k` 必须为奇数, 至多 9；"), encoding="utf-8")
+    r = measure_audit.measure(docs, fixtures)
+    assert (r["found"], r["planted"], r["findings"]) == (1, 1, 1), r
+    (fixtures / "plants.yaml").write_text(yaml.safe_dump({"plants": [_plant("k_nine", "criteria:", kept, [])]}),
+                                          encoding="utf-8")
+    r = measure_audit.measure(docs, fixtures)
+    assert r["findings"] == 0, r
+
+
+def test_a_rule_written_one_metric_a_line_is_one_rule(tmp_path):
+    docs, fixtures = _fixture(tmp_path, [_plant("threshold_changed", "static: {diff1: 0.003, diff2: 0.003}",
+                                                "static: {diff1: 0.003, diff2: 0.03}", ["contradicts accuracy"])])
+    (docs / "foo.md").write_text(DOC.replace("- 静态阈值 diff3 = 0；", "  DIFF1<=0.003\n\n  DIFF2<=0.003\n"), encoding="utf-8")
+    spec = fixtures / "foo_forward.yaml"
+    spec.write_text(SPEC.replace("static: {diff3_2: 0}", "static: {diff1: 0.003, diff2: 0.003}"), encoding="utf-8")
+    r = measure_audit.measure(docs, fixtures)
+    assert (r["found"], r["planted"], r["findings"]) == (1, 1, 1), r   # the correct spec matches the two lines
+
+
+def test_a_literal_dim_of_a_doc_shape_bounds_the_spec_s_check_on_that_axis(tmp_path):
+    docs, fixtures = _fixture(tmp_path, [_plant("coords_changed", '"x.shape[2] <= 64"', '"x.shape[2] <= 64 and x.shape[1] == 4"',
+                                                ["contradicts bound x.shape[1] == 3"])])
+    (docs / "foo.md").write_text(DOC.replace("x: [N, C, L]", "x: [N, 3, L]"), encoding="utf-8")
+    spec = fixtures / "foo_forward.yaml"
+    spec.write_text(SPEC.replace("x: {dtype: T, layout: ARRAY, shape: [N, C, L]", "x: {dtype: T, layout: ARRAY, shape: [N, 3, L]")
+                    .replace("y: {dtype: T, layout: ARRAY, shape: [N, C, L]", "y: {dtype: T, layout: ARRAY, shape: [N, 3, L]")
+                    .replace(", C: {min: 1, max: 2}", "").replace("C: 1, ", ""), encoding="utf-8")
+    r = measure_audit.measure(docs, fixtures)
+    # the correct spec states the 3 in its own shape, which is no lack; the copy's check contradicts it
+    assert (r["found"], r["planted"], r["findings"]) == (1, 1, 1), r
+
+
+def test_alternative_shapes_of_a_doc_are_each_allowed(tmp_path):
+    # x is [N, 3, L] or [N, 4, L], y [N, C, L] or [N, C]: the spec's x with `x.shape[1] in (3, 4)`, and its 3-D y, agree
+    docs, fixtures = _fixture(tmp_path, [_plant("set_changed", '"x.shape[2] <= 64"', '"x.shape[2] <= 64 and x.shape[1] in (3, 5)"',
+                                                ["lacks bound x.shape[1] == 4"])])
+    (docs / "foo.md").write_text(DOC.replace("| 输入Shape | x: [N, C, L] |", "| 输入Shape | x: [N, 3, L]; x: [N, 4, L] |\n| 输出Shape | y: [N, C, L]; y: [N, C] |"),
+                                  encoding="utf-8")
+    spec = fixtures / "foo_forward.yaml"
+    spec.write_text(SPEC.replace('"x.shape[2] <= 64"', '"x.shape[2] <= 64 and x.shape[1] in (3, 4)"'), encoding="utf-8")
+    plants = [_plant("set_changed", "x.shape[1] in (3, 4)", "x.shape[1] in (3, 5)", ["lacks bound x.shape[1] == 4"])]
+    (fixtures / "plants.yaml").write_text(yaml.safe_dump({"plants": plants}, allow_unicode=True), encoding="utf-8")
+    r = measure_audit.measure(docs, fixtures)
+    assert (r["found"], r["planted"], r["findings"]) == (1, 1, 1), r
+
+
+def test_a_1_1_row_cited_with_the_doc_s_spaces_sources_a_check(tmp_path):
+    docs, fixtures = _fixture(tmp_path, [])
+    (docs / "foo.md").write_text(DOC.replace("| 输入Shape | x: [N, C, L] |", "| 输入Shape | x: [N, C, L] |\n| 0 元素检查 | 是, BAD_PARAM |"),
+                                 encoding="utf-8")
+    spec = fixtures / "foo_forward.yaml"
+    spec.write_text(SPEC.replace("criteria:", '  - id: nonempty\n    doc: "1.1 0 元素检查"\n    message: no zero elements\n'
+                                 '    require: "x.size > 0"\n    violate: {dims: {N: 0}}\ncriteria:', 1), encoding="utf-8")
+    r = measure_audit.measure(docs, fixtures)
+    assert r["findings"] == 0, r

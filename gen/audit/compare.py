@@ -7,6 +7,7 @@ finding's id; every finding that is not waived fails the audit."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -173,6 +174,40 @@ def _doc_dims(facts, spec) -> dict:
     return out
 
 
+def _numbers_stated(atoms: set, cited: list, shapes: list) -> bool:
+    """A citation sources a check only where the cited text states the check's numbers: a bound of
+    1024 citing an item that says nothing of 1024 is the spec's own.  Bounds of -1..1 (non-negative,
+    positive, non-empty) are what docs write in words, and are not asked for; nor are ranks, nor an
+    axis's size that the doc's shape of that tensor gives (`[N, 4]`)."""
+    written = {int(n) for f in cited for n in re.findall(r"(?<![0-9.])-?\d{1,12}(?![0-9])", f.text)}
+    for a in atoms:
+        m = re.fullmatch(r"(.+) (?:<=|>=|==|!=) (-?\d{1,12})", a)
+        if not m or abs(int(m.group(2))) <= 1 or {int(m.group(2)) + d for d in (-1, 0, 1)} & written:
+            continue
+        term, v = m.group(1), m.group(2)
+        axis = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)\.shape\[(\d)\]", term)
+        if term.endswith(".ndim"):
+            continue   # a rank is the interface's: the doc's shapes judge it (`contradicts rank`)
+        if axis and any(f.key.split(" ")[1] == axis.group(1) and int(axis.group(2)) < len(f.value) and
+                        f.value[int(axis.group(2))] == v for f in shapes):
+            continue
+        return False
+    return True
+
+
+def _row_cites(doc: str) -> list:
+    """A check's `1.1 ROW` citations, without spaces (`1.1 0 元素检查是否直接返回` cites `0元素检查...`)."""
+    return [w.replace(" ", "") for w in re.findall(r"1\.1 ([^,;()]{2,40})", doc)]
+
+
+def _row_cited(row: str, cite: str) -> bool:
+    return len(cite) >= 2 and (row.startswith(cite) or cite.startswith(row))
+
+
+def _side(op: str) -> str:
+    return "upper" if op in ("<=", "<") else "lower" if op in (">=", ">") else op
+
+
 def _spec_names(spec) -> set:
     names = set(spec.params)
     for t in list(spec.inputs) + list(spec.outputs):
@@ -193,11 +228,15 @@ def _resolves(atom: str, spec) -> bool:
 
 
 def _doc_name(name: str) -> str:
-    """A doc's `x.dim(2)` / `x.dims[2]` / `x.shape[2]` as the spec writes it."""
+    """A doc's `x.dim(2)` / `x.dims[2]` / `x.shape[2]` as the spec writes it (`x_desc.dim`: x's)."""
+    name = re.sub(r"^([A-Za-z_][A-Za-z0-9_]*?)_desc(?=\.)", r"\1", name)
     m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)\.(?:dim|dims|shape)[\[(](\d)[\])]", name)
     if m:
         return f"{m.group(1)}.shape[{m.group(2)}]"
-    m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)\.(?:dim|ndim)", name)
+    m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)\.dim(\d)", name)   # `input.dim3`, as some docs write axes
+    if m:
+        return f"{m.group(1)}.shape[{m.group(2)}]"
+    m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)\.(?:dim|ndim|dims)", name)
     return f"{m.group(1)}.ndim" if m else name
 
 
@@ -241,6 +280,10 @@ class _Audit:
     def interface(self, path, facts):
         spec = self.spec
         tensors = {**spec.inputs, **spec.outputs}
+        ranks: dict = {}
+        for f in facts:
+            if f.kind == "shape" and not (f.api and not _same_api(f.api, spec.op)):
+                ranks.setdefault(f.key.split(" ")[1], set()).add(len(f.value))
         for f in facts:
             where = f"{path}:{f.line}"
             parts = f.key.split(" ")
@@ -258,7 +301,8 @@ class _Audit:
             elif f.kind == "layout" and parts[1] in tensors and tensors[parts[1]].layout != f.value:
                 self.add("contradicts", f"contradicts layout {parts[1]}", f"'{parts[1]}' is {f.value} in the doc, "
                          f"{tensors[parts[1]].layout} in the spec", where, self.tensor_line(parts[1]))
-            elif f.kind == "shape" and parts[1] in tensors and len(f.value) != len(tensors[parts[1]].shape):
+            elif f.kind == "shape" and parts[1] in tensors and len(tensors[parts[1]].shape) not in ranks.get(parts[1], ()):
+                # several shapes of one tensor (`[N, M] or [N]`) are alternatives: one rank must agree
                 self.add("contradicts", f"contradicts rank {parts[1]}", f"'{parts[1]}' has {len(f.value)} axes in "
                          f"the doc ({','.join(f.value)}), {len(tensors[parts[1]].shape)} in the spec", where,
                          self.tensor_line(parts[1]))
@@ -267,25 +311,38 @@ class _Audit:
                          f"none", where, line_of(spec.raw, "params") if "params" in spec.raw else 1)
 
     # bounds: a limit a source states on a spec name
-    def bound(self, name, op, number, where, status=None):
+    def bound(self, name, op, number, where, status=None, alternatives=(), lacks=True):
+        """alternatives: (op, number) the same fact bounds name by otherwise, on the same side (per
+        dtype or board, or `> 0` beside an interval from 0): a spec check on any of them states the
+        source's bound."""
         name = _doc_name(name)
         if not _resolves(name, self.spec) and name in self.dims:
             name = self.dims[name]
-        if not _resolves(name, self.spec) or isinstance(number, float):
-            return
+        if not _resolves(name, self.spec) or isinstance(number, float) or name in self.spec.inputs or \
+                name in self.spec.outputs:
+            return   # a tensor itself compared to a number (`input 的元素个数 <= N`) is no spec term
         stated = canon_atom(f"{name} {op} {number}")
         sname, sop, snum = stated.split(" ")
+        if re.search(r"\.(?:shape\[\d\]|ndim|size)$", sname) and sop == ">=" and int(snum) <= 0:
+            return   # every dim is at least 0: `C的范围需在[0, 13615]` bounds C from above only
+        others = [canon_atom(f"{name} {o} {n}") for o, n in alternatives if not isinstance(n, float)]
+        if any(a in self.all_atoms for a in others):
+            stated = next(a for a in others if a in self.all_atoms)
         if stated not in self.all_atoms and _implied(stated, self.equal, self.all_atoms):
             return
         family = "upper" if sop in ("<=", "<") else "lower" if sop in (">=", ">") else sop
         same, rival = None, None
+        # a bound on a term the spec requires equal to sname bounds sname too
+        peers = {t for t, rep in self.equal.items() if rep == self.equal.get(sname)} | {sname}
         for c in self.spec.checks:
             for a in self.atoms[c.id]:
                 n, o, v = (a.split(" ") + ["", ""])[:3]
                 if a != stated and a not in self.required[c.id]:
                     continue
                 fam = "upper" if o in ("<=", "<") else "lower" if o in (">=", ">") else o
-                if n == sname and fam == family:
+                if n in peers and n != sname and fam == family and f"{sname} {o} {v}" == stated:
+                    same = same or c
+                elif n == sname and fam == family:
                     if a == stated:
                         same = c
                     elif re.fullmatch(r"-?\d+", v) and rival is None:
@@ -299,7 +356,10 @@ class _Audit:
             self.sourced.add(rival[0].id)
             self.add("contradicts", f"contradicts bound {stated}", f"the source states '{stated}', check "
                      f"'{rival[0].id}' requires '{rival[1]}'", where, rival[0].line)
-        else:
+        elif sop == "==" and any(re.fullmatch(re.escape(sname) + r" in \((?:.*, )?" + snum + r"(?:, .*)?\)", a)
+                                 for a in self.all_atoms):
+            pass   # `boxes.shape[1] == 5` of `[N, 5] or [N, 6]`: the spec's `in (5, 6)` allows it
+        elif lacks:
             self.add("lacks", f"lacks bound {stated}", f"the source states '{stated}', no check of the spec "
                      f"bounds {sname} so", where, line_of(self.spec.raw, "checks"))
 
@@ -313,9 +373,23 @@ class _Audit:
         items = {f.key.split(" ", 1)[1]: f for f in facts if f.kind in ("check", "template")}
         limits = {f.key.split(" ", 1)[1]: f for f in facts if f.kind == "limit"}
         self.dims = _doc_dims(bounds_from if bounds_from is not None else facts, self.spec)
+        tensors = {**self.spec.inputs, **self.spec.outputs}
         for f in bounds_from if bounds_from is not None else facts:
+            # a shape's literal dim (`boxes: [B, T, 7]`) is a bound on that axis, where the ranks agree
+            name = f.key.split(" ")[1] if f.kind == "shape" else ""
+            if name in tensors and len(f.value) == len(tensors[name].shape):
+                for k, dim in enumerate(f.value):
+                    if dim.isdigit():   # the spec's own shape stating it is no lack (a check may still differ)
+                        self.bound(f"{name}.shape[{k}]", "==", int(dim), f"{path}:{f.line}",
+                                   lacks=str(tensors[name].shape[k]) != dim)
+            done = set()
             for name, op, number in f.bounds if f.kind in ("check", "limit") else ():
-                self.bound(name, op, number, f"{path}:{f.line}")
+                side = _side(op)
+                if (name, side) in done:
+                    continue   # an alternative of the first (see below)
+                done.add((name, side))
+                others = [(o2, n) for n2, o2, n in f.bounds if n2 == name and _side(o2) == side and (o2, n) != (op, number)]
+                self.bound(name, op, number, f"{path}:{f.line}", alternatives=others)
         self.dims = {}
         for f in facts:
             where = f"{path}:{f.line}"
@@ -327,10 +401,13 @@ class _Audit:
             refs = [f"{s}({n})" for s, n in _CITE_ITEM.findall(c.doc)]
             lrefs = [f"{s} {k}" for s, k in _CITE_LIMIT.findall(c.doc)]
             named = {f.key.split(" ")[1] for f in facts if f.kind in ("tensor", "param")}
-            rows = [f.key.split(" ", 2)[2] for f in facts if f.kind == "row"]
-            if any(r in items for r in refs) or any(k.startswith(r) for r in lrefs for k in limits) or \
-                    any(n in named for n in re.findall(r"1\.3 ([A-Za-z_][A-Za-z0-9_]*)", c.doc)) or \
-                    any(row.startswith(w) for w in re.findall(r"1\.1 ([^ ,;()]{2,20})", c.doc) for row in rows):
+            row_refs = re.findall(r"1\.3 ([A-Za-z_][A-Za-z0-9_]*)", c.doc)
+            cited = [items[r] for r in refs if r in items] + \
+                [f for f in facts if f.kind == "limit" and any(f.key.split(" ", 1)[1].startswith(r) for r in lrefs)] + \
+                [f for f in facts if f.kind == "limit" and f.key.split(" ", 2)[2:] and
+                 f.key.split(" ", 2)[2] in row_refs] + \
+                [f for w in _row_cites(c.doc) for f in facts if f.kind == "row" and _row_cited(f.key.split(" ", 2)[2], w)]
+            if (cited or any(n in named for n in row_refs)) and _numbers_stated(self.required[c.id], cited, [f for f in facts if f.kind == "shape"]):
                 self.sourced.add(c.id)
             for r in refs if governs else ():
                 if r not in items and r.startswith("3."):
@@ -386,6 +463,13 @@ class _Audit:
             return bool(r["thresholds"] if r["mode"] == "static" else r["rates"])
         # a sentence naming the metrics is no rule of its own where another gives their thresholds
         specific = {key(f.value) for f in rules if exact(f.value)}
+        # one metric and its threshold a line (`DIFF1<=0.003`, then `DIFF2<=0.003`): one rule together
+        single = [f for f in rules if f.value["mode"] == "static" and len(f.value["metrics"]) == 1
+                  and f.value["thresholds"]]
+        if len(single) > 1 and len({f.value["metrics"][0] for f in single}) == len(single):
+            joined = {"mode": "static", "metrics": [f.value["metrics"][0] for f in single], "rates": [],
+                      "thresholds": {k: v for f in single for k, v in f.value["thresholds"].items()}}
+            rules = rules + [dataclasses.replace(single[0], value=joined)]
         for f in rules:
             r = f.value
             dm = [m[:5] for m in r["metrics"]]

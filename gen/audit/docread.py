@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gen.audit import prose
 from gen.audit.doctext import DocText, Section, read_doc
 
 # ---- the fact -------------------------------------------------------------------------------
@@ -61,8 +62,7 @@ def dtypes_of(cell: str) -> list:
 
 
 # Comparisons written in words, longest first: `epsilon必须大于0` is `epsilon > 0`.
-_WORD_OPS = (("大于等于", ">="), ("小于等于", "<="), ("不小于", ">="), ("不大于", "<="), ("不能超过", "<="),
-             ("不超过", "<="), ("大于", ">"), ("小于", "<"))
+_WORD_OPS = prose.WORD_OPS
 _MUST = re.compile(r"(?<=[A-Za-z0-9_\]\)])[ \t]*(?:必须|须|应当|应|需要)?[ \t]*(?=[<>])")
 
 
@@ -77,6 +77,19 @@ def bounds_of(text: str) -> tuple:
             continue
         out.append((name, op, float(number) if "." in number else int(number)))
     return tuple(out)
+
+
+def doc_bounds(text: str, row: str = "") -> tuple:
+    """The comparisons a doc's text states, prose forms included (gen/audit/prose.py)."""
+    found = bounds_of(prose.rewrite(text, row))
+    # one name equal to several values (`pool_method=0 ... pool_method=1`) is a set of them
+    values: dict = {}
+    for name, op, number in found:
+        if op == "==" and isinstance(number, int):
+            values.setdefault(name, set()).add(number)
+    sets = {n for n, v in values.items() if len(v) > 1}
+    return tuple(b for b in found if not (b[0] in sets and b[1] == "==")) + \
+        tuple(b for n in sorted(sets) for b in ((n, ">=", min(values[n])), (n, "<=", max(values[n]))))
 
 
 def _cells(line: str) -> list | None:
@@ -114,9 +127,15 @@ class _Reader:
         self.facts: list[Fact] = []
         self.seen: set = set()
         self.role_wide: list = []   # 1.1 values for every input or output: (kind, role, value, section, line)
+        self.prose_dtypes: list = []   # sentences naming tensors' dtypes: (names, dtypes, section, line)
 
-    def add(self, kind, key, value, section, line, text="", bounds=(), api=""):
-        if (kind, key, api) in self.seen and kind != "unread":
+    def dtypes_in(self, text, section, line):
+        for names, rest in prose.dtype_statements(text):
+            if dtypes_of(rest):
+                self.prose_dtypes.append((names, dtypes_of(rest), section, line))
+
+    def add(self, kind, key, value, section, line, text="", bounds=(), api="", repeat=False):
+        if (kind, key, api) in self.seen and kind != "unread" and not repeat:
             return
         self.seen.add((kind, key, api))
         self.facts.append(Fact(kind, key, value, section.number, line, text[:300], tuple(bounds), api))
@@ -184,6 +203,7 @@ def _interface_tables(r: _Reader, section: Section, body, api: str):
             name = _clean_name(cells[name_col])
             dcell = cells[dtype_col]
             layout = cells[layout_col].replace("`", "").strip() if 0 <= layout_col < len(cells) else ""
+            layout = re.sub(r"^[一二三四五六七八]维[ \t]*", "", layout)   # `二维ARRAY`: the rank, then the layout
             if name in ("handle", "workspace", "workspace_size") or name.endswith("_desc") or \
                     "Descriptor_t" in dcell or "Handle_t" in dcell or not _WORD.fullmatch(name):
                 pass
@@ -199,6 +219,14 @@ def _interface_tables(r: _Reader, section: Section, body, api: str):
                     r.add("layout", f"layout {name} {layout.upper()}", layout.upper(), section, i, layout, api=api)
                 for sm in _shapes_in(" ".join(cells).replace("`", "")):
                     _shape(r, section, i, name, sm.group(2))
+                if 0 <= layout_col < len(cells):   # `[N, M] or [N]` in the layout cell: the row's shapes
+                    for inner in _BRACKETS.findall(cells[layout_col].replace("`", "")):
+                        if not inner.strip().isdigit():
+                            _shape(r, section, i, name, inner)
+            elif dtypes_of(dcell) and 0 <= role_col < len(cells) and cells[role_col].strip() == "输出":
+                # an output is never a param: a scalar one (`result_num`, layout `scalar`) is a tensor
+                r.add("tensor", f"tensor {name}", "output", section, i, " | ".join(cells), api=api)
+                r.add("dtype", f"dtype {name} {','.join(dtypes_of(dcell))}", dtypes_of(dcell), section, i, dcell, api=api)
             elif dtypes_of(dcell) or "bool" in dcell or "int" in dcell or "float" in dcell:
                 ptype = "bool" if "bool" in dcell else "float" if "float" in dcell or "double" in dcell else "int"
                 r.add("param", f"param {name} {ptype}", ptype, section, i, dcell, api=api)
@@ -207,7 +235,7 @@ def _interface_tables(r: _Reader, section: Section, body, api: str):
                 continue
             if 0 <= limit_col < len(cells) and not _none(cells[limit_col]):
                 text = cells[limit_col]
-                r.add("limit", f"limit 1.3 {name}", text, section, i, text, bounds_of(text))
+                r.add("limit", f"limit 1.3 {name}", text, section, i, text, doc_bounds(text, name))
 
 
 def _shapes_in(text: str):
@@ -236,11 +264,17 @@ def _overview(r: _Reader, section: Section):
             if not _none(value):
                 r.add("row", f"row {section.number} {key}", value, section, i, value)
             role = "input" if key.startswith("输入") else "output" if key.startswith("输出") else ""
+            if "类型" in key:
+                r.dtypes_in(value, section, i)
             if "Shape" in key or "shape" in key:
                 named = list(_shapes_in(value))
                 for sm in named:
                     _shape(r, section, i, sm.group(1), sm.group(2))
                 bare = _BARE_SHAPE.fullmatch(value)
+                # a sentence's shapes (`则输出shape为[batches_m, batches_n]`), all of one rank
+                said = [m.group(1) for m in _SAID_SHAPE.finditer(value)]
+                if not bare and len({s.count(",") for s in said}) == 1:
+                    bare = _SAID_SHAPE.search(value)
                 if not named and bare and role:
                     r.role_wide.append(("shape", role, bare.group(1), section, i))
             elif "Layout" in key or "layout" in key:
@@ -248,7 +282,9 @@ def _overview(r: _Reader, section: Section):
 
 
 _LAYOUT_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)[ \t]*:{1,2}[ \t]*([A-Za-z]{2,6})")
+_BRACKETS = re.compile(r"\[([^\[\]]{1,200})\]")
 _BARE_SHAPE = re.compile(r"[ \t]*\[([^\[\]]{1,200})\][ \t]*")
+_SAID_SHAPE = re.compile(r"(?:shape|形状)[ \t]*(?:为|是|:)[ \t]*\[([^\[\]]{1,200})\]")
 
 
 def _overview_layouts(r: _Reader, section: Section, line: int, role: str, value: str):
@@ -260,6 +296,16 @@ def _overview_layouts(r: _Reader, section: Section, line: int, role: str, value:
     words = {w.upper() for w in _WORD.findall(value) if w.upper() in _LAYOUTS}
     if not pairs and len(words) == 1 and role:
         r.role_wide.append(("layout", role, words.pop(), section, line))
+
+
+def _place_prose_dtypes(r: _Reader):
+    """Dtypes a sentence gives (1.1, 1.4), on the 1.3 tensors it names that 1.3 gives none."""
+    tensors = {f.key.split(" ")[1] for f in r.facts if f.kind == "tensor"}
+    for names, dts, section, line in r.prose_dtypes:
+        have = {f.key.split(" ")[1] for f in r.facts if f.kind == "dtype"}
+        for name in names:
+            if name in tensors and name not in have:
+                r.add("dtype", f"dtype {name} {','.join(dts)}", dts, section, line, ",".join(dts))
 
 
 def _place_role_wide(r: _Reader):
@@ -294,7 +340,10 @@ def _limits(r: _Reader, section: Section):
             detail = " ".join(cells[1:]).strip()
             if _none(detail):
                 continue
-            r.add("limit", f"limit {section.number} {kind}", detail, section, i, detail, bounds_of(detail))
+            # rows of one kind (four `输入限制` rows) are each a limit, of one key: `1.4 输入限制` cites all
+            r.add("limit", f"limit {section.number} {kind}", detail, section, i, detail, doc_bounds(detail),
+                  repeat=True)
+            r.dtypes_in(detail, section, i)
             for part in _split_br(detail):
                 for sm in _shapes_in(part.replace("`", "")):
                     if sm.group(1).lower() not in ("shape", "dim", "range"):
@@ -312,8 +361,11 @@ _TEMPLATE_ITEMS = ("指针为空防呆", "0元素检查防呆,VLOG(5)打印信�
                    # the same item without the question, as some docs' copy of the template has it
                    "对输入输出支持的dtype,layout以及shape进行防呆",
                    "是否需要对输入输出支持的dtype,layout以及shape进行防呆",
-                   "elementwise算子则需要保证输入输出的每一个维度都要一样", "算子存在的自身的相关参数防呆")
+                   "elementwise算子则需要保证输入输出的每一个维度都要一样", "算子存在的自身的相关参数防呆",
+                   # the newer template's example of a limit check, copied unchanged
+                   "限制的防呆,比如算子限制kernel不能太大")
 _TEMPLATE_MARK = "列出算子需要做的防呆"
+_PARAM_CHECK = re.compile(r"PARAM_CHECK(?:_V2|_[A-Z]{2})?\([ \t]*\"[^\"]{0,200}\"[ \t]*,[ \t]*([^;]{1,300})\)[ \t]*;")
 # Of those, the ones that ask a question or name a heading and state no check, wherever they stand.
 _TEMPLATE_QUESTIONS = _TEMPLATE_ITEMS[4:]
 
@@ -335,7 +387,9 @@ def _checks(r: _Reader, section: Section):
             current[2] += " " + s
         elif not (s.endswith(":") or _TEMPLATE_MARK in s or "错误码" in s or s.startswith("主要是列出")):
             r.unread(section, i, s)
-    ends = [i for _, i, _ in items[1:]] + [max((i for i, _ in body), default=0) + 1]
+    # the last item runs to the section's end, past any code under it (fenced lines are no body)
+    after = [s.line for s in r.doc.sections if s.line > section.line and s.level <= section.level]
+    ends = [i for _, i, _ in items[1:]] + [min(after, default=len(r.doc.lines) + 1)]
     checks: dict = {}
     for (n, i, text), end in zip(items, ends):
         flat = text.replace(" ", "").rstrip(".;,")
@@ -343,14 +397,17 @@ def _checks(r: _Reader, section: Section):
         # deform_roi_pool_forward's doc fills the template's items) is the author's; a question
         # item states no check, filled or not
         filled = any(line.strip().startswith("```") for line in r.doc.lines[i:end - 1])
-        if (template and not filled and flat in _TEMPLATE_ITEMS) or flat in _TEMPLATE_QUESTIONS:
+        # the bounds of the PARAM_CHECKs in the code under an item are the item's
+        coded = tuple(b for line in r.doc.lines[i:end - 1] for cond in _PARAM_CHECK.findall(line)
+                      for b in doc_bounds(cond.replace("->", ".").replace("||", ",").replace("&&", ",")))
+        if ((template and not filled and flat in _TEMPLATE_ITEMS) or flat in _TEMPLATE_QUESTIONS) and not coded:
             r.add("template", f"template {section.number}({n})", text, section, i, text)
             continue
         # a section of several lists, each numbered from 1 (pointers, zero elements, params): one
         # fact per number, with every list's item of that number in it
         merged = checks.setdefault(n, [i, [], []])
         merged[1].append(text)
-        merged[2].extend(bounds_of(text))
+        merged[2].extend(doc_bounds(text) + coded)
     for n, (i, texts, bounds) in checks.items():
         text = " / ".join(texts)
         r.add("check", f"check {section.number}({n})", text, section, i, text, tuple(bounds))
@@ -431,6 +488,7 @@ def read_facts(doc: DocText) -> list:
         _network(r, s)
     for s in doc.find("防呆", "参数检查", number_prefix="3."):
         _checks(r, s)
+    _place_prose_dtypes(r)
     for i in doc.long_lines:
         r.facts.append(Fact("unread", f"unread line {i}", "line cut at the line cap", "", i))
     return r.facts

@@ -101,7 +101,10 @@ def parse_doc(text: str, name: str = "<doc>") -> DocText:
     for i, line in enumerate(lines, 1):
         stripped = line.strip()
         if stripped.startswith("```"):
-            fenced = not fenced
+            # as in CommonMark, only a bare fence closes one: a `` ```c++ `` inside a fence that was
+            # never closed is its content, so one unclosed fence cannot put the rest of a doc out of phase
+            if not fenced or not stripped.strip("`").strip():
+                fenced = not fenced
             continue
         if fenced:
             continue

@@ -47,6 +47,16 @@ def _audited(text: str, doc: Path, where: Path, name: str) -> list:
     return [f for f in audit_spec(load_spec(path), [doc], []) if not f.waived]
 
 
+def fact_class(finding_id: str) -> str:
+    """The fact class a finding (or a plant, by its first expected id) is about: interface (dtype,
+    layout, rank, a tensor or param), accuracy, or checks and limits (everything else)."""
+    if finding_id == "contradicts accuracy":
+        return "accuracy"
+    if re.match(r"contradicts (?:dtype|layout|rank) |lacks (?:tensor|param) ", finding_id):
+        return "interface"
+    return "checks"
+
+
 def _planted(text: str, plants: list, spec_name: str) -> str:
     for p in plants:
         if text.count(p["replace"]) != 1:
@@ -62,6 +72,7 @@ def measure(docs_dir: Path, fixtures: Path = FIXTURES) -> dict:
         plants_of.setdefault(p["spec"], []).append(p)
     real = total = found = planted = 0
     lines = []
+    per = {c: {"real": 0, "findings": 0, "found": 0, "planted": 0} for c in ("interface", "checks", "accuracy")}
     with tempfile.TemporaryDirectory(prefix="opcase-audit-measure-") as tmp:
         for spec_file in sorted(fixtures.glob("*.yaml")):
             if spec_file.name == "plants.yaml":
@@ -75,6 +86,8 @@ def measure(docs_dir: Path, fixtures: Path = FIXTURES) -> dict:
                 raise FixtureError(f"{spec_file.name}: its doc {doc} is absent")
             clean = _audited(text, doc, Path(tmp), spec_file.name)
             total += len(clean)
+            for f in clean:
+                per[fact_class(f.id)]["findings"] += 1
             lines += [f"{spec_file.name} (correct): false finding [{f.id}] {f.message}" for f in clean]
             plants = plants_of.pop(spec_file.name, [])
             if not plants:
@@ -83,6 +96,9 @@ def measure(docs_dir: Path, fixtures: Path = FIXTURES) -> dict:
             expected = {e for p in plants for e in p["expect"]}
             total += len(got)
             real += sum(f.id in expected for f in got)
+            for f in got:
+                per[fact_class(f.id)]["findings"] += 1
+                per[fact_class(f.id)]["real"] += f.id in expected
             lines += [f"{spec_file.name} (planted): false finding [{f.id}] {f.message}"
                       for f in got if f.id not in expected]
             ids = {f.id for f in got}
@@ -90,12 +106,16 @@ def measure(docs_dir: Path, fixtures: Path = FIXTURES) -> dict:
                 planted += 1
                 hit = any(e in ids for e in p["expect"])
                 found += hit
+                cls = fact_class(p["expect"][0]) if p["expect"] else "checks"
+                per[cls]["planted"] += 1
+                per[cls]["found"] += hit
                 if not hit:
                     lines.append(f"{spec_file.name}: missed plant {p['id']} ({p['what']})")
     if plants_of:
         raise FixtureError(f"plants for specs that are not there: {', '.join(sorted(plants_of))}")
     return {"precision": real / total if total else 1.0, "recall": found / planted if planted else 1.0,
-            "real": real, "findings": total, "found": found, "planted": planted, "differences": lines}
+            "real": real, "findings": total, "found": found, "planted": planted, "differences": lines,
+            "classes": per}
 
 
 def main(argv) -> int:
@@ -109,6 +129,8 @@ def main(argv) -> int:
         return 2
     print(f"audit     precision {r['precision']:.1%} ({r['real']}/{r['findings']})  "
           f"recall {r['recall']:.1%} ({r['found']}/{r['planted']})")
+    for cls, c in r["classes"].items():
+        print(f"  {cls:<9} precision {c['real']}/{c['findings']}  recall {c['found']}/{c['planted']}")
     for line in r["differences"]:
         print("  " + line)
     return 0
