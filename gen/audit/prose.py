@@ -77,15 +77,19 @@ def _one_of(sentence: str, pattern) -> str:
     return "".join(out) + sentence[last:]
 
 
+def _owner(before: str, row: str) -> str:
+    """The tensor a dim or axis is of: the name the text before it is about, last first (a name on
+    a comparison's right side, `dim[1]=num_points`, is not one), else the row's."""
+    names = [n.group(0) for n in _IDENT.finditer(before)
+             if not before[:n.start()].rstrip().endswith(("=", "<", ">"))]
+    return _subject(list(reversed(names))) or row
+
+
 def _axes_on_tensor(sentence: str, row: str) -> str:
     """A bare `shape[1]` / `dim` is the tensor named last before it in the sentence, else the row's."""
     out, last = [], 0
     for m in _AXIS.finditer(sentence):
-        before = sentence[:m.start()]
-        # the owner is a name the sentence is about, not a comparison's right side (`dim[1]=num_points`)
-        names = [n.group(0) for n in _IDENT.finditer(before)
-                 if not before[:n.start()].rstrip().endswith(("=", "<", ">"))]
-        owner = _subject(list(reversed(names))) or row
+        owner = _owner(sentence[:m.start()], row)
         out.append(sentence[last:m.start()])
         out.append(f"{owner}.{m.group(1)}" if owner else m.group(1))
         last = m.end()
@@ -135,10 +139,7 @@ _ORDINAL = re.compile(r"第[ \t]*([1-8一二三四五六七八])[ \t]*(?:个)?�
 def _ordinals(sentence: str, row: str) -> str:
     out, last = [], 0
     for m in _ORDINAL.finditer(sentence):
-        before = sentence[:m.start()]
-        names = [n.group(0) for n in _IDENT.finditer(before)
-                 if not before[:n.start()].rstrip().endswith(("=", "<", ">"))]
-        owner = _subject(list(reversed(names))) or row
+        owner = _owner(sentence[:m.start()], row)
         k = "12345678一二三四五六七八".index(m.group(1)) % 8
         out.append(sentence[last:m.start()])
         out.append(f" , {owner}.shape[{k}] == {m.group(2)} , " if owner else m.group(0))
