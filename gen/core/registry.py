@@ -71,6 +71,8 @@ KERNELS_PACKAGE = "gen.kernels"
 # The parts a family folder may hold (gen/kernels/README.md): the float64 reference and its value
 # generators, the numpy emulation of mmcv's CUDA kernels, the planted bugs, the torch kernels.
 REFERENCE, MMCV_EMULATION, PLANTED, TORCH_KERNEL = "reference", "mmcv_emulation", "planted", "torch_kernel"
+# The estimate of a case's arithmetic that gen's progress weighs it by (gen.cost).
+COST = "cost"
 
 
 def part_module_names(part: str, op: str) -> list[str]:

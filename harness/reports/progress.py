@@ -94,63 +94,88 @@ class Heartbeat:
 
 
 class Pace:
-    """The time left of a plan of items of known bytes, from the seconds each finished item took.
+    """The time left of a plan of items, from the seconds each finished item took.
 
-    The bytes alone do not say it: on the main command's suites a golden costs from 0.01 to
-    several seconds per MB by kernel and suite, and gen hands out its largest cases first,
-    whatever their kernel.  So each item is taken to cost a fixed part (the mean of the small
-    items done so far, PRIOR_ITEM_S until SMALL_ITEMS of them are) plus its bytes at the rate its
-    group (``group_of``: kernel and suite) has shown so far, or, for a group with none done yet,
-    at the rate of all items done.  The seconds are the items' own (worker time); the ETA scales
-    what is left by the elapsed time per second of items done, which is how many ran at once.
-    It still misses a case whose cost its bytes do not show (tests/test_progress.py)."""
+    Each item has a planned cost (``costs``: item -> units of work, by default its bytes): gen's
+    is its kernel family's estimate of the arithmetic its golden and baseline take
+    (gen.core.cost), which bytes alone do not say: on the main command's suites a golden costs
+    from 0.01 to several seconds per MB by kernel and suite, and a few small cases take minutes.
+    Each item is taken to cost a fixed part (the mean of the small items, under SMALL_BYTES,
+    done so far; PRIOR_ITEM_S until SMALL_ITEMS of them are) plus its cost at the rate, in seconds
+    per unit, its group (``group_of``: kernel and suite) has shown so far; for a group with none
+    done yet, the rate of its kernel's items (the group's first member; the units of work are the
+    kernel's own), else of all items done.  The seconds are the items' own (worker time); the
+    items still running (``running()``: item -> seconds it has run) count as done that far, and
+    the ETA scales what is left by the elapsed time per second of items run, which is how many
+    ran at once (tests/test_progress.py)."""
 
     PRIOR_ITEM_S = 0.05     # what a small case costs whatever its size: spec, plan, file, checksum
     SMALL_BYTES = 100_000   # an item this small costs about its fixed part
     SMALL_ITEMS = 5
 
-    def __init__(self, sizes: dict, group_of):
+    def __init__(self, sizes: dict, group_of, costs: dict | None = None, running=None):
         self.sizes, self.group_of = sizes, group_of
-        self.left: dict = defaultdict(lambda: [0, 0.0])    # group: [items, bytes] not done
-        for item, size in sizes.items():
+        self.costs = sizes if costs is None else costs
+        self.running = running or (lambda: {})
+        self.left: dict = defaultdict(lambda: [0, 0.0])    # group: [items, cost] not done
+        for item in sizes:
             self.left[group_of(item)][0] += 1
-            self.left[group_of(item)][1] += size
-        self.spent: dict = defaultdict(lambda: [0.0, 0.0, 0])  # group: [seconds, bytes, items] done
+            self.left[group_of(item)][1] += self.costs.get(item, 0)
+        self.spent: dict = defaultdict(lambda: [0.0, 0.0, 0])  # group: [seconds, cost, items] done
         self.small: list[float] = []
         self.timed = 0
         self.seconds = 0.0
 
     def done(self, item, seconds: float) -> None:
-        group, size = self.group_of(item), self.sizes.get(item, 0)
-        self.left[group][0] -= 1
-        self.left[group][1] -= size
-        self.spent[group][0] += seconds
-        self.spent[group][1] += size
-        self.spent[group][2] += 1
+        group, cost = self.group_of(item), self.costs.get(item, 0)
+        for tally, change in ((self.left[group], (-1, -cost)), (self.spent[group], (seconds, cost, 1))):
+            for index, amount in enumerate(change):
+                tally[index] += amount
         self.timed += 1
         self.seconds += seconds
-        if size < self.SMALL_BYTES:
+        if self.sizes.get(item, 0) < self.SMALL_BYTES:
             self.small.append(seconds)
 
     def per_item(self) -> float:
         return sum(self.small) / len(self.small) if len(self.small) >= self.SMALL_ITEMS else self.PRIOR_ITEM_S
 
-    def seconds_left(self) -> float:
-        """The items' seconds still to come."""
-        fixed = self.per_item()
-        spent_bytes = sum(b for _, b, _ in self.spent.values())
-        overall = max(self.seconds - fixed * self.timed, 0.0) / spent_bytes if spent_bytes else 0.0
-        left = 0.0
-        for group, (items, size) in self.left.items():
-            seconds, done_bytes, done_items = self.spent.get(group, (0.0, 0.0, 0))
-            rate = overall
-            if done_bytes >= self.SMALL_BYTES:
-                rate = max(seconds - fixed * done_items, 0.0) / done_bytes
-            left += items * fixed + size * rate
-        return left
+    def rates(self) -> tuple[dict, dict, float]:
+        """Seconds per unit of cost past the fixed part: by group, by kernel, over all items done."""
+        fixed, by_group, by_kernel = self.per_item(), {}, defaultdict(lambda: [0.0, 0.0])
+        for group, (seconds, cost, items) in self.spent.items():
+            if cost > 0:
+                by_group[group] = max(seconds - fixed * items, 0.0) / cost
+                by_kernel[_kernel(group)][0] += max(seconds - fixed * items, 0.0)
+                by_kernel[_kernel(group)][1] += cost
+        overall = sum(s for s, _ in by_kernel.values()) / max(sum(c for _, c in by_kernel.values()), 1e-300)
+        return by_group, {kernel: s / c for kernel, (s, c) in by_kernel.items()}, overall
+
+    def seconds_of(self, group, cost: float, rates=None) -> float:
+        by_group, by_kernel, overall = rates or self.rates()
+        rate = by_group.get(group, by_kernel.get(_kernel(group), overall))
+        return cost * rate
+
+    def seconds_left(self) -> tuple[float, float]:
+        """(the items' seconds still to come, the seconds the running items have run)."""
+        fixed, rates = self.per_item(), self.rates()
+        left = sum(items * fixed + self.seconds_of(group, cost, rates) for group, (items, cost) in self.left.items())
+        ran = 0.0
+        for item, seconds in self.running().items():
+            planned = fixed + self.seconds_of(self.group_of(item), self.costs.get(item, 0), rates)
+            # What a running item has left: its plan's rest, or, once past its plan, as much
+            # again as it has overrun (its plan was wrong by that much already).
+            left += abs(planned - seconds) - planned
+            ran += seconds
+        return max(left, 0.0), ran
 
     def eta(self, elapsed: float) -> float:
-        return elapsed / self.seconds * self.seconds_left() if self.seconds > 0 else 0.0
+        left, ran = self.seconds_left()
+        return elapsed / (self.seconds + ran) * left if self.seconds + ran > 0 else 0.0
+
+
+def _kernel(group):
+    """A group's kernel: its first member where it is a tuple (kernel, suite)."""
+    return group[0] if isinstance(group, tuple) and group else group
 
 
 class StatusLine:
@@ -177,14 +202,15 @@ def _is_terminal(err: bool) -> bool:
 @contextlib.contextmanager
 def progress(label: str, weights: dict, kernel_of=None, interactive: bool | None = None, counts=None, echo=None,
              bar_label: str = "", show=str, every: float | None = None, err: bool = False, sizes=None,
-             group_of=None):
+             group_of=None, costs=None, running=None):
     """advance(item) per finished item of ``weights`` (item -> planned weight).  On a terminal: a
     bar with an ETA by weight; elsewhere: a Heartbeat line per kernel done (``kernel_of(item)``;
     none without it) and at least every ``every`` seconds, its share and ETA by weight.
     ``counts()``: what the heartbeat says the items so far did; ``bar_label`` the bar's label
     (default ``label``), ``show(item)`` the item the bar names; ``err``: on stderr.  With ``sizes``
     (item -> bytes) and ``group_of``, advance(item, seconds) says what the item took, and the
-    heartbeat's ETA comes from that pace (Pace)."""
+    heartbeat's ETA comes from that pace (Pace), by ``costs`` (item -> units of work) where given
+    and with ``running()`` (item -> seconds it has run so far) where the items run in a pool."""
     interactive = _is_terminal(err) if interactive is None else interactive
     total = sum(weights.values())
     if not weights:
@@ -198,7 +224,7 @@ def progress(label: str, weights: dict, kernel_of=None, interactive: bool | None
         return
     group = kernel_of or (lambda item: "")
     echo = echo or (lambda line: click.echo(line, err=err))
-    pace = Pace(sizes, group_of) if sizes is not None and group_of is not None else None
+    pace = Pace(sizes, group_of, costs, running) if sizes is not None and group_of is not None else None
     beat = Heartbeat(label, Counter(group(item) for item in weights), echo=echo, total_weight=total, every=every,
                      pace=pace)
 

@@ -17,6 +17,7 @@ from gen.core.casefile import physical_memory
 from gen.core.descriptor import DescriptorError
 from gen.core.registry import UnknownOp
 from gen.core.spec import MAX_RANDOM_COUNT, SUITES, SpecError, load_spec
+from gen.cost import case_cost
 from gen.descriptor import write_described
 from gen.generate import (GenerationError, builds_in_memory, case_path, foreign_case, input_bytes_in_memory,
                           plan_suite, total_bytes, written_whole)
@@ -123,6 +124,7 @@ class _Planned:
     """What gen will write: its tasks with their bytes, and what it leaves (over --max-size, kept)."""
     tasks: list = field(default_factory=list)
     sizes: dict = field(default_factory=dict)          # task: bytes of its tensors
+    costs: dict = field(default_factory=dict)          # task: units of work (gen.cost), what the ETA weighs
     skipped: list = field(default_factory=list)        # (op, OP/SUITE/NAME, bytes) over --max-size
     counts: dict = field(default_factory=dict)         # op: {suite: cases written or kept}
     needed: int = 0                                    # bytes to write
@@ -163,6 +165,7 @@ def _plan(specs, suites, count, seed, pattern, sizes, baseline, timeout, out_dir
                 task = Task(str(spec.path), spec.op, suite, plan.name, index, count, seed, baseline, str(path), loader)
                 planned.tasks.append(task)
                 planned.sizes[task] = size
+                planned.costs[task] = case_cost(spec, plan, baseline)
     return planned
 
 
@@ -174,7 +177,8 @@ def _write(planned: _Planned, jobs, resources, address, out_dir) -> int:
     with progress("generated", weights, kernel_of=lambda task: task.op, bar_label="generating",
                   counts=lambda: f"{written[0] / 1e6:.1f} MB written",
                   show=lambda task: f"{task.op}/{task.suite}/{task.name}",
-                  sizes=sizes, group_of=lambda task: (task.op, task.suite)) as advance:
+                  sizes=sizes, group_of=lambda task: (task.op, task.suite), costs=planned.costs,
+                  running=timing.running) as advance:
         def done(task, size):
             planned.counts[task.op][task.suite] += 1
             written[0] += size
@@ -204,7 +208,7 @@ class _Timing:
     the k-th to finish frees its worker for the (jobs + k)-th."""
 
     def __init__(self):
-        self.position, self.jobs, self.began, self.finished = {}, 0, 0.0, []
+        self.position, self.jobs, self.began, self.finished, self.done = {}, 0, 0.0, [], set()
 
     def start(self, order, jobs: int) -> None:
         self.position = {task: number for number, task in enumerate(order)}
@@ -219,7 +223,15 @@ class _Timing:
         freed_by = number - self.jobs   # the finish that freed a worker for it (none for the first jobs)
         started = self.finished[freed_by] if 0 <= freed_by < len(self.finished) else self.began
         self.finished.append(now)
+        self.done.add(task)
         return now - started
+
+    def running(self) -> dict:
+        """{task: seconds it has run} of the tasks a worker holds now (the next ones in turn,
+        one per worker freed so far)."""
+        now, started = time.monotonic(), self.jobs + len(self.finished)
+        return {task: now - (self.finished[number - self.jobs] if number >= self.jobs else self.began)
+                for task, number in self.position.items() if number < started and task not in self.done}
 
 
 def _summarise(planned: _Planned, written: int, verbose: bool, select, out_dir) -> None:
