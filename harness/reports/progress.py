@@ -98,13 +98,13 @@ class Pace:
 
     Each item has a planned cost (``costs``: item -> units of work, by default its bytes): gen's
     is its kernel family's estimate of the arithmetic its golden and baseline take
-    (gen.core.cost), which bytes alone do not say: on the main command's suites a golden costs
+    (gen.cost), which bytes alone do not say: on the main command's suites a golden costs
     from 0.01 to several seconds per MB by kernel and suite, and a few small cases take minutes.
     Each item is taken to cost a fixed part (the mean of the small items, under SMALL_BYTES,
     done so far; PRIOR_ITEM_S until SMALL_ITEMS of them are) plus its cost at the rate, in seconds
-    per unit, its group (``group_of``: kernel and suite) has shown so far; for a group with none
-    done yet, the rate of its kernel's items (the group's first member; the units of work are the
-    kernel's own), else of all items done.  The seconds are the items' own (worker time); the
+    per unit, its group (``group_of``: kernel and suite) has shown so far; for a group with no
+    item done yet beyond small ones, the rate of its kernel's items (the group's first member; the
+    units of work are the kernel's own), else of all items done.  The seconds are the items' own (worker time); the
     items still running (``running()``: item -> seconds it has run) count as done that far, and
     the ETA scales what is left by the elapsed time per second of items run, which is how many
     ran at once (tests/test_progress.py)."""
@@ -121,34 +121,37 @@ class Pace:
         for item in sizes:
             self.left[group_of(item)][0] += 1
             self.left[group_of(item)][1] += self.costs.get(item, 0)
-        self.spent: dict = defaultdict(lambda: [0.0, 0.0, 0])  # group: [seconds, cost, items] done
+        self.spent: dict = defaultdict(lambda: [0.0, 0.0, 0, 0])  # group: [seconds, cost, items, bytes] done
         self.small: list[float] = []
         self.timed = 0
         self.seconds = 0.0
 
     def done(self, item, seconds: float) -> None:
-        group, cost = self.group_of(item), self.costs.get(item, 0)
-        for tally, change in ((self.left[group], (-1, -cost)), (self.spent[group], (seconds, cost, 1))):
+        group, cost, size = self.group_of(item), self.costs.get(item, 0), self.sizes.get(item, 0)
+        for tally, change in ((self.left[group], (-1, -cost)), (self.spent[group], (seconds, cost, 1, size))):
             for index, amount in enumerate(change):
                 tally[index] += amount
         self.timed += 1
         self.seconds += seconds
-        if self.sizes.get(item, 0) < self.SMALL_BYTES:
+        if size < self.SMALL_BYTES:
             self.small.append(seconds)
 
     def per_item(self) -> float:
         return sum(self.small) / len(self.small) if len(self.small) >= self.SMALL_ITEMS else self.PRIOR_ITEM_S
 
     def rates(self) -> tuple[dict, dict, float]:
-        """Seconds per unit of cost past the fixed part: by group, by kernel, over all items done."""
-        fixed, by_group, by_kernel = self.per_item(), {}, defaultdict(lambda: [0.0, 0.0])
-        for group, (seconds, cost, items) in self.spent.items():
-            if cost > 0:
-                by_group[group] = max(seconds - fixed * items, 0.0) / cost
-                by_kernel[_kernel(group)][0] += max(seconds - fixed * items, 0.0)
-                by_kernel[_kernel(group)][1] += cost
-        overall = sum(s for s, _ in by_kernel.values()) / max(sum(c for _, c in by_kernel.values()), 1e-300)
-        return by_group, {kernel: s / c for kernel, (s, c) in by_kernel.items()}, overall
+        """Seconds per unit of cost past the fixed part: by group, by kernel, over all items done
+        (a group or kernel whose items done are all small, mostly their fixed part, has none)."""
+        fixed, by_group, by_kernel = self.per_item(), {}, defaultdict(lambda: [0.0, 0.0, 0])
+        for group, (seconds, cost, items, size) in self.spent.items():
+            beyond = max(seconds - fixed * items, 0.0)
+            if cost > 0 and size >= self.SMALL_BYTES:
+                by_group[group] = beyond / cost
+            for index, amount in enumerate((beyond, cost, size)):
+                by_kernel[_kernel(group)][index] += amount
+        overall = sum(s for s, _, _ in by_kernel.values()) / max(sum(c for _, c, _ in by_kernel.values()), 1e-300)
+        return by_group, {kernel: s / c for kernel, (s, c, b) in by_kernel.items()
+                          if c > 0 and b >= self.SMALL_BYTES}, overall
 
     def seconds_of(self, group, cost: float, rates=None) -> float:
         by_group, by_kernel, overall = rates or self.rates()
