@@ -3,7 +3,7 @@ ETA weighs each case by.
 
 Every kernel's cost accepts every plan its spec makes and never costs a case less than its
 bytes; a family's cost function orders its cases as their recorded seconds do better than their
-bytes do (the record of the main command, tests/bench/gen_main_seconds.tsv), which is what it is
+bytes do (the first record of the main command, tests/bench/gen_main_seconds.tsv), which is what it is
 for; and the sample a sampled baseline is planned to compute follows gen.sampled's rule.
 """
 from __future__ import annotations

@@ -22,6 +22,9 @@ EMULATED_OP_UNITS = {"float32": 2.0, "float16": 4.0}
 # rounding, their broadcasting) of about a microsecond each, against about a nanosecond per
 # element of a vectorized operation.
 LOOP_STEP = 20_000.0
+# An operation on arrays too large for the cache (a pass that a kernel cannot cut into chunks of
+# cache size) waits on memory: about this many units.
+OUT_OF_CACHE = 3.0
 # Loop steps per unit of a sampled baseline beyond the kernel's own: the unit's comparison with
 # the golden (gen.core.metrics.StreamingCompare) and the sample's bookkeeping.
 UNIT_STEPS = 5
