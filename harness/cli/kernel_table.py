@@ -11,7 +11,7 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
-from gen.core.registry import (MMCV_EMULATION, TORCH_KERNEL, kernel_function, known_ops, part_module_names,
+from gen.core.registry import (COST, MMCV_EMULATION, TORCH_KERNEL, kernel_function, known_ops, part_module_names,
                                 planted_bugs, spec_for)
 from gen.core.spec import SUITES
 from gen.generate import plan_suite, total_bytes
@@ -27,7 +27,7 @@ class KernelRow:
     main_cases: int          # cases the main command writes of it (plans within --max-size)
     main_bytes: int          # their tensors' bytes
     committed_cases: int | None  # *.opcase files under CASES/op, None without a cases directory
-    parts: tuple[str, ...]   # the optional parts it has: mmcv, torch, planted, mlu-ops
+    parts: tuple[str, ...]   # the optional parts it has: mmcv, torch, planted, mlu-ops, cost
 
 
 def main_command_cases(op: str) -> tuple[int, int]:
@@ -61,6 +61,7 @@ def optional_parts(op: str) -> tuple[str, ...]:
         "torch": _defines_function(TORCH_KERNEL, op),
         "planted": bool(planted_bugs(op)),
         "mlu-ops": spec_for(op).mluops is not None,
+        "cost": kernel_function(COST, op) is not None,
     }
     return tuple(name for name, present in has.items() if present)
 
