@@ -36,6 +36,29 @@ def test_every_plan_of_every_suite_has_a_finite_cost_of_at_least_its_bytes(op):
     assert planned
 
 
+@pytest.mark.parametrize("op", [op for op in known_ops() if kernel_function(COST, op) is not None])
+def test_a_family_cost_counts_every_valid_plan_whatever_the_baseline(op):
+    spec, count = spec_for(op), kernel_function(COST, op)
+    for suite in spec.suites:
+        for plan in plan_suite(spec, suite, None, 0):
+            if plan.violation is None:
+                for baseline in (None, "whole", "sampled"):
+                    work = count(dict(plan.dims), dict(plan.params), plan.dtype, baseline)
+                    assert math.isfinite(work) and work >= 0, (suite, plan.name, baseline, work)
+
+
+def test_a_cost_that_cannot_read_its_plan_leaves_the_case_its_bytes(monkeypatch):
+    import gen.cost
+
+    def unreadable(dims, params, dtype, baseline):
+        raise KeyError("H")
+    op = next(op for op in known_ops() if kernel_function(COST, op) is not None)
+    spec = spec_for(op)
+    plan = next(p for p in plan_suite(spec, "random", None, 0) if p.violation is None)
+    monkeypatch.setattr(gen.cost, "kernel_function", lambda part, name: unreadable)
+    assert case_cost(spec, plan) == BYTE_UNITS * total_bytes(spec, plan)
+
+
 @pytest.fixture(scope="module")
 def record():
     plan, costs = main_command_plan()

@@ -24,7 +24,7 @@ def carafe_forward(dims: dict, params: dict, dtype: str, baseline: str | None) -
         return ops + emulated(ops, dtype) + blocks(outputs, _BLOCK_ELEMENTS) * taps * LOOP_STEP
     if baseline == "sampled":   # a unit: an input pixel's s x s output pixels
         units = sampled_units(N * H * W, s * s * C, s * s * C)
-        return ops + units * (emulated(ops / (N * H * W), dtype) + (taps + UNIT_STEPS) * LOOP_STEP)
+        return ops + units * (emulated(ops / max(1, N * H * W), dtype) + (taps + UNIT_STEPS) * LOOP_STEP)
     return ops
 
 
@@ -37,5 +37,5 @@ def carafe_backward(dims: dict, params: dict, dtype: str, baseline: str | None) 
     if baseline == "sampled":   # a unit: an input pixel's grad_input and its output pixels' grad_mask
         mask = s * s * int(params["group_size"]) * int(params["kernel_size"]) ** 2
         units = sampled_units(N * H * W, min(C, mask), C + mask)
-        return ops + units * (emulated(ops / (N * H * W), dtype) + (taps + UNIT_STEPS) * LOOP_STEP)
+        return ops + units * (emulated(ops / max(1, N * H * W), dtype) + (taps + UNIT_STEPS) * LOOP_STEP)
     return ops
