@@ -13,6 +13,7 @@ the same status line or heartbeat, with elapsed time and no ETA.
 from __future__ import annotations
 
 import contextlib
+import math
 import shutil
 import sys
 import time
@@ -104,10 +105,12 @@ class Pace:
     done so far; PRIOR_ITEM_S until SMALL_ITEMS of them are) plus its cost at the rate, in seconds
     per unit, its group (``group_of``: kernel and suite) has shown so far; for a group with no
     item done yet beyond small ones, the rate of its kernel's items (the group's first member; the
-    units of work are the kernel's own), else of all items done.  The seconds are the items' own (worker time); the
-    items still running (``running()``: item -> seconds it has run) count as done that far, and
-    the ETA scales what is left by the elapsed time per second of items run, which is how many
-    ran at once (tests/test_progress.py)."""
+    units of work are the kernel's own), else of all items done.  What is left is then scaled by
+    how far each group's pace foresaw its own items so far (``drift``: on a shared machine the
+    load changes during a run, and with it every case's time).  The seconds are the items' own
+    (worker time); the items still running (``running()``: item -> seconds it has run) count as
+    done that far, and the ETA scales what is left by the elapsed time per second of items run,
+    which is how many ran at once (tests/test_progress.py)."""
 
     PRIOR_ITEM_S = 0.05     # what a small case costs whatever its size: spec, plan, file, checksum
     SMALL_BYTES = 100_000   # an item this small costs about its fixed part
@@ -123,11 +126,13 @@ class Pace:
             self.left[group_of(item)][1] += self.costs.get(item, 0)
         self.spent: dict = defaultdict(lambda: [0.0, 0.0, 0, 0])  # group: [seconds, cost, items, bytes] done
         self.small: list[float] = []
+        self.drifts: list[float] = []   # log(seconds / foreseen) of the items their group's pace foresaw
         self.timed = 0
         self.seconds = 0.0
 
     def done(self, item, seconds: float) -> None:
         group, cost, size = self.group_of(item), self.costs.get(item, 0), self.sizes.get(item, 0)
+        self._note_drift(group, cost, size, seconds)
         for tally, change in ((self.left[group], (-1, -cost)), (self.spent[group], (seconds, cost, 1, size))):
             for index, amount in enumerate(change):
                 tally[index] += amount
@@ -135,6 +140,24 @@ class Pace:
         self.seconds += seconds
         if size < self.SMALL_BYTES:
             self.small.append(seconds)
+
+    def _note_drift(self, group, cost: float, size: float, seconds: float) -> None:
+        """How far the pace of ``group`` so far foresaw an item of it: the machine speeds up or slows
+        down as its load changes, which a pace measured earlier does not know."""
+        if size < self.SMALL_BYTES or seconds <= 0:
+            return
+        by_group = self.rates()[0]
+        if group in by_group:
+            foreseen = self.per_item() + cost * by_group[group]
+            if foreseen > 0:
+                self.drifts.append(math.log(seconds / foreseen))
+
+    def drift(self) -> float:
+        """The factor the items took over what their groups' pace foresaw just before each was
+        done (their geometric mean; 1 until SMALL_ITEMS have been foreseen)."""
+        if len(self.drifts) < self.SMALL_ITEMS:
+            return 1.0
+        return math.exp(sum(self.drifts) / len(self.drifts))
 
     def per_item(self) -> float:
         return sum(self.small) / len(self.small) if len(self.small) >= self.SMALL_ITEMS else self.PRIOR_ITEM_S
@@ -169,7 +192,7 @@ class Pace:
             # again as it has overrun (its plan was wrong by that much already).
             left += abs(planned - seconds) - planned
             ran += seconds
-        return max(left, 0.0), ran
+        return max(left, 0.0) * self.drift(), ran
 
     def eta(self, elapsed: float) -> float:
         left, ran = self.seconds_left()
