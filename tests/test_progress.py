@@ -141,13 +141,19 @@ def main_plan(request, planned):
     return plan, order, recorded_seconds(plan, request.param), costs
 
 
+@pytest.fixture(scope="module")
+def pace_worst(main_plan) -> float:
+    """Pace's worst ratio with the costs on one record: replayed once, asserted by two tests."""
+    plan, order, seconds, costs = main_plan
+    return worst_ratio(order, seconds, pace_eta(plan, group_of, costs))
+
+
 def test_both_runs_are_recorded():
     assert len(RECORDS) >= 2   # the estimate is checked on more than the run it was first measured on
 
 
-def test_gen_eta_is_within_2x_from_the_10_percent_mark(main_plan):
-    plan, order, seconds, costs = main_plan
-    assert worst_ratio(order, seconds, pace_eta(plan, group_of, costs)) <= 2.0
+def test_gen_eta_is_within_2x_from_the_10_percent_mark(pace_worst):
+    assert pace_worst <= 2.0
 
 
 @pytest.mark.xfail(strict=True, reason="2.73 at 160 s: a sampled baseline that ran to its cap (167,772 units where "
@@ -164,13 +170,13 @@ PACE_WORST = 2.0
 
 @pytest.mark.parametrize("estimator", ["a count of cases", "bytes and a fixed part, by weight", "Pace by bytes",
                                        "Pace blind to the running cases"])
-def test_pace_does_better_than_estimators_that_lose_what_the_plan_knows(main_plan, estimator):
+def test_pace_does_better_than_estimators_that_lose_what_the_plan_knows(main_plan, pace_worst, estimator):
     plan, order, seconds, costs = main_plan
     other = {"a count of cases": lambda: pace_eta({key: 1 for key in plan}, lambda key: ""),
              "bytes and a fixed part, by weight": lambda: weight_eta(plan, weight_of),
              "Pace by bytes": lambda: pace_eta(plan, group_of),
              "Pace blind to the running cases": lambda: pace_eta(plan, group_of, costs, in_flight=False)}[estimator]()
-    assert worst_ratio(order, seconds, pace_eta(plan, group_of, costs)) <= PACE_WORST
+    assert pace_worst <= PACE_WORST
     assert worst_ratio(order, seconds, other) > PACE_WORST   # each part of Pace is needed for 2x
 
 
