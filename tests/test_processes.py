@@ -347,6 +347,31 @@ def test_a_stop_that_lands_inside_popen_still_kills_the_command(monkeypatch, mar
     assert leftovers(marker) == []
 
 
+WORKER_STOPPED_WHILE_STARTING = """
+import signal, socket, threading
+from multiprocessing import Pipe
+from harness.worker import serve
+
+real_start = threading.Thread.start
+def start_after_a_stop(thread):
+    signal.raise_signal(signal.SIGTERM)   # the judge stops the worker while its lifeline thread starts
+    real_start(thread)
+threading.Thread.start = start_after_a_stop
+jobs, results = socket.socketpair()
+lifeline, _ = Pipe(duplex=False)
+serve.worker_main(jobs, results, lifeline, "reference", 2, [])
+"""
+
+
+def test_a_worker_stopped_while_it_starts_ends_without_a_traceback():
+    """Seen in CI: a worker the judge stopped while it started its lifeline thread printed a
+    traceback of its _StopWorker onto opcase's terminal (before its output goes to its log)."""
+    done = subprocess.run([sys.executable, "-c", WORKER_STOPPED_WHILE_STARTING], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, start_new_session=True)   # it kills its own group
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == -signal.SIGKILL, done.stderr   # its own group's SIGKILL: the stop's end
+
+
 def test_killing_a_command_does_not_wait_on_a_lock_a_signal_left_taken():
     """A SIGTERM that raises inside Popen.wait between its lock's acquire and its `with` block leaves
     the lock taken (seen once in CI: opcase hung after `timeout 8`); the exec backend's cleanup must

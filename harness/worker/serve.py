@@ -58,9 +58,12 @@ def worker_main(jobs, results, lifeline, backend_spec: str, log: int, layers: li
     # session takes whatever the backend started; SIGTERM unwinds, the exec backend then kills its
     # command's group, then the worker kills the rest of its session and its group: no process of
     # the backend's outlives the worker), its log open, confined.
-    signal.signal(signal.SIGTERM, _stop_worker)
-    threading.Thread(target=_watch_parent, args=(lifeline,), name="opcase-lifeline", daemon=True).start()
+    # The handler is set inside the try: a stop that comes while the lifeline thread starts (the
+    # judge stopping a worker that is still starting, seen in CI) unwinds quietly, not as a
+    # traceback on opcase's terminal.  One before the handler is set ends the worker as SIGTERM does.
     try:
+        signal.signal(signal.SIGTERM, _stop_worker)
+        threading.Thread(target=_watch_parent, args=(lifeline,), name="opcase-lifeline", daemon=True).start()
         _serve(socket.socket(fileno=os.dup(jobs.fileno())), socket.socket(fileno=os.dup(results.fileno())),
                backend_spec, log, layers, exec_timeout)
     except _StopWorker:
