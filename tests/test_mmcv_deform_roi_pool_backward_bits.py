@@ -43,11 +43,14 @@ EXPECTED = {
 }
 
 
+@pytest.mark.parametrize("step_group", [emulation._STEP_GROUP_ELEMENTS, 1])
 @pytest.mark.parametrize("chunk_elements", [emulation._CHUNK_ELEMENTS, 1 << 11])
 @pytest.mark.parametrize("key", sorted(EXPECTED))
-def test_the_emulation_keeps_its_bits(key, chunk_elements, monkeypatch):
-    """Small chunks (one block each) give the same bits as large ones: the adds go block by block."""
+def test_the_emulation_keeps_its_bits(key, chunk_elements, step_group, monkeypatch):
+    """Small chunks (one block each) give the same bits as large ones: the adds go block by block;
+    and a chunk's sample steps computed all in one pass (step_group large) or one at a time (1)."""
     monkeypatch.setattr(emulation, "_CHUNK_ELEMENTS", chunk_elements)
+    monkeypatch.setattr(emulation, "_STEP_GROUP_ELEMENTS", step_group)
     dtype, with_offset, thread_by_thread = key
     inputs, params = _inputs(np.dtype(dtype).type, with_offset)
     with np.errstate(over="ignore"):

@@ -171,6 +171,22 @@ def test_ordered_map_keeps_order_and_stops_early():
     assert len(started) <= 2 + 3, "what had not started when it failed was cancelled"
 
 
+def test_ordered_map_computes_a_single_item_in_the_callers_thread():
+    """One item (a small case's one chunk) has nothing to overlap with: no pool is started for it."""
+    import threading
+    from gen.core.overlap import ordered_map
+    threads = []
+
+    def work(x):
+        threads.append(threading.current_thread())
+        return -x
+    assert list(ordered_map(work, [7])) == [-7]
+    assert threads == [threading.current_thread()]
+    assert list(ordered_map(work, [])) == []
+    assert list(ordered_map(work, iter([1, 2, 3]))) == [-1, -2, -3]
+    assert any(thread is not threading.current_thread() for thread in threads[1:]), "two items go to the pool"
+
+
 @pytest.mark.parametrize("op", ["deform_roi_pool_forward", "deform_roi_pool_backward"])
 def test_mmcv_chunks_on_threads_give_the_serial_bits(monkeypatch, op):
     """The mmcv emulations whose chunks run on two threads (gen.core.overlap.ordered_map), with small

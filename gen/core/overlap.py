@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import collections
 import contextvars
+import itertools
 import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Iterator
 
 _DONE, _FAILED, _ITEM = range(3)
+_NOTHING = object()
 # False: everything runs in the caller's thread, one stage after the other (the tests compare
 # the two ways's files byte for byte).
 ENABLED = True
@@ -131,6 +133,15 @@ def ordered_map(fn: Callable, items: Iterable, workers: int = 2, ahead: int = 3)
         yield from map(fn, items)
         return
     items = iter(items)
+    first = next(items, _NOTHING)
+    second = next(items, _NOTHING)
+    if second is _NOTHING:
+        # One item (a small case's one chunk): nothing to overlap, and a pool's threads cost
+        # more than such an item's work.
+        if first is not _NOTHING:
+            yield fn(first)
+        return
+    items = itertools.chain((first, second), items)
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ordered-map")
     pending: collections.deque = collections.deque()
     try:

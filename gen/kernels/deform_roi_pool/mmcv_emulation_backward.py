@@ -118,6 +118,12 @@ class _Geometry:
         self.bin_x0 = mul_add(as_t(np.arange(PW), dtype)[None, None, :], self.bin_w[:, None, None], start_w)
 
 
+# Sample steps computed together per pass (slots [steps, 4 corners, padded threads] of the
+# chunk): a small case's whole grid is one pass, a large chunk goes a few steps at a time, so
+# that the per-pass temporaries stay near this many elements.
+_STEP_GROUP_ELEMENTS = 1 << 18
+
+
 def _block_chunk(T: ScalarT, thread, grad_output, features, batch, geo: _Geometry, with_offset: bool,
                  thread_by_thread: bool = False) -> tuple:
     """The atomicAdds of the threads ``thread`` (whole blocks, ascending) in the fixed order (or,
@@ -127,76 +133,98 @@ def _block_chunk(T: ScalarT, thread, grad_output, features, batch, geo: _Geometr
     The sample geometry (point, corners, weights, inside) depends on the roi and the bin, not on
     the channel: it is computed once per (roi, bin) of the chunk and gathered to the threads.
     The threads are padded to whole blocks, so that [thread] is a view [block, lane]."""
-    dtype = features.dtype.type
     _, PH, PW, C = grad_output.shape
-    _, H, W, _ = features.shape
     blocks = -(-thread.size // _BLOCK)
     padded = thread[0] + np.arange(blocks * _BLOCK)
     real = padded <= thread[-1]
     padded = np.where(real, padded, thread[-1])       # padding threads repeat the last, unused
     pw, ph = padded % PW, (padded // PW) % PH
     c, n = (padded // (PW * PH)) % C, padded // (PW * PH * C)
-    first_roi = int(n[0])
-    rois = slice(first_roi, int(n[-1]) + 1)
-    bin_of_thread = ((n - first_roi) * PH + ph) * PW + pw         # into this chunk's [roi, PH, PW]
-    grid_h, grid_w = geo.grid_h[rois, None, None], geo.grid_w[rois, None, None]
+    rois = slice(int(n[0]), int(n[-1]) + 1)
     with np.errstate(divide="ignore", invalid="ignore"):      # count 0: a bin without samples
         g = grad_output.reshape(-1)[((n * PH + ph) * PW + pw) * C + c] / geo.count[n]
-        offset_x_scale = geo.gamma * geo.roi_w[n] * g      # (gamma * roi_width) * g, rounded twice
-        offset_y_scale = geo.gamma * geo.roi_h[n] * g
-    y0, x0 = geo.bin_y0[rois], geo.bin_x0[rois]
-    bin_h, bin_w = geo.bin_h[rois, None, None], geo.bin_w[rois, None, None]
-    image_base = (batch[rois] * H)[:, None, None]
-    flat_features = features.reshape(-1)
+        # (gamma * roi_width) * g, rounded twice
+        scales = (geo.gamma * geo.roi_w[n] * g, geo.gamma * geo.roi_h[n] * g) if with_offset else None
+    # The samples are computed for the real threads only (a small case's one block is mostly padding).
+    real_threads = thread.size
+    bin_of_thread = ((n - rois.start) * PH + ph) * PW + pw
+    chunk = _Chunk(geo, rois, batch, features, bin_of_thread[:real_threads], c[:real_threads])
 
     # Slots [block, step, corner, lane]; a slot a thread does not fill adds nothing.
-    steps_h, steps_w = int(grid_h.max(initial=0)), int(grid_w.max(initial=0))
-    slots = (blocks, max(steps_h * steps_w, 1), _BLOCK)
+    steps_h, steps_w = int(chunk.grid_h.max(initial=0)), int(chunk.grid_w.max(initial=0))
+    steps = steps_h * steps_w
+    slots = (blocks, max(steps, 1), _BLOCK)
     input_target = np.zeros(slots[:2] + (4, _BLOCK), dtype=np.int64)
-    input_value = np.zeros(slots[:2] + (4, _BLOCK), dtype=dtype)
+    input_value = np.zeros(slots[:2] + (4, _BLOCK), dtype=features.dtype)
     input_used = np.zeros(slots[:2] + (4, _BLOCK), dtype=bool)
-    offset_value = np.zeros((2,) + slots, dtype=dtype)
+    offset_value = np.zeros((2,) + slots, dtype=features.dtype)
     offset_used = np.zeros((2,) + slots, dtype=bool)
-
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for iy in range(steps_h):
-            step_y = as_t(iy + 0.5, dtype) * bin_h / as_t(grid_h, dtype)
-            y = y0 + step_y
-            for ix in range(steps_w):
-                step = iy * steps_w + ix
-                step_x = as_t(ix + 0.5, dtype) * bin_w / as_t(grid_w, dtype)
-                x = x0 + step_x
-                rows, cols, weights, inside = bilinear_corners(y, x, H, W)     # per (roi, bin)
-                used = (inside & (iy < grid_h) & (ix < grid_w)).reshape(-1)[bin_of_thread] & real
-                # Only the threads that add (a chunk's grid is its largest roi's, so often many do
-                # not); the slots of the others stay 0 and unused.
-                active = np.flatnonzero(used)
-                active_bin = bin_of_thread[active]
-                pixel_index = (((image_base + rows) * W + cols) * C).reshape(4, -1)[:, active_bin] + c[active]
-                input_target[:, step] = _by_block(blocks, _spread(pixel_index, active, padded.size))
-                input_value[:, step] = _by_block(blocks, _spread(g[active] * weights.reshape(4, -1)[:, active_bin],
-                                                        active, padded.size))
-                input_used[:, step] = _by_block(blocks, used)[:, None, :]
-                if not with_offset:
-                    continue
-                pixel = flat_features[pixel_index].astype(F32)             # v00, v10, v01, v11
-                y_low, y_high = as_t(rows[0], dtype), as_t(rows[2], dtype)
-                x_low, x_high = as_t(cols[0], dtype), as_t(cols[1], dtype)
-                along_x = _four_terms(T, pixel, _per_thread([y - y_low, y_high - y, y_low - y, y - y_high],
-                                                            active_bin), (3, 1, 2, 0))
-                along_y = _four_terms(T, pixel, _per_thread([x - x_low, x_high - x, x_low - x, x - x_high],
-                                                            active_bin), (3, 2, 1, 0))
-                with np.errstate(over="ignore", invalid="ignore"):   # half overflows to ±inf, as mmcv's does
-                    for channel, scale, along in ((0, offset_x_scale, along_x), (1, offset_y_scale, along_y)):
-                        value = scale[active] * along.astype(dtype)
-                        offset_value[channel, :, step] = _by_block(blocks, _spread(value, active, padded.size))
-                offset_used[0, :, step] = offset_used[1, :, step] = _by_block(blocks, used)
+    group = max(1, _STEP_GROUP_ELEMENTS // (4 * padded.size))
+    for first in range(0, steps, group):
+        step = np.arange(first, min(steps, first + group))
+        target, value, used, offsets = chunk.samples(T, step // steps_w, step % steps_w, g[:real_threads],
+                                                     scales and tuple(scale[:real_threads] for scale in scales))
+        target, value, used = (_by_block(blocks, _padded(a, padded.size)) for a in (target, value, used))
+        input_target[:, step], input_value[:, step], input_used[:, step] = target, value, used[:, :, None, :]
+        for channel, value in enumerate(offsets):
+            offset_value[channel][:, step] = _by_block(blocks, _padded(value, padded.size))
+            offset_used[channel][:, step] = used
     input_adds = _in_add_order(thread_by_thread, (0, 3, 1, 2), input_target, input_value, input_used)
     if not with_offset:
         return input_adds, None
     bin_index = (n * 2 * PH + ph) * PW + pw
     target = np.broadcast_to(np.stack([bin_index, bin_index + PH * PW]).reshape(2, blocks, 1, _BLOCK), (2,) + slots)
     return input_adds, _in_add_order(thread_by_thread, (0, 1, 3, 2), target, offset_value, offset_used)
+
+
+class _Chunk:
+    """A chunk's rois and threads: the samples of a group of steps (iy, ix), per thread."""
+
+    def __init__(self, geo: _Geometry, rois: slice, batch, features, bin_of_thread, channel):
+        self.dtype = features.dtype.type
+        _, self.H, self.W, self.C = features.shape
+        self.flat_features = features.reshape(-1)
+        self.grid_h, self.grid_w = geo.grid_h[rois, None, None], geo.grid_w[rois, None, None]
+        self.y0, self.x0 = geo.bin_y0[rois], geo.bin_x0[rois]
+        self.bin_h, self.bin_w = geo.bin_h[rois, None, None], geo.bin_w[rois, None, None]
+        self.image_base = (batch[rois] * self.H)[:, None, None]
+        self.bin_of_thread, self.channel = bin_of_thread, channel
+
+    def samples(self, T: ScalarT, iy, ix, g, scales) -> tuple:
+        """For steps (iy[s], ix[s]): the grad_input targets and values [s, 4 corners, thread], used
+        [s, thread] and, with ``scales``, the two grad_offset values [s, thread]; each element
+        computed by the operations, in T, of the step-by-step loop."""
+        dtype, H, W = self.dtype, self.H, self.W
+        iy, ix = iy[:, None, None, None], ix[:, None, None, None]          # [step, roi, PH, PW]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            y = self.y0 + as_t(iy + 0.5, dtype) * self.bin_h / as_t(self.grid_h, dtype)
+            x = self.x0 + as_t(ix + 0.5, dtype) * self.bin_w / as_t(self.grid_w, dtype)
+            rows, cols, weights, inside = bilinear_corners(y, x, H, W)      # per (step, roi, bin)
+            S = iy.shape[0]
+            used = (inside & (iy < self.grid_h) & (ix < self.grid_w)).reshape(S, -1)[:, self.bin_of_thread]
+            pixel_index = (((self.image_base + rows) * W + cols) * self.C).reshape(4, S, -1)[:, :, self.bin_of_thread]
+            pixel_index += self.channel
+            # A slot no thread fills holds 0, as np.zeros left it (its value is never added).
+            target = np.where(used, pixel_index, 0).transpose(1, 0, 2)
+            value = np.where(used, g * weights.reshape(4, S, -1)[:, :, self.bin_of_thread],
+                             dtype(0)).transpose(1, 0, 2)
+            if scales is None:
+                return target, value, used, ()
+            pixel = self.flat_features[pixel_index].astype(F32)                  # v00, v10, v01, v11
+            y_low, y_high = as_t(rows[0], dtype), as_t(rows[2], dtype)
+            x_low, x_high = as_t(cols[0], dtype), as_t(cols[1], dtype)
+            along_x = _four_terms(T, pixel, self._per_thread([y - y_low, y_high - y, y_low - y, y - y_high]),
+                                  (3, 1, 2, 0))
+            along_y = _four_terms(T, pixel, self._per_thread([x - x_low, x_high - x, x_low - x, x - x_high]),
+                                  (3, 2, 1, 0))
+            with np.errstate(over="ignore"):                    # half overflows to ±inf, as mmcv's does
+                offsets = tuple(np.where(used, scale * along.astype(dtype), dtype(0))
+                                for scale, along in zip(scales, (along_x, along_y)))
+        return target, value, used, offsets
+
+    def _per_thread(self, factors) -> list:
+        """Per (step, roi, bin) arrays in T, [step, thread] in the float32 carrier (cast before the gather)."""
+        return [factor.astype(F32).reshape(factor.shape[0], -1)[:, self.bin_of_thread] for factor in factors]
 
 
 def _by_block(blocks: int, per_thread):
@@ -214,16 +242,11 @@ def _in_add_order(thread_by_thread: bool, lanes_before_steps, target, value, use
     return target.reshape(-1)[order], value.reshape(-1)[order]
 
 
-def _spread(values, active, threads: int) -> np.ndarray:
-    """[..., active threads] -> [..., threads], 0 for the others."""
-    spread = np.zeros(values.shape[:-1] + (threads,), dtype=values.dtype)
-    spread[..., active] = values
-    return spread
-
-
-def _per_thread(factors, bin_of_thread) -> list:
-    """Per (roi, bin) arrays in T, one per thread, in the float32 carrier (cast before the gather: fewer elements)."""
-    return [factor.astype(F32).reshape(-1)[bin_of_thread] for factor in factors]
+def _padded(per_thread, threads: int) -> np.ndarray:
+    """[..., real threads] -> [..., threads]: the padding threads' slots 0 (False), unused."""
+    padded = np.zeros(per_thread.shape[:-1] + (threads,), dtype=per_thread.dtype)
+    padded[..., :per_thread.shape[-1]] = per_thread
+    return padded
 
 
 def _four_terms(T: ScalarT, pixel, factors, corners) -> np.ndarray:
