@@ -83,10 +83,13 @@ def fma32(a, b, c) -> np.ndarray:
     TwoSum error), so that the final rounding goes the way the exact value would.
     """
     a, b, c = (np.asarray(v, F32) for v in (a, b, c))
-    if not np.broadcast_shapes(a.shape, b.shape, c.shape):   # scalars: numpy would return a numpy scalar
-        return fma32(a.reshape(1), b, c).reshape(())
-    # Views of one shape: the sum below is made in place, and the midpoint fix indexes all three.
-    a, b, c = np.broadcast_arrays(a, b, c)
+    if not (a.shape == b.shape == c.shape):
+        if not np.broadcast_shapes(a.shape, b.shape, c.shape):   # scalars: numpy would return a numpy scalar
+            return fma32(a.reshape(1), b, c).reshape(())
+        # Views of one shape: the sum below is made in place, and the midpoint fix indexes all three.
+        a, b, c = np.broadcast_arrays(a, b, c)
+    elif not a.shape:
+        return fma32(a.reshape(1), b.reshape(1), c.reshape(1)).reshape(())
     with np.errstate(invalid="ignore", over="ignore"):
         total = np.multiply(a, b, dtype=F64)      # exact: 24 + 24 significant bits
         total += c
@@ -146,7 +149,10 @@ def round_to_half(x) -> np.ndarray:
     """
     x = np.asarray(x, F32)
     shifter = x.view(np.uint32) & _F32_EXPONENT
-    np.clip(shifter, _HALF_EXPONENT_MIN, _HALF_EXPONENT_MAX, out=shifter)
+    # np.clip's own arithmetic on integers, without its wrapper's checks (a third of this
+    # function's time on the few elements of a small case's arrays).
+    np.maximum(shifter, _HALF_EXPONENT_MIN, out=shifter)
+    np.minimum(shifter, _HALF_EXPONENT_MAX, out=shifter)
     shifter += _SHIFTER
     shifter = shifter.view(F32)
     with np.errstate(invalid="ignore", over="ignore"):

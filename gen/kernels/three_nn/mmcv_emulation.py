@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from gen.kernels.shared.mmcv_half import F32, ScalarT, fma32, round_to_half
+from gen.kernels.three_nn import compiled_mmcv
 from gen.kernels.three_nn.reference import NEIGHBOURS, chunks, nearest
 
 
@@ -43,6 +44,9 @@ def three_nn_forward(inputs: dict, params: dict, out_shapes: dict | None = None)
     """unknown [B, N, 3], known [B, M, 3] in T -> dist2 [B, N, 3] in T, idx [B, N, 3] int32."""
     unknown, known = inputs["unknown"], inputs["known"]
     T = ScalarT(unknown.dtype)
+    fast = compiled_mmcv.forward(unknown, known, T.is_half)
+    if fast is not None:
+        return {"dist2": T.result(fast[0]), "idx": fast[1]}
     B, N = unknown.shape[:2]
     dist2 = np.empty((B, N, NEIGHBOURS), dtype=F32)
     idx = np.empty((B, N, NEIGHBOURS), dtype=np.int32)

@@ -1,0 +1,66 @@
+"""The mmcv emulations' compiled loops compute what their numpy code computes, bit for bit: the
+baseline's rounding is what dynamic thresholds rest on, so a faster baseline must not move a bit.
+OPCASE_NO_CC=1 forces numpy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import needs
+from gen import native
+from gen.kernels.three_nn import compiled_mmcv
+from gen.kernels.three_nn.mmcv_emulation import three_nn_forward
+
+
+@pytest.fixture
+def compiled_three_nn(tmp_path_factory, monkeypatch):
+    if native.compiler() is None:
+        needs.skip_without("cc", "to build gen/kernels/three_nn/three_nn_mmcv_kernel.c")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "native-cache"))
+    monkeypatch.delenv("OPCASE_NO_CC", raising=False)
+    monkeypatch.setattr(native, "_loaded", {})
+    assert compiled_mmcv._loop() is not None, "a C compiler is on PATH but three_nn_mmcv_kernel.c did not build"
+
+
+def _points(rng, shape, dtype, scale: float, specials: int):
+    values = rng.standard_normal(shape) * scale
+    # Grid points: many exact ties between distances, where the index order decides.
+    values[rng.random(shape[:-1]) < 0.3] = rng.integers(-3, 4, size=3)
+    flat = values.reshape(-1)
+    with np.errstate(over="ignore"):
+        flat[rng.integers(0, flat.size, specials)] = rng.choice([np.nan, np.inf, -np.inf, -0.0, 6e4, 3e38, 1e-7],
+                                                                specials)
+        return values.astype(dtype)
+
+
+def _both_ways(monkeypatch, inputs):
+    monkeypatch.setenv("OPCASE_NO_CC", "1")
+    numpy_way = three_nn_forward(inputs, {})
+    monkeypatch.delenv("OPCASE_NO_CC")
+    assert compiled_mmcv.forward(inputs["unknown"], inputs["known"], inputs["unknown"].dtype == np.float16) is not None
+    return numpy_way, three_nn_forward(inputs, {})
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_three_nn_compiled_emulation_is_numpys_bit_for_bit(compiled_three_nn, monkeypatch, dtype):
+    rng = np.random.default_rng(37)
+    shapes = [(1, 1, 0), (2, 3, 1), (2, 5, 2), (1, 7, 3), (3, 40, 64), (2, 9, 300), (1, 0, 5), (0, 4, 4)]
+    compared = 0
+    for B, N, M in shapes:
+        for scale, specials in ((1.0, 0), (300.0, 3), (1e-3, 2), (2e4, 4)):
+            specials = min(specials, B * min(N, M) * 3)
+            inputs = {"unknown": _points(rng, (B, N, 3), dtype, scale, specials),
+                      "known": _points(rng, (B, M, 3), dtype, scale, specials)}
+            numpy_way, compiled_way = _both_ways(monkeypatch, inputs)
+            for name in ("dist2", "idx"):
+                assert numpy_way[name].dtype == compiled_way[name].dtype, name
+                assert numpy_way[name].tobytes() == compiled_way[name].tobytes(), (B, N, M, scale, name)
+            compared += 1
+    assert compared == len(shapes) * 4
+
+
+def test_three_nn_emulation_runs_numpy_for_shapes_the_loop_does_not_take(compiled_three_nn):
+    unknown = np.zeros((2, 4, 3), np.float16)
+    assert compiled_mmcv.forward(unknown, np.zeros((2, 4, 3), np.float32), True) is None     # mixed dtypes
+    assert compiled_mmcv.forward(unknown, np.zeros((3, 4, 3), np.float16), True) is None     # batches differ
+    assert compiled_mmcv.forward(unknown.astype(np.float64), np.zeros((2, 4, 3)), False) is None
