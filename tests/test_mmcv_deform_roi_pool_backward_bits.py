@@ -76,3 +76,25 @@ def test_the_seeded_inputs_reach_what_the_digests_are_for():
     assert 20 * 24 * 3 * 4 > 8 * emulation._BLOCK
     assert np.count_nonzero(outputs["grad_input"]) and np.count_nonzero(outputs["grad_offset"])
     assert (outputs["grad_input"] == 0).any()      # pixels no sample reaches
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("with_offset", [False, True])
+def test_forward_emulation_one_grid_pass_is_the_step_loop(dtype, with_offset, monkeypatch):
+    """The forward's samples for a sampling_ratio (one grid for every roi) computed a group of steps a
+    pass, then added step by step: the bits of the step-by-step loop (forced here), groups large or 1."""
+    import gen.kernels.deform_roi_pool.mmcv_emulation as forward
+    inputs, params = _inputs(dtype, with_offset)
+    inputs = {name: value for name, value in inputs.items() if name != "grad_output"}
+    digests = []
+    for sampling_ratio in (1, 3):
+        params = {**params, "sampling_ratio": sampling_ratio}
+        with np.errstate(over="ignore", invalid="ignore"):
+            for group in (forward._STEP_GROUP_ELEMENTS, 1):
+                monkeypatch.setattr(forward, "_STEP_GROUP_ELEMENTS", group)
+                digests.append(_digest(forward.deform_roi_pool_forward(inputs, params)))
+            monkeypatch.setattr(forward, "_one_grid", lambda *grid: False)
+            digests.append(_digest(forward.deform_roi_pool_forward(inputs, params)))
+            monkeypatch.undo()
+    assert digests[0] == digests[1] == digests[2] and digests[3] == digests[4] == digests[5]
+    assert digests[0] != digests[3]

@@ -164,8 +164,15 @@ def _pool(features, rois, batch, offset, params) -> np.ndarray:
     bin_x0 = mul_add(as_t(np.arange(PW), dtype)[None, None, :], bin_w[:, None, None], start_w)
 
     total = np.zeros((R, PH, PW, C), dtype=F32)
-    for iy in range(int(grid_h.max(initial=0))):
-        for ix in range(int(grid_w.max(initial=0))):
+    steps_h, steps_w = int(grid_h.max(initial=0)), int(grid_w.max(initial=0))
+    if _one_grid(grid_h, grid_w, steps_h, steps_w):
+        # One grid for all (a sampling_ratio): every roi has every sample, and a few steps' samples
+        # are computed in one pass, then added step by step as below.
+        _add_uniform_samples(T, features, batch, (bin_y0, bin_x0), (bin_h, bin_w), (grid_h, grid_w),
+                             (steps_h, steps_w), total)
+        return rounded(T, total / count[:, None, None, None].astype(F32)).astype(dtype)
+    for iy in range(steps_h):
+        for ix in range(steps_w):
             # Rois whose grid has this sample (adaptive grids differ per roi).
             active = np.flatnonzero((iy < grid_h) & (ix < grid_w))
             if active.size == 0:
@@ -178,9 +185,35 @@ def _pool(features, rois, batch, offset, params) -> np.ndarray:
     return rounded(T, total / count[:, None, None, None].astype(F32)).astype(dtype)
 
 
+def _one_grid(grid_h, grid_w, steps_h: int, steps_w: int) -> bool:
+    """Whether every roi's grid is steps_h x steps_w (tests force the step-by-step loop by answering False)."""
+    return grid_h.size > 0 and bool(np.all(grid_h == steps_h)) and bool(np.all(grid_w == steps_w))
+
+
+# Samples [steps, R, PH, PW, C] computed in one pass of _add_uniform_samples: about this many elements.
+_STEP_GROUP_ELEMENTS = 1 << 18
+
+
+def _add_uniform_samples(T: ScalarT, features, batch, bin_start, bin_size, grid, steps, total) -> None:
+    """total += each sample (iy, ix) in turn, in T, where every roi's grid is steps (the loop of _pool
+    with every roi active): the samples of a group of steps by one pass of elementwise operations
+    (the same operations on each element), the additions one step after the other."""
+    dtype = features.dtype.type
+    (bin_y0, bin_x0), (bin_h, bin_w), (grid_h, grid_w), (steps_h, steps_w) = bin_start, bin_size, grid, steps
+    group = max(1, _STEP_GROUP_ELEMENTS // max(1, total.size))
+    for first in range(0, steps_h * steps_w, group):
+        step = np.arange(first, min(steps_h * steps_w, first + group))
+        iy, ix = (step // steps_w)[:, None], (step % steps_w)[:, None]
+        step_y = as_t(iy + 0.5, dtype) * bin_h / as_t(grid_h, dtype)
+        step_x = as_t(ix + 0.5, dtype) * bin_w / as_t(grid_w, dtype)
+        samples = _sample(T, features, batch, bin_y0 + step_y[:, :, None, None], bin_x0 + step_x[:, :, None, None])
+        for sample in samples:
+            total[...] = T.add(total, sample)
+
+
 def _sample(T: ScalarT, features, batch, y, x) -> np.ndarray:
-    """bilinear_interpolate of image batch[r] at the points y, x [R, PH, PW] (in T):
-    [R, PH, PW, C] in the float32 carrier."""
+    """bilinear_interpolate of image batch[r] at the points y, x [..., R, PH, PW] (in T):
+    [..., R, PH, PW, C] in the float32 carrier."""
     _, H, W, _ = features.shape
     rows, cols, weights, inside = bilinear_corners(y, x, H, W)
     weights = weights[..., None].astype(F32)
