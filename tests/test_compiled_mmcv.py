@@ -64,3 +64,54 @@ def test_three_nn_emulation_runs_numpy_for_shapes_the_loop_does_not_take(compile
     assert compiled_mmcv.forward(unknown, np.zeros((2, 4, 3), np.float32), True) is None     # mixed dtypes
     assert compiled_mmcv.forward(unknown, np.zeros((3, 4, 3), np.float16), True) is None     # batches differ
     assert compiled_mmcv.forward(unknown.astype(np.float64), np.zeros((2, 4, 3)), False) is None
+
+
+@pytest.fixture
+def compiled_ms_deform_attn(tmp_path_factory, monkeypatch):
+    from gen.kernels.ms_deform_attn import compiled_mmcv as ms_compiled
+    if native.compiler() is None:
+        needs.skip_without("cc", "to build gen/kernels/ms_deform_attn/ms_deform_attn_mmcv_kernel.c")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "native-cache"))
+    monkeypatch.delenv("OPCASE_NO_CC", raising=False)
+    monkeypatch.setattr(native, "_loaded", {})
+    assert ms_compiled._loop() is not None, "a C compiler is on PATH but ms_deform_attn_mmcv_kernel.c did not build"
+
+
+def _ms_deform_attn_inputs(rng, N, Q, M, C, levels, P, specials: int):
+    shapes = np.array(levels, dtype=np.int64).reshape(-1, 2)
+    areas = shapes[:, 0] * shapes[:, 1]
+    starts = np.concatenate([[0], np.cumsum(areas)[:-1]]).astype(np.int64)
+    L = len(shapes)
+    value = rng.standard_normal((N, int(areas.sum()), M, C)).astype(np.float32)
+    loc = rng.uniform(-0.3, 1.3, (N, Q, M, L, P, 2)).astype(np.float32)
+    # Points on pixel centres and edges: exact weights, ties of the bounds.
+    loc.reshape(-1)[: loc.size // 4] = rng.integers(-1, 5, loc.size // 4) / 4
+    attn = rng.uniform(-1, 1, (N, Q, M, L, P)).astype(np.float32)
+    for array in (value, loc, attn):
+        flat = array.reshape(-1)
+        if flat.size:
+            flat[rng.integers(0, flat.size, specials)] = rng.choice(
+                [np.nan, np.inf, -np.inf, -0.0, 1e-40, 3e38], specials).astype(np.float32)
+    return {"data_value": value, "data_spatial_shapes": shapes, "data_level_start_index": starts,
+            "data_sampling_loc": loc, "data_attn_weight": attn}
+
+
+def test_ms_deform_attn_compiled_emulation_is_numpys_bit_for_bit(compiled_ms_deform_attn, monkeypatch):
+    from gen.kernels.ms_deform_attn import compiled_mmcv as ms_compiled
+    from gen.kernels.ms_deform_attn.mmcv_emulation import ms_deform_attn_forward
+    rng = np.random.default_rng(37)
+    calls = [(1, 2, 2, 2, [(2, 2), (1, 3)], 2, 0), (2, 5, 3, 7, [(4, 6), (2, 3), (1, 1)], 4, 6),
+             (1, 3, 1, 1, [(1, 1)], 1, 0), (2, 4, 2, 16, [(5, 5), (0, 3), (3, 2)], 3, 5),
+             (1, 1, 2, 3, [(0, 0)], 2, 0), (1, 0, 2, 3, [(2, 2)], 2, 0)]
+    ran = []       # what each call of the loop answered: True where it computed the sums
+    original = ms_compiled.thread_sums
+    monkeypatch.setattr(ms_compiled, "thread_sums", lambda *a: ran.append(original(*a)) or ran[-1])
+    for N, Q, M, C, levels, P, specials in calls:
+        inputs = _ms_deform_attn_inputs(rng, N, Q, M, C, levels, P, specials)
+        monkeypatch.setenv("OPCASE_NO_CC", "1")
+        numpy_way = ms_deform_attn_forward(inputs, {})["data_col"]
+        monkeypatch.delenv("OPCASE_NO_CC")
+        compiled_way = ms_deform_attn_forward(inputs, {})["data_col"]
+        assert numpy_way.dtype == compiled_way.dtype == np.float32
+        assert numpy_way.tobytes() == compiled_way.tobytes(), (N, Q, M, C, levels, P)
+    assert ran.count(True) == len(calls) - 1 and ran.count(False) == len(calls) - 1, ran   # the last is empty

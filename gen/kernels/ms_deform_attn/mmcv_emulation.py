@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gen.kernels.ms_deform_attn import compiled_mmcv
 from gen.kernels.shared.mmcv_half import F32, canonical_nan, fma32
 from gen.kernels.ms_deform_attn.reference import by_rows, level_geometry, readable
 from gen.sampled import Units
@@ -40,6 +41,8 @@ def ms_deform_attn_forward(inputs: dict, params: dict, out_shapes: dict | None =
     if value is None:
         return {"data_col": out}
     N, Q, M, C = out.shape
+    if compiled_mmcv.thread_sums(value, shapes, starts, loc, attn, Q, col):
+        return {"data_col": canonical_nan(out)}
     rows = N * Q * M
     image, head = np.repeat(np.arange(N), Q * M), np.tile(np.arange(M), N * Q)
     chunk = max(1, _CHUNK_ELEMENTS // max(C, 1))
