@@ -120,3 +120,16 @@ def test_a_worker_that_died_is_not_kept():
         assert _statuses(results) == ["passed"] and kept.spawned == before + 2 and len(kept.idle) == 2
     finally:
         kept.close()
+
+
+def test_keeping_only_the_warm_pass_judges_each_run_as_a_run_alone():
+    """Shrink's way (harness.cli.shrink): each run's cold pass in a fresh worker, its first call the case's."""
+    kept = KeptWorkers(passes=(WARM_PASS,))
+    try:
+        for run in range(2):
+            results, _ = workers.run_cases(FILES[:1], None, "state_backends:first_call", RunOptions(),
+                                           lambda r: None, kept=kept)
+            assert _statuses(results) == ["failed"]
+            assert [w.of_pass for w in kept.idle] == [WARM_PASS] and kept.spawned == 2 + run
+    finally:
+        kept.close()

@@ -1,5 +1,5 @@
 """Worker processes kept from one run of cases to the next, for a caller that runs its cases in batches
-(the pytest plugin, harness.pytest_plugin): each batch's run (harness.judge.workers.run_cases) takes the
+(the pytest plugin, harness.pytest_plugin; shrink's candidates, its warm pass's only): each batch's run (harness.judge.workers.run_cases) takes the
 workers the batch before left idle instead of starting and loading the backend anew.
 
 What a kept worker judges stays what a run of all the batches at once would judge: a cold-pass worker's
@@ -14,11 +14,17 @@ from __future__ import annotations
 import multiprocessing.util
 import shutil
 
+from harness.judge.cold_pass import COLD_PASS, WARM_PASS
 from harness.judge.worker_process import WorkerProcess, make_run_dir
 
 
 class KeptWorkers:
-    def __init__(self):
+    """``passes``: the passes whose workers are kept (harness.judge.cold_pass); a caller whose every run
+    must judge its cases as a run of them alone keeps only the warm pass's, whose judged calls follow a
+    decoy anyway, and starts each run's cold-pass workers fresh (their first call is the case's)."""
+
+    def __init__(self, passes=(COLD_PASS, WARM_PASS)):
+        self.passes = tuple(passes)
         self.key: tuple | None = None   # (backend spec, exec timeout) the kept workers were started with
         self.idle: list[WorkerProcess] = []
         self.spawned = 0                # workers started so far: each new one's log is numbered on
@@ -44,7 +50,7 @@ class KeptWorkers:
         """Keep the workers that can take another case; return the others, for the caller to stop."""
         others = []
         for worker in workers:
-            usable = (worker.ready and worker.case is None and not worker.queued and worker.stop_deadline is None
+            usable = (worker.of_pass in self.passes and worker.ready and worker.case is None and not worker.queued and worker.stop_deadline is None
                       and worker.process.exitcode is None and not worker.reader.closed)
             (self.idle if usable else others).append(worker)
         if self.idle:
