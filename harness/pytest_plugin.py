@@ -7,8 +7,9 @@ case that has none), and pytest's own ``-k``, ``-x``, ``--lf``, ``--junitxml`` a
 opcase's verdicts.
 
 Cases run through the runner of ``opcase run`` (``harness.judge.workers.run_cases``): a backend other than
-opcase's own runs in worker processes, never in pytest's.  Items run in batches of BATCH_CASES (one
-worker start per batch, not per case), so ``-x`` stops at most a batch after the first failure.
+opcase's own runs in worker processes, never in pytest's.  Items run in batches of BATCH_CASES, so ``-x``
+stops at most a batch after the first failure; the workers are kept from batch to batch (and, under
+xdist, from item to item: harness.judge.kept_workers) and stopped when the session ends.
 Statuses map to pytest's outcomes:
 
   passed                                              pass
@@ -30,7 +31,7 @@ import math
 
 import pytest
 
-# Cases handed to the runner at once: a worker process is started per batch.
+# Cases handed to the runner at once.
 BATCH_CASES = 64
 _EXIT_FAILED = 1
 _EXIT_USAGE = 4   # pytest's own status for a usage error
@@ -84,6 +85,7 @@ class _OpcaseSession:
         self.baseline = _load_baseline(config.getoption("opcase_compare"))
         self.results = {}          # case path -> CaseResult
         self.backend = None
+        self.kept = None          # the workers a batch leaves for the next (harness.judge.kept_workers)
         self.judged = 0
         self.items = 0
         self.unloadable = False   # the backend could not be loaded: the session stopped with one line
@@ -113,14 +115,17 @@ class _OpcaseSession:
         from harness.backends import load_backend   # (see above)
         from harness.judge.gate import judge_against   # (see above)
         from harness.judge.runner import RunOptions   # (see above)
+        from harness.judge.kept_workers import KeptWorkers   # (see above)
         from harness.judge.workers import run_cases, runs_isolated   # (see above)
 
         options = RunOptions(repro_options=("--timeout", f"{self.timeout:g}") if self.timeout else ())
         try:
             if self.backend is None and not runs_isolated(self.backend_spec):
                 self.backend = load_backend(self.backend_spec)
+            if self.kept is None and (self.timeout or runs_isolated(self.backend_spec)):
+                self.kept = KeptWorkers()
             results, _ = run_cases(list(paths), self.backend, self.backend_spec, options, lambda result: None,
-                                   timeout=self.timeout)
+                                   timeout=self.timeout, kept=self.kept)
         except BackendLoadError as exc:
             # Once for the session, not a traceback per item: no item can run without its backend.
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -142,6 +147,8 @@ class _OpcaseSession:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
+        if self.kept is not None:
+            self.kept.close()
         if self._gate_refused() and exitstatus in (0, _EXIT_NOTHING_JUDGED):
             session.exitstatus = _EXIT_FAILED
         elif self.items and not self.judged and exitstatus == 0:

@@ -52,6 +52,8 @@ def _committed_groups(pattern: str = "") -> set:
 TRUSTED = ["reference", "lowp", pytest.param("torch", marks=pytest.mark.needs("torch")), "mmcv"]
 
 
+# slow: calibrates the whole committed suite (9-19 s each in the quick loop at c438e2b)
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", TRUSTED)
 def test_trusted_backend_has_no_findings_on_the_committed_suite(tmp_path, backend):
     code, output, doc = _calibration(tmp_path, COMMITTED, "--backend", backend)

@@ -284,6 +284,8 @@ def test_carafe_forward_nan_rows_come_from_numpy(compiled, monkeypatch):
     assert np.isnan(fast).any() and _same_bits(reference, fast)
 
 
+# slow: generates those committed suites twice (13-18 s in the quick loop at c438e2b)
+@pytest.mark.slow
 @pytest.mark.parametrize("specs_glob", ["carafe_*.yaml", "deform_roi_pool_*.yaml", "border_align_*.yaml"])
 def test_committed_suites_come_out_byte_for_byte_with_or_without_the_compiled_loop(compiled, tmp_path, specs_glob):
     """cases/'s command for the kernels with a compiled loop, run with the C loop and with OPCASE_NO_CC=1:

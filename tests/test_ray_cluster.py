@@ -28,6 +28,9 @@ from harness.cli import main
 from ray_backends import MARKS_ENV
 
 pytestmark = pytest.mark.ray
+# Each test on the cluster starts one (its module fixture) when run alone: over 5 s, so `slow`, out of the
+# quick loop (`pytest -m "not slow"`); the three without a cluster stay in it.
+ON_A_CLUSTER = pytest.mark.slow
 
 HEAD_PORT = 6379
 # The node manager port of the node that test_node_lost kills: it finds the node's raylet by it.
@@ -227,6 +230,7 @@ def test_ray_options_need_the_ray_executor(cases):
 
 # --------------------------------------------------------------------------- on the cluster
 
+@ON_A_CLUSTER
 def test_gen_writes_the_cases_local_gen_writes_byte_for_byte(cluster, tmp_path):
     cluster.opcase("gen", *GEN_ARGS, "-o", "local", cwd=tmp_path, check=True)
     # -o relative: the tasks write where the driver's working directory says, on every node.
@@ -240,6 +244,7 @@ def test_gen_writes_the_cases_local_gen_writes_byte_for_byte(cluster, tmp_path):
     assert on_ray.stdout.splitlines()[-1].startswith(f"wrote {len([f for f in files if f.endswith('.opcase')])} cases")
 
 
+@ON_A_CLUSTER
 def test_a_generation_error_in_a_task_ends_gen_as_it_does_locally(cluster, tmp_path):
     """A dynamic-threshold baseline that raises: the task's GenerationError is gen's one line, exit 2."""
     args = [REPO / "specs" / "carafe_forward.yaml", "--suite", "random", "--count", "1",
@@ -256,6 +261,7 @@ def test_a_generation_error_in_a_task_ends_gen_as_it_does_locally(cluster, tmp_p
     assert "Traceback" not in on_ray.stderr
 
 
+@ON_A_CLUSTER
 def test_run_gives_the_verdicts_and_reports_of_a_local_run(cluster, cases, tmp_path):
     """A backend with passes, failures, errors and skips: the same results, in the same order."""
     shutil.copytree(cases, tmp_path / "cases")
@@ -277,6 +283,7 @@ def _junit_without_times(path: Path) -> str:
     return re.sub(r'( time|/kernel_seconds" value)="[^"]*"', "", path.read_text())
 
 
+@ON_A_CLUSTER
 def test_a_crash_or_a_hang_costs_only_its_case(cluster, cases, tmp_path):
     psamask = [cases / "psamask_forward", "--filter", "boundary/map_"]   # 6 cases, 3 of them COLLECT
     crashed = cluster.opcase("run", *psamask, "--backend", "run_backends:crashes_on_collect", "--executor", "ray",
@@ -304,12 +311,14 @@ def test_a_crash_or_a_hang_costs_only_its_case(cluster, cases, tmp_path):
     assert any("timed out after 3 s (--timeout)" in r["message"] for r in results), shown
 
 
+@ON_A_CLUSTER
 def test_a_backend_resource_no_node_has_is_refused_before_any_case(cluster, cases, tmp_path):
     done = cluster.opcase("run", cases, "--backend", "reference", "--executor", "ray", "--address", cluster.address,
                           "--resources", '{"num_gpus": 1}', cwd=tmp_path)
     assert done.returncode == 2 and "no node of the Ray cluster has {'CPU': 1, 'GPU': 1}" in done.stderr, done.stderr
 
 
+@ON_A_CLUSTER
 def test_a_backend_the_ray_workers_cannot_import_is_one_line_exit_2(cluster, cases, tmp_path):
     done = cluster.opcase("run", cases, "--backend", "no_such_package_here:run", "--executor", "ray",
                           "--address", cluster.address, "--json", tmp_path / "r.json", cwd=tmp_path)
@@ -320,6 +329,7 @@ def test_a_backend_the_ray_workers_cannot_import_is_one_line_exit_2(cluster, cas
     assert "no_such_package_here" in errors[0] and not done.stdout.strip(), done.stdout
 
 
+@ON_A_CLUSTER
 def test_an_address_with_no_cluster_is_refused_at_once(cluster, cases, tmp_path):
     began = time.monotonic()
     done = cluster.opcase("run", cases, "--backend", "reference", "--executor", "ray", "--address", "127.0.0.1:1", cwd=tmp_path)
@@ -327,6 +337,7 @@ def test_an_address_with_no_cluster_is_refused_at_once(cluster, cases, tmp_path)
     assert time.monotonic() - began < 60
 
 
+@ON_A_CLUSTER
 def test_ctrl_c_or_sigterm_on_the_driver_cancels_its_tasks(cluster, cases, tmp_path):
     marks = set(os.listdir(cluster.marks))
     driver = subprocess.Popen(cluster.command([sys.executable, "-m", "harness.cli", "run", cases / "psamask_forward",
@@ -341,6 +352,7 @@ def test_ctrl_c_or_sigterm_on_the_driver_cancels_its_tasks(cluster, cases, tmp_p
     assert _wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in map(int, hanging)), 30), hanging
 
 
+@ON_A_CLUSTER
 def test_a_lost_node_costs_only_its_cases_which_are_retried_once(cluster, cases, tmp_path):
     cluster.add_node(DOOMED_NODE_PORT)
     shutil.copytree(cases, tmp_path / "cases")
@@ -360,6 +372,7 @@ def test_a_lost_node_costs_only_its_cases_which_are_retried_once(cluster, cases,
     assert "was lost; retrying it once on another node" in err
 
 
+@ON_A_CLUSTER
 def test_losing_the_last_node_with_the_resources_ends_the_run(cluster, cases, tmp_path):
     """The only node with the backend's resource is lost: its cases are errors, the run does not wait forever."""
     cluster.add_node(ONLY_NODE_PORT, '--resources={"accelerator": 1}')
@@ -389,6 +402,7 @@ THROUGHPUT_WORKLOADS = {
 }
 
 
+@ON_A_CLUSTER
 def test_throughput_against_local_jobs_2(cluster, tmp_path, capsys):
     """Cases/s and GB/s of `gen` on this two-node cluster (one CPU each) and with --jobs 2, in one run;
     the README quotes these figures.  Each includes the driver's start (and, on Ray, connecting)."""
@@ -409,6 +423,7 @@ def test_throughput_against_local_jobs_2(cluster, tmp_path, capsys):
         print("\n" + "\n".join(lines))
 
 
+@ON_A_CLUSTER
 def test_the_cluster_stops_and_leaves_no_process(cluster):
     assert cluster.processes(), "the cluster was not running"
     assert cluster.stop() == []

@@ -115,6 +115,7 @@ def test_integer_candidates_reach_a_threshold_in_halves():
     assert candidates(0.0625, 0.0) == [0.0, 0.06]
 
 
+@pytest.mark.slow   # a whole shrink on a pseudo-terminal (19 s in the quick loop at c438e2b)
 def test_progress_shows_on_a_terminal(tmp_path):
     """On a terminal a status line is rewritten in place with the try in progress (and cleared)."""
     import os

@@ -187,6 +187,7 @@ def test_metrics_do_not_depend_on_the_blas_kernel(core):
     assert _probe({"OPENBLAS_CORETYPE": core}) == _probe({})
 
 
+@pytest.mark.slow   # generates the committed dynamic suites again (11 s in the quick loop at c438e2b)
 def test_dynamic_suites_do_not_depend_on_the_blas_kernel(tmp_path):
     """The committed dynamic suites, generated under another OpenBLAS kernel, are cases/ byte for byte."""
     from test_committed_cases import _command

@@ -36,6 +36,8 @@ from gen.core.verdict import ERROR, FAILED, FAILING, CaseResult, mistrust
 from gen.descriptor import explicit_of, plan_of, values_ref, write_described
 from gen.generate import GenerationError, case_path, interface_params, layout_of, tensor_infos, total_bytes
 from gen.jobs import generator_of
+from harness.judge.cold_pass import WARM_PASS
+from harness.judge.kept_workers import KeptWorkers
 from harness.judge.runner import RunOptions
 from harness.judge.workers import load_apart, run_cases, runs_isolated
 
@@ -223,6 +225,9 @@ class Shrinker:
         self.max_tries, self.seconds = max_tries, seconds
         self.started = time.monotonic()
         self.tried: list[str] = []
+        # A foreign backend's warm-pass worker serves candidate after candidate; each candidate's cold
+        # pass gets a fresh worker, its first call, as `opcase run CANDIDATE` gives it.  close() ends it.
+        self.kept = KeptWorkers(passes=(WARM_PASS,)) if runs_isolated(backend_spec) else None
 
     def run_file(self, path: Path) -> CaseResult:
         """Run one case as `opcase run` does.  A foreign backend (it runs in a worker) gets at most
@@ -233,8 +238,12 @@ class Shrinker:
             left = max(self.seconds - (time.monotonic() - self.started), _LEAST_RUN_S)
             limit = min(self.timeout, left) if self.timeout is not None else left
         results, _ = run_cases([path], self.backend, self.backend_spec, RunOptions(), lambda result: None,
-                               timeout=limit)
+                               timeout=limit, kept=self.kept)
         return results[0]
+
+    def close(self) -> None:
+        if self.kept is not None:
+            self.kept.close()
 
     def run_original(self, path: Path) -> CaseResult:
         """Run the original case; without a --timeout, each candidate then gets CANDIDATE_FACTOR
@@ -311,6 +320,7 @@ def shrink_case(case_file: Path, backend, backend_spec: str, out_dir: Path, base
     del case
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".opcase-shrink-", dir=out_dir))
+    shrinker = None
     try:
         shrinker = Shrinker(spec, generator_of(spec, baseline, load_apart), backend, backend_spec, work, max_tries, seconds,
                             timeout, on_step)
@@ -321,6 +331,8 @@ def shrink_case(case_file: Path, backend, backend_spec: str, out_dir: Path, base
         wanted = failure_of(first)
         best, exhausted = shrinker.shrink(start, wanted)
     finally:
+        if shrinker is not None:
+            shrinker.close()
         shutil.rmtree(work, ignore_errors=True)
     descriptor = explicit_of(spec, best, values_ref(start)).text()
     path = write_described(descriptor, out_dir, load_apart, baseline, (spec.path,))

@@ -80,8 +80,8 @@ class Passes:
 class Pending:
     """The items not yet given out, one queue per pass (a worker takes only its own pass's)."""
 
-    def __init__(self, passes: Passes):
-        self.passes = passes
+    def __init__(self, passes: Passes, lead: int | None = None):
+        self.passes, self.lead = passes, lead
         self.queues = {COLD_PASS: deque(range(passes.n)), WARM_PASS: deque(range(passes.n, 2 * passes.n))}
 
     def __len__(self) -> int:
@@ -103,9 +103,52 @@ class Pending:
             return None
         return queue.popleft() if take else queue[0]
 
+    def to_give(self, of_pass: str) -> bool:
+        """Whether a worker of that pass may be given its next item now: the cold pass, the cheaper one
+        (one call, no decoy), is held within ``lead`` files of the warm pass, so that the case file
+        both read (SharedLoads) need not be kept long."""
+        queue = self.queues[of_pass]
+        if not queue:
+            return False
+        if of_pass != COLD_PASS or self.lead is None:
+            return True
+        warm = self.queues[WARM_PASS]
+        return queue[0] < (warm[0] - self.passes.n if warm else self.passes.n) + self.lead
+
+    def held_back(self, of_pass: str) -> bool:
+        """Whether that pass has items left that ``lead`` holds back for now."""
+        return bool(self.queues[of_pass]) and not self.to_give(of_pass)
+
     def popleft(self) -> int:
         """The next item of either pass, the cold one first."""
         return next(q for q in self.queues.values() if q).popleft()
 
     def appendleft(self, item: int) -> None:
         self.queues[self.passes.pass_of(item)].appendleft(item)
+
+
+class SharedLoads:
+    """Each case file read (and its checksums checked) once for its two items: the Case the first item's
+    judgement is made of is kept until the other item's is made, then dropped.  Holding at most ``keep``
+    cases (the oldest goes first; Pending's ``lead`` keeps the passes closer than that): a pass that gets
+    further ahead of the other costs the other a second read of those files, never unbounded memory.  A Case is only read by the judge (its arrays
+    are read-only), so two Judgements can share it."""
+
+    def __init__(self, passes: Passes, keep: int):
+        self.passes, self.keep = passes, keep
+        self.kept: dict[int, object] = {}   # file number -> its Case, oldest first
+        self.read: set[int] = set()         # the files one item of which has been loaded
+
+    def case_of(self, item: int, load):
+        """The item's file's Case: the kept one, or ``load(file number)`` (whose error is the caller's)."""
+        file = self.passes.file_of(item)
+        case = self.kept.pop(file, None)
+        if case is not None:
+            return case
+        case = load(file)
+        if file not in self.read:   # the other item comes later: keep it for that one
+            self.read.add(file)
+            self.kept[file] = case
+            while len(self.kept) > self.keep:
+                del self.kept[next(iter(self.kept))]
+        return case

@@ -12,9 +12,9 @@ import numpy as np
 
 from gen.core.backend import Backend, BackendLoadError, InvalidArgument, Request
 from harness.backends import load_backend
-from harness.judge.worker_process import (STARTUP_ALLOWANCE_S, WorkerProcess, called_of_frame, make_run_dir,
-                                          runs_isolated)
-from harness.worker import case_job, channel, confine
+from harness.judge.worker_process import (CHANNEL_BROKE, LOAD_ERROR, LOADED, STARTUP_ALLOWANCE_S, WorkerProcess,
+                                          called_of_frame, make_run_dir, runs_isolated)
+from harness.worker import case_job, channel
 from harness.worker.calling import OUTPUTS, REJECTED
 from harness.worker.channel import ChannelError
 
@@ -58,25 +58,17 @@ class IsolatedBackend:
         if self.worker is None:
             self.spawned += 1
             worker = WorkerProcess(self.spec, self.log_dir, self.spawned)
-            give_up = worker.born + STARTUP_ALLOWANCE_S
-            while not worker.ready:
-                wait([worker.results, worker.process.sentinel], max(0.0, give_up - time.monotonic()))
-                try:
-                    for frame in worker.frames():
-                        if frame.get("kind") == "ready":
-                            worker.ready, self.origin = True, str(frame.get("origin", ""))
-                            confine.note_run(frame.get("confined"))
-                        elif frame.get("kind") == "load-error":
-                            worker.kill()
-                            raise BackendLoadError(str(frame.get("message", "")))
-                except ChannelError as exc:
-                    worker.kill()
+            outcome, detail = worker.await_loaded(worker.born + STARTUP_ALLOWANCE_S)
+            if outcome != LOADED:
+                worker.kill()
+                if outcome == LOAD_ERROR:
+                    raise BackendLoadError(detail)
+                if outcome == CHANNEL_BROKE:
                     raise BackendLoadError(f"backend {self.spec!r} cannot be loaded: its worker's channel broke "
-                                           f"({exc})") from None
-                if not worker.ready and (worker.reader.closed or time.monotonic() >= give_up):
-                    worker.kill()
-                    raise BackendLoadError(f"backend {self.spec!r} cannot be loaded: its worker process "
-                                           f"{worker.exit_description()} while loading it")
+                                           f"({detail})")
+                raise BackendLoadError(f"backend {self.spec!r} cannot be loaded: its worker process "
+                                       f"{worker.exit_description()} while loading it")
+            self.origin = detail
             self.worker = worker
         return self.worker
 

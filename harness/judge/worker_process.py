@@ -4,6 +4,7 @@ workers keep their logs in."""
 from __future__ import annotations
 
 from collections import deque
+from multiprocessing.connection import wait
 from pathlib import Path
 import contextlib
 import multiprocessing.util
@@ -35,6 +36,10 @@ _CONTEXT = multiprocessing.get_context("spawn")
 
 # How long a fresh worker may take to start and load the backend, on top of --timeout.
 STARTUP_ALLOWANCE_S = 60.0
+
+
+# WorkerProcess.await_loaded's outcomes.
+LOADED, LOAD_ERROR, CHANNEL_BROKE, ENDED, LATE = "loaded", "load-error", "channel-broke", "ended", "late"
 
 
 # How much of a dead worker's output an error message carries.
@@ -154,6 +159,38 @@ class WorkerProcess:
         if not self.ready:
             limits.append(self.born + STARTUP_ALLOWANCE_S)
         return min((t for t in limits if t is not None), default=None)
+
+    def await_loaded(self, give_up: float) -> tuple[str, str]:
+        """Wait for the worker's answer to loading its backend, until ``give_up`` (time.monotonic()).
+
+        Returns (LOADED, the backend's origin), having set ``ready`` and noted the worker's confinement;
+        or why not: (LOAD_ERROR, the backend's own message), (CHANNEL_BROKE, what broke), (ENDED, "") when
+        the worker's channel closed (its process ended, or is ending: joined a moment), (LATE, "") at
+        ``give_up``.  Each caller words these its own way; the frames of other kinds are dropped, as
+        nothing is sent to a worker before it is ready."""
+        while True:
+            # The give-up time, or sooner the deadline of a frame half arrived (not wake_up's startup
+            # allowance, which a caller's give_up may extend).
+            wake = min(t for t in (give_up, self.reader.deadline()) if t is not None)
+            wait([self.results, self.process.sentinel], max(0.0, wake - time.monotonic()))
+            try:
+                frames = self.frames()
+            except ChannelError as exc:
+                return CHANNEL_BROKE, str(exc)
+            origin = None
+            for frame in frames:
+                if frame.get("kind") == "ready":
+                    self.ready, origin = True, str(frame.get("origin", ""))
+                    confine.note_run(frame.get("confined"))
+                elif frame.get("kind") == "load-error":
+                    return LOAD_ERROR, str(frame.get("message", ""))
+            if origin is not None:
+                return LOADED, origin
+            if self.reader.closed:
+                self.process.join(5)
+                return ENDED, ""
+            if time.monotonic() >= give_up:
+                return LATE, ""
 
     def output_tail(self) -> str:
         try:

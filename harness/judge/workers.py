@@ -53,12 +53,13 @@ from gen.core.backend import BackendLoadError
 from gen.core.casefile import CaseFileError, load, read_envelope
 from gen.core.descriptor import describe
 from gen.core.verdict import CaseResult, ERROR
-from harness.judge.cold_pass import COLD_PASS, WARM_PASS, Passes, Pending
+from harness.judge.cold_pass import COLD_PASS, WARM_PASS, Passes, Pending, SharedLoads
+from harness.judge.kept_workers import KeptWorkers
 from harness.judge.isolated import BackendFailed, IsolatedBackend, check_loads, load_apart
 from harness.judge.runner import Judgement, RunOptions, new_result, run_case
-from harness.judge.worker_process import (STARTUP_ALLOWANCE_S, WorkerProcess, called_of_frame, make_run_dir,
-                                          map_outputs, remove_stale, runs_isolated, send_case)
-from harness.worker import confine
+from harness.judge.worker_process import (CHANNEL_BROKE, ENDED, LOAD_ERROR, LOADED, STARTUP_ALLOWANCE_S,
+                                          WorkerProcess, called_of_frame, make_run_dir, map_outputs,
+                                          remove_stale, runs_isolated, send_case)
 from harness.worker.calling import Called, RAISED, Timed
 from harness.worker.channel import ChannelError
 
@@ -109,9 +110,10 @@ def stop_on_signals():
 
 def run_cases(files: list[Path], backend, backend_spec: str, options: RunOptions,
               on_result: Callable[[CaseResult], None], jobs: int | None = None,
-              timeout: float | None = None) -> tuple[list[CaseResult], str]:
+              timeout: float | None = None, kept: KeptWorkers | None = None) -> tuple[list[CaseResult], str]:
     """Run every case, calling ``on_result`` as each finishes; return the results in ``files``
-    order and the backend's origin.
+    order and the backend's origin.  ``kept``: in workers, take the idle workers a run before left
+    there and leave this run's there (harness.judge.kept_workers), rather than start and stop them.
 
     In this process when ``backend`` is the loaded backend, it is opcase's own (runs_isolated is
     False) and neither ``jobs`` nor ``timeout`` is set; otherwise in worker processes (``backend``
@@ -125,7 +127,7 @@ def run_cases(files: list[Path], backend, backend_spec: str, options: RunOptions
             results.append(run_guarded(path, backend, backend_spec, options))
             on_result(results[-1])
         return results, backend.origin
-    pool = _Pool(files, backend_spec, options, jobs or 1, timeout, on_result)
+    pool = _Pool(files, backend_spec, options, jobs or 1, timeout, on_result, kept)
     return pool.run(), pool.origin
 
 
@@ -145,7 +147,7 @@ def _internal_error(path, backend_spec: str, options: RunOptions) -> CaseResult:
 
 
 class _Pool:
-    def __init__(self, files, backend_spec, options: RunOptions, jobs, timeout, on_result):
+    def __init__(self, files, backend_spec, options: RunOptions, jobs, timeout, on_result, kept=None):
         # Absolute: a backend that changes its worker's directory must not change which file it reads.
         self.files = [Path(f).absolute() for f in files]
         self.shown = list(files)   # as the user named them, for the results
@@ -155,18 +157,28 @@ class _Pool:
         # Each case twice, by two sets of workers: cold, then warm after a decoy (harness.judge.cold_pass).
         # Items, not files, go through the pool: self.passes says whose, of which pass.
         self.passes = Passes(len(self.files), options)
-        self.pending = Pending(self.passes)
+        # A case's file read once for both its passes, kept while the passes' items of it are in flight:
+        # the cold pass is given out at most `lead` files ahead of the warm one (each pass's workers hold a
+        # case under way and one queued; the judge loads one ahead).
+        lead = 2 * jobs + 1
+        self.pending = Pending(self.passes, lead)
+        self.loads = SharedLoads(self.passes, keep=2 * lead)
         self.workers: list[WorkerProcess] = []
         self.judging: deque = deque()   # (index, judgement, called, timed) whose calls are over
         self.spawned = 0
         self.load_error = ""
         self.origin = ""
+        self.kept: KeptWorkers | None = kept
         # The next pending case, loaded (checksums checked) while the workers start or compute, so
         # that a worker is not kept waiting on the judge's reading of a large case.
         self.ahead: tuple[int, tuple] | None = None
 
     def run(self) -> list[CaseResult]:
-        log_dir = make_run_dir()
+        log_dir = self.kept.run_dir() if self.kept else make_run_dir()
+        if self.kept:
+            self.workers = self.kept.take(self.backend_spec, self.options.exec_timeout)
+            self.spawned, self.origin = self.kept.spawned, self.kept.origin
+        self.spawned_before = self.spawned
         try:
             self._staff(log_dir)
             self._load_first()
@@ -177,6 +189,8 @@ class _Pool:
                     self._judge_one()   # while the workers call the next cases
                     continue
                 self._wait()
+            if self.kept:
+                self.workers = self.kept.give_back(self.workers, self.origin)
             for worker in self.workers:
                 worker.stop()
             self.workers = []
@@ -185,38 +199,36 @@ class _Pool:
                 worker.ask_to_stop()
             for worker in self.workers:
                 worker.kill()
-            shutil.rmtree(log_dir, ignore_errors=True)
+            if self.kept:
+                self.kept.spawned = self.spawned
+            else:
+                shutil.rmtree(log_dir, ignore_errors=True)
         return [r for r in self.results if r is not None]
 
     def _load_first(self) -> None:
         """Wait for the first worker to load the backend: one that cannot be loaded, or that kills
         its worker while loading, raises BackendLoadError before any case is given out."""
         first = self.workers[0]
+        if first.ready:   # kept from a run before (harness.judge.kept_workers)
+            return
         give_up = first.born + STARTUP_ALLOWANCE_S + (self.timeout or 0.0)
         self._load_ahead()   # while the worker imports the backend
-        while not first.ready:
-            wait([first.results, first.process.sentinel], max(0.0, min(give_up, first.wake_up() or give_up)
-                                                               - time.monotonic()))
-            try:
-                for frame in first.frames():
-                    if frame.get("kind") == "ready":
-                        first.ready, self.origin = True, str(frame.get("origin", ""))
-                        confine.note_run(frame.get("confined"))
-                    elif frame.get("kind") == "load-error":
-                        raise BackendLoadError(str(frame.get("message", "")))
-            except ChannelError as exc:
-                raise BackendLoadError(f"backend {self.backend_spec!r} cannot be loaded: its worker's channel "
-                                       f"broke while loading it ({exc})") from None
-            if first.ready:
-                return
-            if first.process.exitcode is not None and first.reader.closed or time.monotonic() >= give_up:
-                first.process.join(5)
-                why = (f"its worker process {first.exit_description()}" if first.process.exitcode is not None
-                       else f"its worker process did not load it in {give_up - first.born:g} s")
-                # One line, as every load error; what it printed is in the worker's log.
-                tail = first.output_tail()
-                raise BackendLoadError(f"backend {self.backend_spec!r} cannot be loaded: {why} while loading it"
-                                       + (f"; its last output: {tail.splitlines()[-1][:200]}" if tail else ""))
+        outcome, detail = first.await_loaded(give_up)
+        if outcome == LOADED:
+            self.origin = detail
+            return
+        if outcome == LOAD_ERROR:
+            raise BackendLoadError(detail)
+        if outcome == CHANNEL_BROKE:
+            raise BackendLoadError(f"backend {self.backend_spec!r} cannot be loaded: its worker's channel "
+                                   f"broke while loading it ({detail})")
+        why = (f"its worker process {first.exit_description()}" if first.process.exitcode is not None
+               else "its worker process closed its channel" if outcome == ENDED
+               else f"its worker process did not load it in {give_up - first.born:g} s")
+        # One line, as every load error; what it printed is in the worker's log.
+        tail = first.output_tail()
+        raise BackendLoadError(f"backend {self.backend_spec!r} cannot be loaded: {why} while loading it"
+                               + (f"; its last output: {tail.splitlines()[-1][:200]}" if tail else ""))
 
     def _busy(self, of_pass: str | None = None) -> int:
         return sum(w.case is not None for w in self.workers if of_pass in (None, w.of_pass))
@@ -229,7 +241,8 @@ class _Pool:
         # At least one, to load the backend even when there is no case to run; --jobs of each pass.
         for of_pass in (COLD_PASS, WARM_PASS):
             staff = [w for w in self.workers if w.of_pass == of_pass]
-            while len(staff) < max(min(self.jobs, self.pending.count(of_pass) + self._busy(of_pass)), not self.spawned):
+            while len(staff) < max(min(self.jobs, self.pending.count(of_pass) + self._busy(of_pass)),
+                                   self.spawned == self.spawned_before and not self.workers):
                 self.spawned += 1
                 staff.append(WorkerProcess(self.backend_spec, log_dir, self.spawned,
                                            self.options.exec_timeout))
@@ -239,16 +252,18 @@ class _Pool:
     def _dispatch(self) -> None:
         # One case under way and, unless --bitwise (whose worker waits for answers on its channel)
         # or --timeout (whose clock starts when a case does), the next one queued in its channel.
-        # A second case is queued only once every worker has one (a worker still starting gets its own).
+        # A second case is queued only once every worker has one (a worker still starting gets its own),
+        # leaving out the cold pass's while it is held near the warm one (Pending.held_back).
         deepest = 1 if self.options.bitwise or self.timeout else 2
         for depth in range(1, deepest + 1):
-            if depth > 1 and not all(w.ready and w.case is not None for w in self.workers):
+            if depth > 1 and not all(w.ready and w.case is not None for w in self.workers
+                                     if not self.pending.held_back(w.of_pass)):
                 return
             self._give_out(depth)
 
     def _give_out(self, depth: int) -> None:
         for worker in list(self.workers):
-            while worker.ready and self.pending.next_of(worker.of_pass, take=False) is not None \
+            while worker.ready and self.pending.to_give(worker.of_pass) \
                     and (worker.case is not None) + len(worker.queued) < depth:
                 index = self.pending.next_of(worker.of_pass)
                 # The judge loads the case; the worker gets its call only (harness.worker.case_job).
@@ -294,7 +309,7 @@ class _Pool:
         options, path = self.passes.options_of(index), self.files[self.passes.file_of(index)]
         result = new_result(self.shown[self.passes.file_of(index)], self.backend_spec, options)
         try:
-            case = load(path)
+            case = self.loads.case_of(index, lambda file: load(self.files[file]))
         except CaseFileError as exc:
             result.status, result.message, result.name = ERROR, str(exc), Path(path).name
             return None, result
