@@ -125,6 +125,18 @@ def _default_suites(op: str, out: Path) -> None:
     generate(op, out, suites=("invalid",))
 
 
+@pytest.fixture
+def fresh_native_cache(tmp_path_factory, monkeypatch):
+    """gen.native's compiled loops built afresh, into a cache of this test session's own, with
+    OPCASE_NO_CC unset; skips where there is no C compiler."""
+    from gen import native
+    if native.compiler() is None:
+        needs.skip_without("cc", "to build the compiled loops (gen/native.py)")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "native-cache"))
+    monkeypatch.delenv("OPCASE_NO_CC", raising=False)
+    monkeypatch.setattr(native, "_loaded", {})
+
+
 @pytest.fixture(scope="session")
 def suites(tmp_path_factory):
     """suites(op) -> directory with the op's random, boundary, fast_path and invalid cases (generated once

@@ -8,7 +8,6 @@ this test session's own; outputs are compared byte for byte (NaN payloads and si
 import numpy as np
 import pytest
 
-from gen import native
 from gen.kernels.border_align import compiled_forward as border_align_compiled_forward
 from gen.kernels.border_align import reference as border_align
 from gen.kernels.ms_deform_attn import compiled as ms_deform_attn_compiled_forward
@@ -17,16 +16,11 @@ from gen.kernels.psamask import compiled as psamask_compiled
 from gen.kernels.psamask import reference as psamask
 from gen.kernels.three_nn import compiled as three_nn_compiled_forward
 from gen.kernels.three_nn import reference as three_nn_forward
-import needs
 
 
 @pytest.fixture
-def fresh_cache(tmp_path_factory, monkeypatch):
-    if native.compiler() is None:
-        needs.skip_without("cc", "to build the compiled forward loops")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "native-cache"))
-    monkeypatch.delenv("OPCASE_NO_CC", raising=False)
-    monkeypatch.setattr(native, "_loaded", {})
+def fresh_cache(fresh_native_cache):
+    """The compiled forward loops built afresh (conftest.fresh_native_cache)."""
 
 
 def _both(monkeypatch, call):

@@ -6,19 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import needs
-from gen import native
 from gen.kernels.three_nn import compiled_mmcv
 from gen.kernels.three_nn.mmcv_emulation import three_nn_forward
 
 
 @pytest.fixture
-def compiled_three_nn(tmp_path_factory, monkeypatch):
-    if native.compiler() is None:
-        needs.skip_without("cc", "to build gen/kernels/three_nn/three_nn_mmcv_kernel.c")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "native-cache"))
-    monkeypatch.delenv("OPCASE_NO_CC", raising=False)
-    monkeypatch.setattr(native, "_loaded", {})
+def compiled_three_nn(fresh_native_cache):
     assert compiled_mmcv._loop() is not None, "a C compiler is on PATH but three_nn_mmcv_kernel.c did not build"
 
 
@@ -67,13 +60,8 @@ def test_three_nn_emulation_runs_numpy_for_shapes_the_loop_does_not_take(compile
 
 
 @pytest.fixture
-def compiled_ms_deform_attn(tmp_path_factory, monkeypatch):
+def compiled_ms_deform_attn(fresh_native_cache):
     from gen.kernels.ms_deform_attn import compiled_mmcv as ms_compiled
-    if native.compiler() is None:
-        needs.skip_without("cc", "to build gen/kernels/ms_deform_attn/ms_deform_attn_mmcv_kernel.c")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "native-cache"))
-    monkeypatch.delenv("OPCASE_NO_CC", raising=False)
-    monkeypatch.setattr(native, "_loaded", {})
     assert ms_compiled._loop() is not None, "a C compiler is on PATH but ms_deform_attn_mmcv_kernel.c did not build"
 
 
