@@ -172,6 +172,35 @@ AUDIT_FLOORS = {"audit_heldout": (0.769, 0.75), "audit_heldout_r2": (1.0, 0.538)
                 "audit_heldout_r10": (0.923, 0.944), "audit_heldout_r11": (1.0, 0.8)}
 
 
+# Round 12: mlu-ops' BANGPy design docs, deleted from the repository at 32969cd1 and read from the
+# commit before it (a folder of them in $OPCASE_BANGPY_DOCS, else the mirror).
+BANGPY_COMMIT = "32969cd1^"
+BANGPY_DIR = "docs/bangpy-docs/design_docs"
+TRUTH_R12, HELD_OUT_R12 = "audit_truth_r12", "audit_heldout_r12"
+
+
+@pytest.fixture(scope="module")
+def bangpy_docs(tmp_path_factory):
+    names = sorted({yaml.safe_load(f.read_text(encoding="utf-8"))["doc"]
+                    for d in (TRUTH_R12, HELD_OUT_R12) for f in (DATA / d).glob("*.yaml") if f.name != "plants.yaml"})
+    given = os.environ.get("OPCASE_BANGPY_DOCS")
+    if given:
+        missing = [n for n in names if not (Path(given) / n).is_file()]
+        if missing:
+            pytest.skip(f"$OPCASE_BANGPY_DOCS ({given}) lacks {len(missing)} of round 12's docs, {missing[0]} first")
+        return Path(given)
+    if not MIRROR.is_dir() or shutil.which("git") is None:
+        pytest.skip(f"mlu-ops' BANGPy design docs are absent: set $OPCASE_BANGPY_DOCS or fetch Cambricon/mlu-ops to {MIRROR}")
+    into = tmp_path_factory.mktemp("bangpy-docs")
+    for name in names:
+        shown = subprocess.run(["git", f"--git-dir={MIRROR}", "show", f"{BANGPY_COMMIT}:{BANGPY_DIR}/{Path(name).stem}/{name}"],
+                               capture_output=True, timeout=60)
+        if shown.returncode != 0:
+            pytest.skip(f"the mirror at {MIRROR} lacks {BANGPY_COMMIT}:{BANGPY_DIR}/{Path(name).stem}/{name}")
+        (into / name).write_bytes(shown.stdout)
+    return into
+
+
 @pytest.mark.parametrize("truth", TRUTHS)
 def test_the_doc_reader_on_the_held_out_docs(mluops_docs, truth):
     r = measure.measure(mluops_docs, DATA / truth)
