@@ -296,3 +296,22 @@ def test_a_1_1_row_cited_with_the_doc_s_spaces_sources_a_check(tmp_path):
                                  '    require: "x.size > 0"\n    violate: {dims: {N: 0}}\ncriteria:', 1), encoding="utf-8")
     r = measure_audit.measure(docs, fixtures)
     assert r["findings"] == 0, r
+
+
+# Round 12's figures as measured before any rule was written against it (9b0fbe3), as floors.
+READER_FLOOR_R12 = {"interface": (0.934, 0.757), "checks": (0.925, 0.925), "accuracy": (1.0, 1.0)}
+AUDIT_FLOOR_R12 = (0.621, 0.814)
+
+
+def test_the_doc_reader_on_the_bangpy_docs(bangpy_docs):
+    r = measure.measure(bangpy_docs, DATA / TRUTH_R12)
+    for group, (precision, recall) in READER_FLOOR_R12.items():
+        got = r["groups"][group]
+        assert got["truth"] > 0
+        assert got["precision"] >= precision - 1e-9 and got["recall"] >= recall - 1e-9, (group, got, r["differences"])
+
+
+def test_the_audit_on_the_bangpy_docs(bangpy_docs):
+    r = measure_audit.measure(bangpy_docs, DATA / HELD_OUT_R12)
+    assert r["planted"] > 0
+    assert r["precision"] >= AUDIT_FLOOR_R12[0] - 1e-9 and r["recall"] >= AUDIT_FLOOR_R12[1] - 1e-9, r
