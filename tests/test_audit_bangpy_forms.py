@@ -81,3 +81,16 @@ def test_unnumbered_check_sentences_are_items_in_order_and_a_sentence_of_none_is
     facts = _facts(NONE_DOC)
     assert not any(f.kind == "check" for f in facts)
     assert any(f.kind == "unread" and "暂不需要" in str(f.value) for f in facts)   # reported, not dropped
+
+
+def test_intervals_written_in_and_between_or_as_membership_and_advice_stating_nothing():
+    assert docread.doc_bounds("num必须在[-8,7]之间") == (("num", ">=", -8), ("num", "<=", 7))
+    assert docread.doc_bounds("num∈[1,3)") == (("num", ">=", 1), ("num", "<", 3))
+    assert docread.doc_bounds("[-1, 1], 建议取值[0, 0.5]", "margin") == (("margin", ">=", -1), ("margin", "<=", 1))
+    assert docread.doc_bounds("推荐 x <= 3; y <= 4") == (("y", "<=", 4),)
+
+
+def test_bare_shapes_as_alternatives_are_each_the_role_s_one_tensor_s():
+    doc = DOC.replace("| 输出 Shape | cube: [d0,d1,...,d3]; bad: [a,...,b] |", "| 输出 Shape | [ d0, ] / [1] |")
+    shapes = {f.key for f in _facts(doc) if f.kind == "shape" and f.key.startswith("shape cube")}
+    assert shapes == {"shape cube d0", "shape cube 1"}

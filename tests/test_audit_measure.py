@@ -315,3 +315,27 @@ def test_the_audit_on_the_bangpy_docs(bangpy_docs):
     r = measure_audit.measure(bangpy_docs, DATA / HELD_OUT_R12)
     assert r["planted"] > 0
     assert r["precision"] >= AUDIT_FLOOR_R12[0] - 1e-9 and r["recall"] >= AUDIT_FLOOR_R12[1] - 1e-9, r
+
+
+def test_an_advised_range_is_no_limit_and_a_fractional_spec_bound_contradicts_the_doc_s(tmp_path):
+    # round 12's form: a 1.3 cell that opens with an interval (the row's range), then advice
+    row = "| k | 窗口 | 输入 | int | / | k <= 9 |"
+    docs, fixtures = _fixture(tmp_path, [_plant("ratio_max_changed", "ratio <= 1", "ratio <= 0.5", ["contradicts bound ratio <= 1"])])
+    (docs / "foo.md").write_text(DOC.replace(row, row + "\n| ratio | 比例 | 输入 | float | / | [-1, 1], 建议取值[0, 0.5] |"),
+                                 encoding="utf-8")
+    spec = fixtures / "foo_forward.yaml"
+    spec.write_text(SPEC.replace("  k: {type: int}", "  k: {type: int}\n  ratio: {type: float}")
+                    .replace("criteria:", '  - id: ratio_range\n    doc: "1.3 ratio"\n    message: ratio in [-1, 1]\n'
+                             '    require: "ratio >= -1 and ratio <= 1"\n    violate: {params: {ratio: 2.0}}\ncriteria:', 1)
+                    .replace("params: {k: 3}", "params: {k: 3, ratio: 0.2}"), encoding="utf-8")
+    r = measure_audit.measure(docs, fixtures)
+    assert (r["found"], r["planted"], r["findings"]) == (1, 1, 1), r   # the correct spec: no lack of the advice's 0.5
+
+
+def test_a_literal_dim_of_one_of_several_doc_shapes_is_a_choice_not_a_requirement(tmp_path):
+    docs, fixtures = _fixture(tmp_path, [])
+    for y_shapes in ("| 输出Shape | [N, C, L] / [1, C, L] |", "| 输出Shape | y: [N, C, L] 或 y: [1, C, L] |"):
+        (docs / "foo.md").write_text(DOC.replace("| 输入Shape | x: [N, C, L] |", "| 输入Shape | x: [N, C, L] |\n" + y_shapes),
+                                     encoding="utf-8")
+        r = measure_audit.measure(docs, fixtures)
+        assert r["findings"] == 0, r

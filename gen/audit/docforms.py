@@ -5,6 +5,7 @@ whole family may use, not a rule for one doc.
 - a shape with a trailing comma (`[ length ,]`, `[input_strde,]`): the last, empty dim is no dim;
 - a shape with an ellipsis between numbered dims (`[dim0,dim1,...,dim7]`): the dims it stands for,
   and no shape at all where the ellipsis stands between dims that are not numbered alike;
+- bare shapes as alternatives (`[ length, ] / [1]`): each the role's one tensor's;
 - several names before one shape (`input_x1, input_x2: [N, D]`): each name's;
 - a rank word before a 1.1 layout (`input1: 八维ARRAY`): the layout;
 - a 1.3 cell or clause that is a rank (`八维`, `4维`): the row's rank, `name.ndim == 8`;
@@ -30,6 +31,8 @@ _TENSOR_HEAD = re.compile(r"(?:张量|[Tt]ensor)[ \t]*[.。;；]?[ \t]*$")
 # a sentence of a 防呆 section that states a check, and one that says there is none to make
 _CHECK_WORDS = ("检查", "必须", "需要", "不能", "只支持", "仅支持", "防呆")
 _NO_CHECK = ("暂无", "不需要", "无需", "暂不需要")
+_BARE = re.compile(r"[ \t]*\[([^\[\]]{1,200})\][ \t]*")
+_OR = re.compile(r"[ \t]*(?:/|\bor\b|或)[ \t]*")
 
 
 def shape_dims(inner: str) -> list | None:
@@ -57,6 +60,13 @@ def names_listed_before(text: str, start: int) -> list:
     """The names listed right before a `name: [..]` match at `start` (`input_x1, input_x2: [N, D]`)."""
     m = _LISTED.search(text[max(0, start - 400):start])
     return _NAME.findall(m.group(0)) if m else []
+
+
+def bare_alternatives(value: str) -> list:
+    """A 1.1 cell of bare shapes written as alternatives (`[ length, ] / [1]`): their bracket texts."""
+    parts = _OR.split(value)
+    found = [_BARE.fullmatch(p) for p in parts]
+    return [m.group(1) for m in found] if len(parts) > 1 and all(found) else []
 
 
 def drop_rank_before_layout(value: str) -> str:

@@ -280,8 +280,11 @@ def _overview(r: _Reader, section: Section):
                 said = [m.group(1) for m in _SAID_SHAPE.finditer(value)]
                 if not bare and len({s.count(",") for s in said}) == 1:
                     bare = _SAID_SHAPE.search(value)
+                alternatives = docforms.bare_alternatives(value) if not (named or bare) else []
                 if not named and bare and role:
-                    r.role_wide.append(("shape", role, bare.group(1), section, i))
+                    r.role_wide.append(("shape", role, [bare.group(1)], section, i))
+                elif alternatives and role:   # `[ length, ] / [1]`: one of these shapes
+                    r.role_wide.append(("shape", role, alternatives, section, i))
             elif "Layout" in key or "layout" in key:
                 _overview_layouts(r, section, i, role, value)
 
@@ -325,7 +328,8 @@ def _place_role_wide(r: _Reader):
                 if name not in have:
                     r.add("layout", f"layout {name} {value}", value, section, line, value)
         elif len(names) == 1 and names[0] not in have:
-            _shape(r, section, line, names[0], value)
+            for inner in value:
+                _shape(r, section, line, names[0], inner)
 
 
 _TEMPLATE_ROWS = ("原位限制", "stride限制", "广播限制")
