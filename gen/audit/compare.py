@@ -345,7 +345,7 @@ class _Audit:
                 elif n == sname and fam == family:
                     if a == stated:
                         same = c
-                    elif re.fullmatch(r"-?\d+", v) and rival is None:
+                    elif re.fullmatch(r"-?\d+(?:\.\d+)?", v) and rival is None:   # `margin <= 0.5` rivals `<= 1`
                         rival = (c, a)
         if same is not None:
             self.sourced.add(same.id)
@@ -378,10 +378,15 @@ class _Audit:
             # a shape's literal dim (`boxes: [B, T, 7]`) is a bound on that axis, where the ranks agree
             name = f.key.split(" ")[1] if f.kind == "shape" else ""
             if name in tensors and len(f.value) == len(tensors[name].shape):
+                # an alternative shape of that rank with a named dim there (`[length] / [1]`) makes the
+                # literal one of the choices, not a requirement
+                alternatives = [g.value for g in facts if g.kind == "shape" and g.key.split(" ")[1] == name
+                                and len(g.value) == len(f.value)]
                 for k, dim in enumerate(f.value):
                     if dim.isdigit():   # the spec's own shape stating it is no lack (a check may still differ)
+                        free = any(not v[k].isdigit() for v in alternatives)
                         self.bound(f"{name}.shape[{k}]", "==", int(dim), f"{path}:{f.line}",
-                                   lacks=str(tensors[name].shape[k]) != dim)
+                                   lacks=str(tensors[name].shape[k]) != dim and not free)
             done = set()
             for name, op, number in f.bounds if f.kind in ("check", "limit") else ():
                 side = _side(op)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gen.audit import prose
+from gen.audit import docforms, prose
 from gen.audit.doctext import DocText, Section, read_doc
 
 # ---- the fact -------------------------------------------------------------------------------
@@ -53,7 +53,7 @@ _METRIC = re.compile(r"diff(\d)(?:_(\d))?", re.IGNORECASE)
 _THRESH = re.compile(r"(diff\d(?:_\d)?)[ \t]*(?:<=|<|=|==)[ \t]*([0-9][0-9.eE+-]{0,20})", re.IGNORECASE)
 _RATE_LIST = re.compile(r"\[([0-9 ,.]{1,60})\]")
 _ITEM = re.compile(r"[-*]?[ \t]*\(?(\d{1,2})[ \t]*[,.):][ \t]*(.*)")
-_NONE_CELLS = {"", "无", "无限制", "-", "/", "none", "无特殊限制", "否", "n/a"}
+_NONE_CELLS = {"", "无", "无限制", "-", "/", "\\", "none", "无特殊限制", "否", "n/a"}
 
 
 def dtypes_of(cell: str) -> list:
@@ -193,6 +193,7 @@ def _interface_tables(r: _Reader, section: Section, body, api: str):
         name_col, dtype_col = _col(header, "参数"), _col(header, "支持类型", "数据类型")
         layout_col, limit_col, role_col = _col(header, "物理布局", "布局"), _col(header, "规模限制"), \
             _col(header, "输入/输出")
+        meaning_col = _col(header, "语义")
         if name_col < 0 or dtype_col < 0:
             continue
         names = {_clean_name(cells[name_col]) for _, cells in rows if len(cells) > name_col}
@@ -207,7 +208,8 @@ def _interface_tables(r: _Reader, section: Section, body, api: str):
             if name in ("handle", "workspace", "workspace_size") or name.endswith("_desc") or \
                     "Descriptor_t" in dcell or "Handle_t" in dcell or not _WORD.fullmatch(name):
                 pass
-            elif layout.upper() in _LAYOUTS or f"{name}_desc" in names:
+            elif layout.upper() in _LAYOUTS or f"{name}_desc" in names or \
+                    (0 <= meaning_col < len(cells) and docforms.is_tensor_meaning(cells[meaning_col])):
                 role = "output" if 0 <= role_col < len(cells) and "输出" in cells[role_col] else "input"
                 r.add("tensor", f"tensor {name}", role, section, i, " | ".join(cells), api=api)
                 dts = dtypes_of(dcell)
@@ -228,14 +230,16 @@ def _interface_tables(r: _Reader, section: Section, body, api: str):
                 r.add("tensor", f"tensor {name}", "output", section, i, " | ".join(cells), api=api)
                 r.add("dtype", f"dtype {name} {','.join(dtypes_of(dcell))}", dtypes_of(dcell), section, i, dcell, api=api)
             elif dtypes_of(dcell) or "bool" in dcell or "int" in dcell or "float" in dcell:
-                ptype = "bool" if "bool" in dcell else "float" if "float" in dcell or "double" in dcell else "int"
+                floats = any(d.startswith(("float", "bfloat")) for d in dtypes_of(dcell))
+                ptype = "bool" if "bool" in dcell else "float" if floats or "double" in dcell else "int"
                 r.add("param", f"param {name} {ptype}", ptype, section, i, dcell, api=api)
             else:
                 r.unread(section, i, " | ".join(cells))
                 continue
             if 0 <= limit_col < len(cells) and not _none(cells[limit_col]):
                 text = cells[limit_col]
-                r.add("limit", f"limit 1.3 {name}", text, section, i, text, doc_bounds(text, name))
+                r.add("limit", f"limit 1.3 {name}", text, section, i, text,
+                      doc_bounds(text, name) + docforms.rank_bounds(text, name))
 
 
 def _shapes_in(text: str):
@@ -249,8 +253,8 @@ def _shapes_in(text: str):
 
 
 def _shape(r, section, line, name, inner):
-    dims = [d.strip().replace(" ", "") for d in inner.split(",")]
-    if dims and all(dims):
+    dims = docforms.shape_dims(inner)
+    if dims:
         r.add("shape", f"shape {name} {','.join(dims)}", dims, section, line, inner)
 
 
@@ -269,14 +273,18 @@ def _overview(r: _Reader, section: Section):
             if "Shape" in key or "shape" in key:
                 named = list(_shapes_in(value))
                 for sm in named:
-                    _shape(r, section, i, sm.group(1), sm.group(2))
+                    for listed in docforms.names_listed_before(value, sm.start()) + [sm.group(1)]:
+                        _shape(r, section, i, listed, sm.group(2))
                 bare = _BARE_SHAPE.fullmatch(value)
                 # a sentence's shapes (`则输出shape为[batches_m, batches_n]`), all of one rank
                 said = [m.group(1) for m in _SAID_SHAPE.finditer(value)]
                 if not bare and len({s.count(",") for s in said}) == 1:
                     bare = _SAID_SHAPE.search(value)
+                alternatives = docforms.bare_alternatives(value) if not (named or bare) else []
                 if not named and bare and role:
-                    r.role_wide.append(("shape", role, bare.group(1), section, i))
+                    r.role_wide.append(("shape", role, [bare.group(1)], section, i))
+                elif alternatives and role:   # `[ length, ] / [1]`: one of these shapes
+                    r.role_wide.append(("shape", role, alternatives, section, i))
             elif "Layout" in key or "layout" in key:
                 _overview_layouts(r, section, i, role, value)
 
@@ -290,6 +298,7 @@ _SAID_SHAPE = re.compile(r"(?:shape|形状)[ \t]*(?:为|是|:)[ \t]*\[([^\[\]]{1
 def _overview_layouts(r: _Reader, section: Section, line: int, role: str, value: str):
     """`name: NHWC` pairs; a cell of one layout and no names (`ARRAY`, `均为 ARRAY`) is every input's
     (or output's) layout, placed once 1.3 has named them."""
+    value = docforms.drop_rank_before_layout(value)
     pairs = [(n, lay.upper()) for n, lay in _LAYOUT_PAIR.findall(value) if lay.upper() in _LAYOUTS]
     for name, layout in pairs:
         r.add("layout", f"layout {name} {layout}", layout, section, line, value)
@@ -319,7 +328,8 @@ def _place_role_wide(r: _Reader):
                 if name not in have:
                     r.add("layout", f"layout {name} {value}", value, section, line, value)
         elif len(names) == 1 and names[0] not in have:
-            _shape(r, section, line, names[0], value)
+            for inner in value:
+                _shape(r, section, line, names[0], inner)
 
 
 _TEMPLATE_ROWS = ("原位限制", "stride限制", "广播限制")
@@ -374,7 +384,7 @@ def _checks(r: _Reader, section: Section):
     """防呆: the numbered items, in order; continuation lines join their item."""
     body = r.doc.under(section)
     template = any(_TEMPLATE_MARK in line for _, line in body)
-    items, current = [], None
+    items, current, sentences = [], None, []
     for i, line in body:
         s = line.strip()
         if not s:
@@ -386,6 +396,12 @@ def _checks(r: _Reader, section: Section):
         elif current is not None and not s.startswith("主要是列出") and not s.startswith("#"):
             current[2] += " " + s
         elif not (s.endswith(":") or _TEMPLATE_MARK in s or "错误码" in s or s.startswith("主要是列出")):
+            sentences.append((i, s))
+    if not items and not template:
+        # a section of unnumbered sentences (`需要检查...;` a line): each that states a check is an item
+        items = [[n, i, s] for n, (i, s) in enumerate([x for x in sentences if docforms.states_a_check(x[1])], 1)]
+    for i, s in sentences:
+        if not any(i == item[1] for item in items):
             r.unread(section, i, s)
     # the last item runs to the section's end, past any code under it (fenced lines are no body)
     after = [s.line for s in r.doc.sections if s.line > section.line and s.level <= section.level]

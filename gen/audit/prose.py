@@ -115,8 +115,9 @@ def _subjectless(clause: str, carried: str, listed=()) -> tuple:
 # `gamma暂不支持小于等于0`: what is not supported is the complement
 _NEGATED = re.compile(r"(?:暂)?(?:不支持|不允许|不能为|不能|不可)[ \t]*(大于等于|小于等于|大于|小于|等于)")
 _COMPLEMENT = {"大于等于": "<", "小于等于": ">", "大于": "<=", "小于": ">=", "等于": "!="}
-# `C的范围需在[0，13615]`, `gamma 取值范围为 [0,+inf]`: an interval, closed or open at its end
-_INTERVAL = re.compile(r"(?:范围|取值)[^\[\]()]{0,8}?[\[(][ \t]*(-?\d{1,12})[ \t]*,[ \t]*(-?\d{1,12}|\+?inf)[ \t]*([\])])")
+# `C的范围需在[0，13615]`, `gamma 取值范围为 [0,+inf]`, `dim必须在[-8,7]之间`, `k∈[1,3]`: an interval,
+# closed or open at its end
+_INTERVAL = re.compile(r"(?:(?:范围|取值)[^\[\]()]{0,8}?|在[ \t]*|∈[ \t]*)[\[(][ \t]*(-?\d{1,12})[ \t]*,[ \t]*(-?\d{1,12}|\+?inf)[ \t]*([\])])")
 
 
 def _intervals(sentence: str) -> str:
@@ -133,6 +134,10 @@ def _intervals(sentence: str) -> str:
 
 
 # `rois的第二维的大小必须是6`, `第1个维度大小等于 4`: the Nth dim (from 1) of the sentence's tensor
+# a 1.3 cell that opens with an interval (`[-1, 1]`) is the row's range; advice (`建议取值[0, 0.5]`)
+# is no limit, to the sentence's end
+_BARE_INTERVAL = re.compile(r"[ \t]*[\[(][ \t]*-?\d{1,12}[ \t]*,")
+_ADVICE = re.compile(r"(?:建议|推荐)[^;]*")
 _ORDINAL = re.compile(r"第[ \t]*([1-8一二三四五六七八])[ \t]*(?:个)?维(?:度)?(?:的)?(?:大小)?(?:必须|须|需)?[ \t]*(?:是|为|等于)[ \t]*(\d{1,12})(?![\d.])")
 
 
@@ -157,6 +162,9 @@ def rewrite(text: str, row: str = "") -> str:
     for sentence in _sentences(text):
         if "SUCCESS" in sentence or "返回成功" in sentence:
             continue   # the zero-element case that succeeds: it states when, not what must hold
+        sentence = _ADVICE.sub("", sentence)
+        if row and _BARE_INTERVAL.match(sentence):
+            sentence = f"{row} 取值范围 {sentence.strip()}"
         if row and _ONLY_VALUES.fullmatch(sentence.strip()):
             sentence = f"{row} 只能为 {sentence.strip()}"   # a 1.3 cell of values only: the row's
         condition = any(c in sentence for c in _CONDITION)
