@@ -28,6 +28,19 @@ OUT_OF_CACHE = 3.0
 # Loop steps per unit of a sampled baseline beyond the kernel's own: the unit's comparison with
 # the golden (gen.core.metrics.StreamingCompare) and the sample's bookkeeping.
 UNIT_STEPS = 5
+# Units of one operation of a compiled loop (gen.native) on values it holds in registers: about a
+# cycle, where a numpy operation also passes over memory (about a nanosecond an element).
+COMPILED_OP = 0.3
+# The lanes of a compiled loop over float64 that gen.native's flags vectorize: SSE2's two, the
+# x86-64 baseline (gen.native builds with -O2 and no -march).
+COMPILED_LANES = 2
+# Compiled operations of one fmaf: a libm call computing it in software, since gen.native's
+# flags enable no fused instruction (about the double-width trick's twenty operations).
+COMPILED_FMA_OPS = 20
+# Compiled operations of one rounding to half in float32 (mmcv_half.round_to_half's arithmetic as
+# the compiled emulations write it: the exponent's clamp, the shifter's add and subtract, the
+# sign's restore, the overflow's test: some fourteen).
+COMPILED_HALF_ROUNDING_OPS = 14
 def emulated(ops: float, dtype: str) -> float:
     """Units of ``ops`` operations of the emulated baseline in ``dtype``."""
     return ops * EMULATED_OP_UNITS.get(dtype, 1.0)
