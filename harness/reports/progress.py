@@ -105,9 +105,9 @@ class Pace:
     done so far; PRIOR_ITEM_S until SMALL_ITEMS of them are) plus its cost at the rate, in seconds
     per unit, its group (``group_of``: kernel and suite) has shown so far; for a group with no
     item done yet beyond small ones, the rate of its kernel's items (the group's first member; the
-    units of work are the kernel's own), else a mean of the groups' rates (``_overall``).  What is left is then scaled by
-    how far each group's pace foresaw its own items so far (``drift``: on a shared machine the
-    load changes during a run, and with it every case's time).  The seconds are the items' own
+    units of work are the kernel's own), else a mean of the groups' rates (``_overall``).  What is
+    left is then scaled by how far each group's pace foresaw its own items so far (``drift``: on
+    a shared machine the load changes during a run, and with it every case's time).  The seconds are the items' own
     (worker time); the items still running (``running()``: item -> seconds it has run) count as
     done that far, and the ETA scales what is left by the elapsed time per second of items run,
     which is how many ran at once (tests/test_progress.py)."""

@@ -6,10 +6,10 @@ time, whose every operator is rounded as mmcv's T rounds it: float32's two fused
 are libm calls, float16's eight roundings to half are some fourteen operations each.  Then the
 golden's near-tie pass (reference.idx_near_ties) computes the distances again in numpy, by
 chunks of unknown points sized for the cache (a chunk of one point against millions of known
-points runs from memory, and so do the compiled loops), with its four-nearest search, and for each row whose nearest four lie
-within rounding of each other computes that row's distances once more, sorts them and steps
-through its answers in Python.  Its cases are small in bytes and long in arithmetic: B x N x M
-distances for a few MB of points."""
+points runs from memory, and so do the compiled loops), with its four-nearest search, and for
+each row whose nearest four lie within rounding of each other computes that row's distances
+once more, sorts them and steps through its answers in Python.  Its cases are small in bytes
+and long in arithmetic: B x N x M distances for a few MB of points."""
 from __future__ import annotations
 
 import math
