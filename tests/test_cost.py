@@ -90,3 +90,13 @@ def test_a_sample_is_planned_to_hold_enough_elements_of_its_smallest_output():
     assert sampled_units(100, smallest=2, per_unit=2) == 100
     # Never past the sample's cap on the golden values it keeps.
     assert sampled_units(10**9, smallest=1, per_unit=CAPTURE_ELEMENTS // 64) == 64
+
+
+def test_an_exact_baseline_is_planned_to_the_sample_cap():
+    """A baseline whose every error is zero gives its metrics no relative standard error to fall
+    under the target (gen.sampled._relative_se), so its sample runs to the cap: a family that
+    knows a case's arithmetic rounds nowhere plans it so (carafe's one-tap cases: their softmax
+    mask is 1 exactly, the output the input's copy), where the same units with errors stop at 64."""
+    assert sampled_units(10**6, smallest=50, per_unit=50) == 64
+    assert sampled_units(10**6, smallest=50, per_unit=50, exact=True) == CAPTURE_ELEMENTS // 50
+    assert sampled_units(1000, smallest=50, per_unit=50, exact=True) == 1000

@@ -3,7 +3,7 @@
 The plan is the real one (every spec, every suite, --max-size 64MB), in the order gen hands it to
 two workers (largest first), each case with its planned cost (gen.cost, as gen computes it); what
 each case takes is what it took in a traced run of the main command
-(tests/bench/gen_main_seconds*.tsv: three runs, each in tests/bench/RESULTS.md).  A two-worker pool is
+(tests/bench/gen_main_seconds*.tsv: six runs, each in tests/bench/RESULTS.md).  A two-worker pool is
 replayed on that record and gen's own estimator (harness.reports.progress.Pace, fed each case's
 seconds as gen's _Timing reads them off the pool, and the seconds the running cases have run) is
 asked for the ETA at every case done.
@@ -12,9 +12,10 @@ Issue 36 asks for an ETA within 2x of the time left from the 10 % mark on.  Byte
 give it: a few cases cost minutes whatever their bytes say (a carafe_backward boundary case of
 kernel size 35, 12 MB, took 151 s, where 50 MB network cases took seconds).  The kernel families'
 cost functions foresee them; the other tests keep what each part of the estimate gains over
-estimators that lose what the plan, the costs and the pace know.  On a fourth run, held out from
-choosing the estimate, it is not met yet (a strict xfail): a case whose sampled baseline ran to
-its cap, minutes where its plan said seconds, set the rate of the groups with nothing done yet.
+estimators that lose what the plan, the costs and the pace know.  A fourth run, held out from
+choosing the estimate first, missed 2x (a case whose sampled baseline ran to its cap set the rate
+of the groups with nothing done yet) and so became fitted data for the estimate that meets it;
+the runs under HELD_OUT were recorded after that estimate was committed, and judge it.
 """
 from __future__ import annotations
 
@@ -31,10 +32,11 @@ from gen.jobs import largest_first
 from harness.reports.progress import Heartbeat, Pace, weight_of
 
 REPO = Path(__file__).resolve().parents[1]
-# Each a traced run of the main command on this project's machine (tests/bench/RESULTS.md); the
-# held-out one was recorded after the estimate was settled on the others.
-HELD_OUT = REPO / "tests" / "bench" / "gen_main_seconds_held_out.tsv"
-RECORDS = [path for path in sorted((REPO / "tests" / "bench").glob("gen_main_seconds*.tsv")) if path != HELD_OUT]
+# Each a traced run of the main command on this project's machine (tests/bench/RESULTS.md).  The
+# held-out ones were recorded after the estimate was committed, and chose nothing in it.
+HELD_OUT_PREFIX = "gen_main_seconds_held_out_"
+RECORDS = sorted((REPO / "tests" / "bench").glob("gen_main_seconds*.tsv"))
+HELD_OUT = [path for path in RECORDS if path.name.startswith(HELD_OUT_PREFIX)]
 MAIN_MAX_SIZE = 64_000_000
 JOBS = 2
 group_of = lambda key: key[:2]   # noqa: E731 - (op, suite), as gen groups its tasks
@@ -149,22 +151,32 @@ def pace_worst(main_plan) -> float:
 
 
 def test_both_runs_are_recorded():
-    assert len(RECORDS) >= 2   # the estimate is checked on more than the run it was first measured on
+    assert len(RECORDS) - len(HELD_OUT) >= 2   # the estimate is checked on more than the run it was first measured on
 
 
-def test_gen_eta_is_within_2x_from_the_10_percent_mark(pace_worst):
-    assert pace_worst <= 2.0
+def test_two_runs_are_held_out_from_the_estimate():
+    # recorded after the estimate was committed (their headers name the commit): what judges it
+    assert len(HELD_OUT) >= 2
 
 
-@pytest.mark.xfail(strict=True, reason="2.73 at 160 s: a sampled baseline that ran to its cap (167,772 units where "
-                   "64 were planned) set the rate of every kernel and suite with nothing done yet "
-                   "(tests/bench/RESULTS.md, gen's ETA on the main command)")
-def test_gen_eta_is_within_2x_from_the_10_percent_mark_on_a_held_out_run(planned):
+# Records whose seconds a change to gen since has made stale for the 2x test, with why.
+STALE = {"gen_main_seconds_by_mtime": "2.07 at 420 s: recorded before three_nn's mmcv baseline became a compiled loop "
+         "(c8910df), whose cost prices it so now; its three_nn cases' seconds are the numpy emulation's, float32's "
+         "the slower (tests/bench/RESULTS.md, gen's ETA on the main command)"}
+
+
+def _records():
+    return [pytest.param(path, id=path.stem, marks=[pytest.mark.xfail(strict=True, reason=STALE[path.stem])]
+                         if path.stem in STALE else []) for path in RECORDS]
+
+
+@pytest.mark.parametrize("record", _records())
+def test_gen_eta_is_within_2x_from_the_10_percent_mark(planned, record):
     plan, order, costs = planned
-    assert worst_ratio(order, recorded_seconds(plan, HELD_OUT), pace_eta(plan, group_of, costs)) <= 2.0
+    assert worst_ratio(order, recorded_seconds(plan, record), pace_eta(plan, group_of, costs)) <= 2.0
 
 
-# The worst ratio Pace gives on the records with the costs (1.73, 1.83, 1.99): a regression past 2x fails.
+# The worst ratio Pace gives on the records with the costs (tests/bench/RESULTS.md): a regression past 2x fails.
 PACE_WORST = 2.0
 
 
@@ -176,8 +188,7 @@ def test_pace_does_better_than_estimators_that_lose_what_the_plan_knows(main_pla
              "bytes and a fixed part, by weight": lambda: weight_eta(plan, weight_of),
              "Pace by bytes": lambda: pace_eta(plan, group_of),
              "Pace blind to the running cases": lambda: pace_eta(plan, group_of, costs, in_flight=False)}[estimator]()
-    assert pace_worst <= PACE_WORST
-    assert worst_ratio(order, seconds, other) > PACE_WORST   # each part of Pace is needed for 2x
+    assert worst_ratio(order, seconds, other) > max(PACE_WORST, pace_worst)   # each part of Pace is needed for 2x
 
 
 def test_pace_scales_what_is_left_by_how_far_its_groups_foresaw_their_own_items():
@@ -193,3 +204,19 @@ def test_pace_scales_what_is_left_by_how_far_its_groups_foresaw_their_own_items(
     assert steady.drift() == pytest.approx(1.0) and steady.seconds_left()[0] == pytest.approx(10.0)
     assert slowed.drift() > 1.2
     assert 18.0 < slowed.seconds_left()[0] < 24.0
+
+
+def test_one_case_far_past_its_plan_does_not_set_the_rate_of_kernels_with_nothing_done():
+    """Ten cases of one kernel at a microsecond a unit, one of another at a hundred times that (a
+    sampled baseline run to its cap): a third kernel's first case is foreseen near the many cases'
+    rate, moved by the outlier's share of the units only, not at the pooled 10 us a unit."""
+    steady = [("steady", "suite", number) for number in range(10)]
+    items = steady + [("overran", "suite", 0), ("fresh", "suite", 0)]
+    sizes = {item: 1_000_000 for item in items}
+    costs = {item: 1_000_000.0 for item in items}
+    pace = Pace(sizes, group_of, costs)
+    for item in steady:
+        pace.done(item, 1.0 + Pace.PRIOR_ITEM_S)
+    pace.done(("overran", "suite", 0), 100.0 + Pace.PRIOR_ITEM_S)
+    foreseen = pace.seconds_of(("fresh", "suite"), 1_000_000.0)
+    assert 1.0 < foreseen < 2.0   # the pooled seconds over units would say 10

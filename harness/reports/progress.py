@@ -105,9 +105,9 @@ class Pace:
     done so far; PRIOR_ITEM_S until SMALL_ITEMS of them are) plus its cost at the rate, in seconds
     per unit, its group (``group_of``: kernel and suite) has shown so far; for a group with no
     item done yet beyond small ones, the rate of its kernel's items (the group's first member; the
-    units of work are the kernel's own), else of all items done.  What is left is then scaled by
-    how far each group's pace foresaw its own items so far (``drift``: on a shared machine the
-    load changes during a run, and with it every case's time).  The seconds are the items' own
+    units of work are the kernel's own), else a mean of the groups' rates (``_overall``).  What is
+    left is then scaled by how far each group's pace foresaw its own items so far (``drift``: on
+    a shared machine the load changes during a run, and with it every case's time).  The seconds are the items' own
     (worker time); the items still running (``running()``: item -> seconds it has run) count as
     done that far, and the ETA scales what is left by the elapsed time per second of items run,
     which is how many ran at once (tests/test_progress.py)."""
@@ -172,9 +172,20 @@ class Pace:
                 by_group[group] = beyond / cost
             for index, amount in enumerate((beyond, cost, size)):
                 by_kernel[_kernel(group)][index] += amount
-        overall = sum(s for s, _, _ in by_kernel.values()) / max(sum(c for _, c, _ in by_kernel.values()), 1e-300)
         return by_group, {kernel: s / c for kernel, (s, c, b) in by_kernel.items()
-                          if c > 0 and b >= self.SMALL_BYTES}, overall
+                          if c > 0 and b >= self.SMALL_BYTES}, self._overall(by_group, by_kernel)
+
+    def _overall(self, by_group: dict, by_kernel: dict) -> float:
+        """The rate of a group whose kernel has shown none: the groups' rates' geometric mean,
+        each weighted by the units it has done.  Not the seconds of all items over their units:
+        one case far past its plan (a sampled baseline run to its cap by errors that no plan
+        foresees) would then set the rate of every kernel with nothing done yet, which it says
+        nothing about; in a mean of logarithms it moves the rate by its share of the units only."""
+        weights = {group: self.spent[group][1] for group, rate in by_group.items() if rate > 0}
+        if weights:
+            total = sum(weights.values())
+            return math.exp(sum(weight * math.log(by_group[group]) for group, weight in weights.items()) / total)
+        return sum(s for s, _, _ in by_kernel.values()) / max(sum(c for _, c, _ in by_kernel.values()), 1e-300)
 
     def seconds_of(self, group, cost: float, rates=None) -> float:
         by_group, by_kernel, overall = rates or self.rates()

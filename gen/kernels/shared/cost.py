@@ -28,6 +28,19 @@ OUT_OF_CACHE = 3.0
 # Loop steps per unit of a sampled baseline beyond the kernel's own: the unit's comparison with
 # the golden (gen.core.metrics.StreamingCompare) and the sample's bookkeeping.
 UNIT_STEPS = 5
+# Units of one operation of a compiled loop (gen.native) on values it holds in registers: about a
+# cycle, where a numpy operation also passes over memory (about a nanosecond an element).
+COMPILED_OP = 0.3
+# The lanes of a compiled loop over float64 that gen.native's flags vectorize: SSE2's two, the
+# x86-64 baseline (gen.native builds with -O2 and no -march).
+COMPILED_LANES = 2
+# Compiled operations of one fmaf: a libm call computing it in software, since gen.native's
+# flags enable no fused instruction (about the double-width trick's twenty operations).
+COMPILED_FMA_OPS = 20
+# Compiled operations of one rounding to half in float32 (mmcv_half.round_to_half's arithmetic as
+# the compiled emulations write it: the exponent's clamp, the shifter's add and subtract, the
+# sign's restore, the overflow's test: some fourteen).
+COMPILED_HALF_ROUNDING_OPS = 14
 def emulated(ops: float, dtype: str) -> float:
     """Units of ``ops`` operations of the emulated baseline in ``dtype``."""
     return ops * EMULATED_OP_UNITS.get(dtype, 1.0)
@@ -38,7 +51,7 @@ def blocks(elements: int, block_elements: int) -> int:
     return max(1, -(-int(elements) // max(1, int(block_elements))))
 
 
-def sampled_units(count: int, smallest: int, per_unit: int) -> int:
+def sampled_units(count: int, smallest: int, per_unit: int, exact: bool = False) -> int:
     """How many of ``count`` output units a sampled baseline (gen.sampled) is planned to compute,
     each unit holding ``per_unit`` elements of all outputs and ``smallest`` of its smallest one.
 
@@ -47,11 +60,16 @@ def sampled_units(count: int, smallest: int, per_unit: int) -> int:
     size the standard error falls as one over the square root of the elements sampled: about
     1 / REL_SE_TARGET^2 of them (2,500), of the output with the fewest per unit, then suffice.
     A unit of a few elements (a two-channel pixel) needs a thousand units where a network case's
-    needs the first 32.  Errors that are rare or of very unequal size need more, up to the
-    sample's cap, which no plan foresees: the progress sees that while the case runs."""
+    needs the first 32.  A baseline that is ``exact`` (its family knows the case's arithmetic
+    rounds nowhere, so every unit's error is zero) runs to the cap: a ratio of zero has no
+    relative standard error to fall below the target (gen.sampled._relative_se), so the sample
+    doubles until the golden capture is full.  Errors that are rare or of very unequal size need
+    more too, which no plan foresees: the progress sees that while the case runs."""
     needed = -(-int(1 / REL_SE_TARGET ** 2) // max(1, int(smallest)))
     units = FIRST_UNITS
     while units < needed:
         units *= 2
     cap = max(FIRST_UNITS, CAPTURE_ELEMENTS // max(1, int(per_unit)))
+    if exact:
+        units = cap
     return max(0, min(int(count), units, cap))
