@@ -62,6 +62,9 @@ class Cluster:
         self.marks.mkdir()
         self.env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")]),
                     "RAY_USAGE_STATS_ENABLED": "0", MARKS_ENV: str(self.marks),
+                    # A killed node is found dead after 3 failed health checks a second apart, not Ray's
+                    # 5 at 3 s (each check still waits up to 10 s for a node that is only slow).
+                    "RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3",
                     # the backends' marks are written by confined workers: the user grants that folder
                     "OPCASE_WORKER_WRITABLE": str(self.marks)}
         self.env.pop("RAY_ADDRESS", None)
@@ -146,6 +149,17 @@ class Cluster:
             if not more:
                 return tree
             tree |= more
+
+    def judge_workers(self) -> list[int]:
+        """The live worker processes of opcase's judges (started by multiprocessing's spawn) in the namespace."""
+        found = []
+        for pid in self.processes():
+            try:
+                if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.append(pid)
+            except OSError:
+                pass   # gone meanwhile
+        return found
 
     def stop(self) -> list[int]:
         """Stop every process of the cluster; return those that would not die."""
@@ -276,6 +290,8 @@ def test_run_gives_the_verdicts_and_reports_of_a_local_run(cluster, cases, tmp_p
     assert json.loads((tmp_path / "ray.json").read_text())["summary"] == \
         json.loads((tmp_path / "local.json").read_text())["summary"]
     assert _junit_without_times(tmp_path / "ray.xml") == _junit_without_times(tmp_path / "local.xml")
+    # The workers a Ray worker process keeps from task to task end with the run's job.
+    assert _wait_for(lambda: not cluster.judge_workers(), 30), cluster.judge_workers()
 
 
 def _junit_without_times(path: Path) -> str:

@@ -36,6 +36,7 @@ from gen.core.backend import BackendLoadError
 from gen.core.verdict import ERROR, CaseResult
 from gen.jobs import write_task
 from harness.backends import load_backend
+from harness.judge.kept_workers import KeptWorkers
 from harness.judge.runner import new_result
 from harness.judge.workers import identify_result, run_cases, run_guarded, runs_isolated
 
@@ -212,6 +213,14 @@ def _backend(backend_spec: str, exec_timeout: float | None):
     return None if runs_isolated(backend_spec) else load_backend(backend_spec, exec_timeout)
 
 
+@lru_cache(maxsize=None)
+def _kept_workers() -> KeptWorkers:
+    """The worker processes this Ray worker's cases share, as the cases of one local run share
+    theirs (harness.judge.kept_workers): a task starts none while the last one left some idle.  They
+    end with this process (an idle worker also ends when its channel to this process closes)."""
+    return KeptWorkers()
+
+
 def _run_task(environment: dict, path: str, backend_spec: str, options, start_log, key,
               timeout: float | None = None) -> dict:
     """Run and judge one case on whichever node Ray chose; the result record is all that returns."""
@@ -223,7 +232,7 @@ def _run_task(environment: dict, path: str, backend_spec: str, options, start_lo
         if backend is not None and timeout is None:
             return run_guarded(Path(path), backend, backend_spec, options).to_json()
         results, _ = run_cases([Path(path)], backend, backend_spec, options, lambda result: None, jobs=1,
-                               timeout=timeout)
+                               timeout=timeout, kept=_kept_workers())
     except BackendLoadError as exc:
         return _error(Path(path), backend_spec, options,
                       f"backend cannot be loaded in a Ray worker process: {exc}").to_json()
