@@ -246,6 +246,7 @@ def test_labels_fit_with_wide_channels_and_large_errors(tmp_path):
     assert body["plots-rendered"] >= 6 and (body["labels-clipped"], body["labels-overlapping"]) == (0, 0), body
 
 
+@pytest.mark.slow   # the whole committed suite run twice, then rendered
 @pytest.mark.needs("chromium")
 def test_a_passing_run_makes_a_short_page(tmp_path):
     """Counts per kernel and suite, the timing folded: a passing run of the whole committed suite with

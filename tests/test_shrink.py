@@ -79,6 +79,7 @@ def test_planted_bug_is_shrunk_to_its_threshold(tmp_path, network_case, bug):
     assert _files(remade) == _files(found.path)
 
 
+@pytest.mark.slow   # a whole shrink
 def test_an_invalid_case_shrinks_while_breaking_exactly_its_check(tmp_path):
     case = REPO / "cases" / OP / "invalid" / "dtype_match-float32.opcase"
     found = shrink_case(case, load_backend("run_backends:no_checks"), "run_backends:no_checks", tmp_path)
