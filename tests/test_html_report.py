@@ -219,6 +219,7 @@ def _png_chunks(data: bytes, kind: bytes):
         i += 12 + n
 
 
+@pytest.mark.slow   # a run with --repeat, then chromium
 @pytest.mark.needs("chromium")
 def test_report_renders_in_a_headless_browser(tmp_path):
     result, html = _report(tmp_path, CASE, PASSING, options=("--repeat", "2"))

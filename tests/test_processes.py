@@ -308,6 +308,7 @@ def test_a_worker_killed_outright_takes_its_command_with_it(tmp_path, marker):
     assert proc.returncode == 128 + signal.SIGTERM
 
 
+@pytest.mark.slow   # a 1000-case gen started in two processes, then stopped
 def test_sigterm_to_gen_jobs_stops_it_without_leftovers(tmp_path, marker):
     out = tmp_path / "out"
     with start(["gen", REPO / "specs" / "carafe_forward.yaml", "--suite", "random", "--count", "1000",

@@ -151,6 +151,7 @@ def test_progress_shows_on_a_terminal(tmp_path):
     assert load(wrote).note == "descriptor " + smallest.group(1)
 
 
+@pytest.mark.slow   # a whole shrink
 def test_values_the_spec_derives_follow_the_ones_they_are_made_of(tmp_path):
     """A random case's C is G * Cg and its group_size is G: shrinking G or Cg moves them along,
     and neither is shrunk on its own."""
