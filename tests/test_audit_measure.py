@@ -210,6 +210,7 @@ def test_the_doc_reader_on_the_held_out_docs(mluops_docs, truth):
         assert got["precision"] >= precision - 1e-9 and got["recall"] >= recall - 1e-9, (group, got, r["differences"])
 
 
+@pytest.mark.slow   # the audit over every held-out doc
 @pytest.mark.parametrize("fixtures", HELD_OUT)
 def test_the_audit_on_the_held_out_docs(mluops_docs, fixtures):
     r = measure_audit.measure(mluops_docs, DATA / fixtures)

@@ -39,6 +39,7 @@ def small_suites(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow   # every suite of the kernel made (small_suites), then run
 def test_mluops_checks_pass_every_case(small_suites, tmp_path):
     statuses = _statuses(small_suites, PORT, tmp_path)
     suites = {key.split("/")[0] for key in statuses}
@@ -49,6 +50,7 @@ def test_mluops_checks_pass_every_case(small_suites, tmp_path):
     assert {k: s for k, s in statuses.items() if s != "passed"} == {}
 
 
+@pytest.mark.slow   # every suite of the kernel made (small_suites), then run
 def test_mluops_code_as_written_fails_only_grad_input_hw(small_suites, tmp_path):
     statuses = _statuses(small_suites, "mluops_check_backends:carafe_backward_as_written", tmp_path)
     assert {k: s for k, s in statuses.items() if s != "passed"} == {

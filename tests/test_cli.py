@@ -34,6 +34,7 @@ def test_gen_reports_counts_and_is_deterministic(suite_dir, tmp_path):
         assert twin.read_bytes() == path.read_bytes(), path.name
 
 
+@pytest.mark.slow   # a whole spec generated again in two processes
 def test_gen_jobs_writes_the_same_bytes(suite_dir, tmp_path):
     result = _run("gen", SPEC, "--suite", "all", "--count", "4", "--jobs", "2", "-o", tmp_path)
     assert result.exit_code == 0, result.output

@@ -15,6 +15,7 @@ import sys
 import textwrap
 from collections import Counter
 
+import pytest
 from click.testing import CliRunner
 
 from conftest import REPO
@@ -73,6 +74,7 @@ def test_run_needs_a_backend_named(tmp_path, monkeypatch):
     assert "OPCASE_BACKEND" in CliRunner().invoke(main, ["run", "--help"]).output
 
 
+@pytest.mark.slow   # runs opcase, then its repro line in a fresh shell
 def test_a_module_in_the_current_directory_loads_declines_and_its_repro_reruns_in_a_fresh_shell(tmp_path):
     own = tmp_path / "own"
     own.mkdir()
@@ -217,6 +219,7 @@ def test_ctrl_c_exits_130_after_the_partial_summary_leaving_results_incomplete(t
 
 # --------------------------------------------------------------------------- logs without a terminal
 
+@pytest.mark.slow   # two kernels' committed suites run in a subprocess
 def test_plain_log_collapsed_skips_short_failures_and_the_cases_that_need_attention(tmp_path):
     from harness.reports.short_report import FULL_SHOWN, SHORT_NOTE
     (tmp_path / "mykernels.py").write_text(OWN_BACKEND)

@@ -67,6 +67,7 @@ def _same_case(a: Path, b: Path) -> bool:
     return True
 
 
+@pytest.mark.slow   # every committed case judged
 def test_reference_passes_committed_suite():
     result = CliRunner().invoke(main, ["run", str(CASES), "--backend", "reference"])
     assert result.exit_code == 0, result.output[-2000:]

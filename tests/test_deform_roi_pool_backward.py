@@ -64,6 +64,7 @@ def _over_cap_for_mmcv_itself(result) -> bool:
     return bool(failed) and all("the baseline itself is over the cap here" in v["provenance"] for v in failed)
 
 
+@pytest.mark.slow   # a suite run under the mmcv emulation
 def test_mmcv_fails_only_where_it_is_over_the_cap_itself(suite_dir):
     """mmcv's float16 sums are the docs' baseline: where they are over ACCURACY.md's cap the case
     keeps the cap and says so; every other case the emulation passes."""

@@ -67,6 +67,7 @@ def example_binary(tmp_path_factory) -> Path:
     return binary
 
 
+@pytest.mark.slow   # the pure-I/O kernels' default suites through the C++ example
 def test_cpp_example_passes_the_suites_of_its_kernels(example_binary, suites, tmp_path):
     dirs = [suites(op) for op in PURE_IO]
     other = generate("carafe_forward", tmp_path / "other", suites=("invalid",))   # a kernel it does not implement

@@ -60,6 +60,7 @@ def _top(explanation) -> list:
 
 # --------------------------------------------------------------------------- every bug named first
 
+@pytest.mark.slow   # explains every mutant and planted bug of a kernel
 @pytest.mark.parametrize("op", OPS)
 def test_every_mutant_and_planted_bug_is_ranked_first_on_a_case_it_fails(suites, op):
     """For every generic mutant and planted bug of the kernel: on the first case of the generated suite
@@ -108,6 +109,7 @@ def test_every_mutant_and_planted_bug_is_ranked_first_on_a_case_it_fails(suites,
     assert explained
 
 
+@pytest.mark.slow   # explains each variant of a kernel as the backend
 @pytest.mark.parametrize("op", [op for op in OPS if explain_variants(op)])
 def test_each_kernel_variant_is_named_when_it_is_the_backend(suites, op):
     """A kernel's own variants (its VARIANTS tables, found by convention): each, as the backend, is
@@ -162,6 +164,7 @@ def conformance(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow   # imports and explains every conformance case
 def test_mmcv_emulation_is_explained_as_mmcv_bit_for_bit_on_the_conformance_cases(conformance, tmp_path):
     """The mmcv backend, run in a worker by `opcase explain`, matches the 'mmcv' variant on 100 % of every
     output of every conformance case of a kernel it has."""
@@ -187,6 +190,7 @@ def _captured_request(op: str, meta: dict, inputs: dict, outputs: dict) -> Reque
                    layouts={n: spec.inputs[n].layout for n in inputs})
 
 
+@pytest.mark.slow   # explains a kernel's recorded mmcv CUDA outputs
 @pytest.mark.parametrize("op", sorted(p.stem for p in MMCV_CUDA.glob("*.npz")))
 def test_mmcv_real_cuda_outputs_are_explained_as_mmcv(op):
     """mmcv's own outputs, captured on a GPU (tests/conformance/mmcv-cuda): explain ranks the mmcv

@@ -670,6 +670,7 @@ def _fresh_run(tmp_path, monkeypatch, paths, backend, *extra):
     return result, doc
 
 
+@pytest.mark.slow   # a stored kernel's suite run, then a fresh one generated and run
 def test_a_backend_that_replays_stored_goldens_passes_them_and_fails_fresh_cases(tmp_path, monkeypatch):
     stored = REPO / "cases" / "psamask_forward"
     monkeypatch.setenv("OPCASE_TEST_SEEN", str(stored))   # replay_backends reads the stored cases from disk

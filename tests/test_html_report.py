@@ -219,6 +219,7 @@ def _png_chunks(data: bytes, kind: bytes):
         i += 12 + n
 
 
+@pytest.mark.slow   # a run with --repeat, then chromium
 @pytest.mark.needs("chromium")
 def test_report_renders_in_a_headless_browser(tmp_path):
     result, html = _report(tmp_path, CASE, PASSING, options=("--repeat", "2"))
@@ -246,6 +247,7 @@ def test_labels_fit_with_wide_channels_and_large_errors(tmp_path):
     assert body["plots-rendered"] >= 6 and (body["labels-clipped"], body["labels-overlapping"]) == (0, 0), body
 
 
+@pytest.mark.slow   # the whole committed suite run twice, then rendered
 @pytest.mark.needs("chromium")
 def test_a_passing_run_makes_a_short_page(tmp_path):
     """Counts per kernel and suite, the timing folded: a passing run of the whole committed suite with

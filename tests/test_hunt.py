@@ -41,6 +41,7 @@ def _files(root: Path) -> dict:
     return {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow   # a hunt with its shrinks, the quick loop's longest
 def test_hunt_finds_shrinks_writes_and_kills(tmp_path):
     """A suite of invalid cases only leaves every numeric bug alive; the hunt finds cases that kill
     some (a planted one among them), shrinks them, writes them into the spec, `gen --suite hunt`
@@ -100,6 +101,7 @@ def _float16_dynamic_kernel() -> str:
                 and spec_for(op).criteria.mode == "dynamic")
 
 
+@pytest.mark.slow   # a hunt round over a kernel's variants
 def test_why_a_legitimate_variant_stays_alive():
     """A legitimate variant hunted as if it were a bug stays alive, with the nearest its error came
     to a threshold over the search (under it); an implementation whose outputs are the base's bit

@@ -77,6 +77,7 @@ def test_thresholds_docs_judges_by_the_docs_rule_and_reports_the_files(tmp_path)
     assert [v["value"] for vs in cases[0]["informative"].values() for v in vs] == [0.003] * 4
 
 
+@pytest.mark.slow   # three imports and three runs
 def test_threshold_use_0_leaves_an_output_unjudged(tmp_path):
     text = CARAFE_BACKWARD.read_text()
     marked = text.replace(' id: "grad_mask"\n', ' id: "grad_mask"\n threshold_use: 0\n', 1)

@@ -98,6 +98,7 @@ def _random_carafe(rng, trial: int, inputs: tuple[str, ...]):
             {"kernel_size": k, "group_size": G, "scale_factor": s})
 
 
+@pytest.mark.slow   # builds its C loop in a fresh cache first
 @pytest.mark.parametrize("seed", range(4))
 def test_carafe_forward_compiled_is_numpy_bit_for_bit(compiled, monkeypatch, seed):
     """Random calls (_random_carafe): the output whole and every piece."""
@@ -109,6 +110,7 @@ def test_carafe_forward_compiled_is_numpy_bit_for_bit(compiled, monkeypatch, see
         assert _same_pieces(blocks, fast_blocks), params
 
 
+@pytest.mark.slow   # builds its C loop in a fresh cache first
 @pytest.mark.parametrize("seed", range(3))
 def test_carafe_backward_compiled_is_numpy_bit_for_bit(compiled, monkeypatch, seed):
     """grad_mask (numpy's two-lane sums over the channels, blocks of 8 taken pairs 3..0) and grad_input
@@ -351,6 +353,7 @@ def _deform_goldens(inputs, params):
     return {**deform_roi_pool.forward(forward_inputs, params), **deform_roi_pool_backward.backward(inputs, params)}
 
 
+@pytest.mark.slow   # builds its C loop in a fresh cache first
 @pytest.mark.parametrize("seed", range(3))
 def test_deform_roi_pool_compiled_is_numpy_bit_for_bit(deform_compiled, monkeypatch, seed):
     """Forward and backward goldens, with and without an offset, with the C loops and with numpy, on random

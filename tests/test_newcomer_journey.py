@@ -74,6 +74,7 @@ def workdir(tmp_path) -> Path:
     return work
 
 
+@pytest.mark.slow   # a failing run, then each repro line in a fresh shell
 def test_a_run_with_many_failures_reads_short_and_its_repro_lines_rerun_anywhere(workdir, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

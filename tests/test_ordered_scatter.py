@@ -24,11 +24,14 @@ def _special(rng, shape, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(12))
 def test_same_bits_as_add_at(seed, dtype, monkeypatch):
     rng = np.random.default_rng(seed)
     # Small blocks so that rows are split over several blocks and steps.
     monkeypatch.setattr(ordered_scatter, "_BLOCK_ELEMENTS", int(rng.integers(1, 40)))
+    # Rows finished alone from a random number left receiving on, in chunks of a few products.
+    monkeypatch.setattr(ordered_scatter, "_FEW_ROWS", int(rng.integers(0, 6)))
+    monkeypatch.setattr(ordered_scatter, "_TAIL_ELEMENTS", int(rng.integers(1, 30)))
     T, S, C, E = int(rng.integers(1, 12)), int(rng.integers(1, 9)), int(rng.integers(1, 7)), int(rng.integers(0, 300))
     start = _special(rng, (T, C), dtype)
     rows = rng.integers(0, T, E) if rng.random() < 0.5 else np.sort(rng.integers(0, T, E))

@@ -322,6 +322,7 @@ def test_usage_errors_are_exit_2(args):
     assert "Traceback" not in result.output
 
 
+@pytest.mark.slow   # generates a kernel's default suites, then measures them
 def test_spec_generates_the_default_suites_first(tmp_path):
     result = _power(REPO / "specs" / "masked_im2col_forward.yaml", "--json", tmp_path / "p.json")
     doc = json.loads((tmp_path / "p.json").read_text())

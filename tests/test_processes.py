@@ -229,6 +229,7 @@ def test_a_timeout_kills_the_workers_process_group(tmp_path, marker):
     assert list(tmp_path.glob("opcase-*")) == []
 
 
+@pytest.mark.slow   # waits out timeout(1)'s 8 s
 def test_timeout_command_stopping_an_exec_run_leaves_no_process(tmp_path, marker):
     report, junit = stale_results(tmp_path)
     # timeout(1) sends SIGTERM after 8 s: time for opcase to start (on a busy machine) and run the command.
@@ -307,6 +308,7 @@ def test_a_worker_killed_outright_takes_its_command_with_it(tmp_path, marker):
     assert proc.returncode == 128 + signal.SIGTERM
 
 
+@pytest.mark.slow   # a 1000-case gen started in two processes, then stopped
 def test_sigterm_to_gen_jobs_stops_it_without_leftovers(tmp_path, marker):
     out = tmp_path / "out"
     with start(["gen", REPO / "specs" / "carafe_forward.yaml", "--suite", "random", "--count", "1000",

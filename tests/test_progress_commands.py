@@ -139,6 +139,7 @@ def test_explain_shows_no_progress_on_a_small_case(capsys):
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.slow   # a shrink
 def test_shrink_heartbeat_says_each_try_against_its_budget(tmp_path):
     """A search plans no work ahead: its heartbeat says the try against --max-tries and the time."""
     case = COMMITTED / SHRUNK_OP / "boundary" / "wide_channels-float16.opcase"

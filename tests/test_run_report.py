@@ -74,6 +74,7 @@ def test_nan_inf_mismatch_is_counted_and_located(suite, tmp_path):
     assert "[failed] data_col: 1 NaN/Inf positions differ" in result.output
 
 
+@pytest.mark.slow   # a run, then its repro line in a fresh shell
 def test_repro_line_reruns_exactly_that_case_on_its_own(suite):
     failing = _run(suite / "psamask_forward" / "random", "--backend", "run_backends:one_wrong_element", "--jobs", "1")
     repro = next(line.split("REPRO: ", 1)[1] for line in failing.output.splitlines() if "REPRO: " in line)

@@ -25,6 +25,7 @@ def _verdicts(report) -> dict:
             for c in doc["cases"]}
 
 
+@pytest.mark.slow   # the suite run serially, with jobs and in shards
 def test_jobs_and_shards_give_the_serial_verdicts(suite, tmp_path):
     serial, parallel = tmp_path / "serial.json", tmp_path / "parallel.json"
     assert _run(suite, "--backend", "run_backends:mixed", "--json", serial).exit_code == 1

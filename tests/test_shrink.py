@@ -79,6 +79,7 @@ def test_planted_bug_is_shrunk_to_its_threshold(tmp_path, network_case, bug):
     assert _files(remade) == _files(found.path)
 
 
+@pytest.mark.slow   # a whole shrink
 def test_an_invalid_case_shrinks_while_breaking_exactly_its_check(tmp_path):
     case = REPO / "cases" / OP / "invalid" / "dtype_match-float32.opcase"
     found = shrink_case(case, load_backend("run_backends:no_checks"), "run_backends:no_checks", tmp_path)
@@ -150,6 +151,7 @@ def test_progress_shows_on_a_terminal(tmp_path):
     assert load(wrote).note == "descriptor " + smallest.group(1)
 
 
+@pytest.mark.slow   # a whole shrink
 def test_values_the_spec_derives_follow_the_ones_they_are_made_of(tmp_path):
     """A random case's C is G * Cg and its group_size is G: shrinking G or Cg moves them along,
     and neither is shrunk on its own."""

@@ -13,12 +13,12 @@ import os
 from pathlib import Path
 
 import numpy as np
-from google.protobuf import text_format
 
 from gen.core import casefile
 from gen.core.casefile import atomic_write
 from harness.mluops import mluops_case_pb2 as pb
 from harness.mluops.reader import ABSENT, MluCase
+from harness.mluops.text_print import message_to_text
 from harness.mluops.schema import CRITERION_OF, DTYPE_ENUM_OF, KernelFormat, kernel_format, layout_enum
 
 DEFAULT_PATH_THRESHOLD_BYTES = 1 << 20
@@ -49,7 +49,7 @@ def save_mluops(case: casefile.Case, path: str | os.PathLike, text: bool = False
         path = path.with_name(path.name + suffix)
     path.parent.mkdir(parents=True, exist_ok=True)
     node = _node(case, kernel, path, path_threshold_bytes)
-    payload = text_format.MessageToString(node).encode() if text else node.SerializeToString()
+    payload = message_to_text(node).encode() if text else node.SerializeToString()
     atomic_write(path, payload)
     return path
 

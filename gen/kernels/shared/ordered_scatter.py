@@ -7,7 +7,10 @@ stable sort keeps each row's entries in their order) and the rows are summed "ra
 step r adds the r-th entry of every row that has more than r, as one whole-array operation.
 Rows are laid out longest first, so the rows still receiving at step r are a prefix of the
 accumulator and each step is a contiguous add; the rows are taken a cache-sized block at a
-time, all steps of a block before the next.  Every target element takes the same additions
+time, all steps of a block before the next.  When few rows are left receiving (a long tail: a few
+rows with thousands of entries each), each of them is finished on its own instead, its remaining
+products summed by np.add.accumulate, which adds them one after another from the row's value: the
+same additions in the same order, without a step of Python per entry.  Every target element takes the same additions
 in the same order, from its own starting value, as under np.add.at: the same bits, signed zeros
 included (the product is ``scale * source`` and the sum ``target + product``, operands in
 np.add.at's order).  One exception: where two NaNs meet, which NaN comes out (its sign and
@@ -20,6 +23,10 @@ import numpy as np
 
 # Rows [rows, C] of one step's products computed at once: small enough to stay in cache.
 _BLOCK_ELEMENTS = 1 << 15
+# At most this many rows still receiving: each is finished alone (_finish_row), in chunks of about
+# _TAIL_ELEMENTS products.
+_FEW_ROWS = 4
+_TAIL_ELEMENTS = 1 << 16
 
 
 def add_rows_in_order(target: np.ndarray, rows: np.ndarray, scale: np.ndarray, source: np.ndarray,
@@ -45,9 +52,34 @@ def add_rows_in_order(target: np.ndarray, rows: np.ndarray, scale: np.ndarray, s
         ascending = lengths[first:last][::-1]
         for rank in range(int(lengths[first])):
             count = ascending.size - int(np.searchsorted(ascending, rank, side="right"))   # rows with > rank entries
+            if count <= _FEW_ROWS:
+                for row in range(count):
+                    begin = starts[first + row]
+                    _finish_row(total[row], order[begin + rank:begin + lengths[first + row]], scale, source,
+                                source_rows)
+                break
             entries = order[starts[first:first + count] + rank]
             product = buffer[:count]
             source.take(source_rows[entries], axis=0, out=product)
             np.multiply(scale[entries, None], product, out=product)
             np.add(total[:count], product, out=total[:count])
         target[receiving[first:last]] = total
+
+
+def _finish_row(total: np.ndarray, entries: np.ndarray, scale: np.ndarray, source: np.ndarray,
+                source_rows: np.ndarray) -> None:
+    """In place: total += scale[e] * source[source_rows[e]] for each e of ``entries`` in turn.
+
+    Row 0 of each chunk's buffer holds the sum so far and rows 1.. its products (made as the
+    steps above make them, in the target's dtype); np.add.accumulate then adds row after row."""
+    chunk = max(1, _TAIL_ELEMENTS // max(1, total.size))
+    buffer = np.empty((min(chunk, entries.size) + 1, total.size), dtype=total.dtype)
+    sums = np.empty_like(buffer)
+    for first in range(0, entries.size, chunk):
+        part = entries[first:first + chunk]
+        products = buffer[1:part.size + 1]
+        buffer[0] = total
+        source.take(source_rows[part], axis=0, out=products)
+        np.multiply(scale[part, None], products, out=products)
+        np.add.accumulate(buffer[:part.size + 1], axis=0, out=sums[:part.size + 1])
+        total[...] = sums[part.size]
