@@ -113,20 +113,30 @@ def smallest_call(spec, dims: dict, params: dict, keep, valid) -> tuple[dict, di
     return lowered["dims"], lowered["params"]
 
 
-def count_entries(spec, base: dict, waived: dict, valid) -> list[dict]:
+def count_entries(spec, base: dict, waived: dict, valid, with_dims: dict | None = None) -> list[dict]:
     """The count-reach cases: for each item dim not waived, one per count of COUNTS, the other dims and
     the params that size axes at their smallest.  ``valid(dims, params)`` says whether that call passes
-    every check.  A count that no valid call takes is an error unless the spec waives it."""
+    every check.  A count that no valid call takes is an error unless the spec waives it.  ``with_dims``
+    (suites.stress.count_with): {item dim: {dim: a number, or the name of a dim}}, set with that count."""
     entries = []
     base_dims, base_params = dict(base.get("dims") or {}), dict(base.get("params") or {})
     items = item_dims(spec, base_dims)
+    with_dims = with_dims or {}
+    stray = sorted(set(with_dims) - set(items))
+    if stray:
+        raise ValueError(f"count_with.{stray[0]}: {stray[0]} sizes no item axis, so it has no count cases")
     for dim in items:
         if f"{COUNT_PREFIX}{dim}" in waived:
             continue
         for count in COUNTS:
             # The other item dims keep the base's counts: they are what the raised one is selected
-            # or matched against (three nearest of two known points would leave a slot empty).
-            dims, params = smallest_call(spec, {**base_dims, dim: count}, base_params, set(items), valid)
+            # or matched against (three nearest of two known points would leave a slot empty); the
+            # spec's count_with sets them otherwise (a key per level, one query where any will do).
+            raised = {**base_dims, dim: count}
+            raised.update({name: raised[value] if isinstance(value, str) else value
+                           for name, value in (with_dims.get(dim) or {}).items()})
+            dims, params = smallest_call(spec, raised, base_params, set(items) | set(with_dims.get(dim) or {}),
+                                         valid)
             if not valid(dims, params):
                 raise ValueError(f"count {dim} = {count}: no call with it passes the spec's checks; say why in "
                                  f"suites.stress.not_applicable.{COUNT_PREFIX}{dim}")
@@ -181,7 +191,7 @@ def reach_entries(spec, base: dict, conf: dict, valid) -> dict[str, list[dict]]:
     """The stress suite's count and tie entries, by the suites.stress key their lines are reported at."""
     waived = conf.get("not_applicable") or {}
     try:
-        counts = count_entries(spec, base, waived, valid)
+        counts = count_entries(spec, base, waived, valid, conf.get("count_with"))
     except ValueError as exc:
         raise SpecError(spec.path, line_of(conf, "base"), f"suites.stress: {exc}") from None
     return {"base": counts + tie_entries(spec, base, valid)}
