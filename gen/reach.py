@@ -39,12 +39,31 @@ COUNT_PREFIX = "count_"
 TIE_BUG_PREFIX = "ties_across_"
 
 
+# A count case of an item dim other than a kernel's smallest is kept beyond a suite's byte limit only up to
+# this size: the largest that the kernels' own smallest count cases reach (border_align's boxes, 2.1 MB),
+# so that the committed suite meets every item dim whose cases are that small and stays git-friendly.
+COUNT_CASE_CAP = 2_200_000
+
+
+def count_dim(name: str) -> str | None:
+    """The item dim a count case's name raises (``count_L65537-float32``: L), or None for another case."""
+    if not name.startswith(COUNT_PREFIX):
+        return None
+    stem = name[len(COUNT_PREFIX):].split("-")[0]
+    return next((stem[:-len(str(c))] for c in COUNTS if stem.endswith(str(c)) and len(stem) > len(str(c))), None)
+
+
 def smallest_count_cases(plans, size, n: int) -> set[str]:
-    """The names of the ``n`` smallest count cases among ``plans`` (by ``size(plan)``, then name): what a
-    suite with a byte limit per case keeps of them beyond the limit (``opcase gen --smallest-counts``,
-    cases/README.md), so that a count bug meets two case shapes in it where no count case is that small."""
-    counts = sorted((size(p), p.name) for p in plans if p.name.startswith(COUNT_PREFIX))
-    return {name for _, name in counts[:n]}
+    """The names of the count cases a suite with a byte limit per case keeps beyond the limit (``opcase gen
+    --smallest-counts``, cases/README.md): the ``n`` smallest among ``plans`` (by ``size(plan)``, then name)
+    whatever their size, and the ``n`` smallest of each item dim where they are within COUNT_CASE_CAP, so
+    that a count bug meets two case shapes in it on every item dim whose cases are that small."""
+    counts = sorted((size(p), p.name) for p in plans if count_dim(p.name) is not None)
+    kept = {name for _, name in counts[:n]}
+    for dim in {count_dim(name) for _, name in counts}:
+        smallest = [(bytes_, name) for bytes_, name in counts if count_dim(name) == dim][:n]
+        kept.update(name for bytes_, name in smallest if bytes_ <= COUNT_CASE_CAP)
+    return kept
 
 
 def tie_positions(items: int) -> list[int]:
