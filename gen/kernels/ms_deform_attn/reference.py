@@ -105,6 +105,11 @@ def by_rows(inputs, out_dtype) -> tuple:
     N, _, M, C = value.shape
     _, Q, _, L, P, _ = loc.shape
     shapes, starts = level_geometry(inputs)
+    if len(shapes) != L or attn.shape != loc.shape[:5]:
+        # The spec's checks refuse such a call; a caller that skips them (a mutant's transformed call) gets
+        # this line, not a compiled loop reading levels past data_spatial_shapes' end.
+        raise ValueError(f"ms_deform_attn_forward: {len(shapes)} levels in data_spatial_shapes, {L} in "
+                         f"data_sampling_loc, attention weights {attn.shape} for locations {loc.shape}")
     out = np.zeros((N, Q, M, C), dtype=out_dtype)
     if out.size == 0 or L == 0 or P == 0:
         return None, shapes, starts, loc, attn, out, None
