@@ -39,12 +39,31 @@ COUNT_PREFIX = "count_"
 TIE_BUG_PREFIX = "ties_across_"
 
 
+# A count case of an item dim other than a kernel's smallest is kept beyond a suite's byte limit only up to
+# this size: the largest that the kernels' own smallest count cases reach (border_align's boxes, 2.1 MB),
+# so that the committed suite meets every item dim whose cases are that small and stays git-friendly.
+COUNT_CASE_CAP = 2_200_000
+
+
+def count_dim(name: str) -> str | None:
+    """The item dim a count case's name raises (``count_L65537-float32``: L), or None for another case."""
+    if not name.startswith(COUNT_PREFIX):
+        return None
+    stem = name[len(COUNT_PREFIX):].split("-")[0]
+    return next((stem[:-len(str(c))] for c in COUNTS if stem.endswith(str(c)) and len(stem) > len(str(c))), None)
+
+
 def smallest_count_cases(plans, size, n: int) -> set[str]:
-    """The names of the ``n`` smallest count cases among ``plans`` (by ``size(plan)``, then name): what a
-    suite with a byte limit per case keeps of them beyond the limit (``opcase gen --smallest-counts``,
-    cases/README.md), so that a count bug meets two case shapes in it where no count case is that small."""
-    counts = sorted((size(p), p.name) for p in plans if p.name.startswith(COUNT_PREFIX))
-    return {name for _, name in counts[:n]}
+    """The names of the count cases a suite with a byte limit per case keeps beyond the limit (``opcase gen
+    --smallest-counts``, cases/README.md): the ``n`` smallest among ``plans`` (by ``size(plan)``, then name)
+    whatever their size, and the ``n`` smallest of each item dim where they are within COUNT_CASE_CAP, so
+    that a count bug meets two case shapes in it on every item dim whose cases are that small."""
+    counts = sorted((size(p), p.name) for p in plans if count_dim(p.name) is not None)
+    kept = {name for _, name in counts[:n]}
+    for dim in {count_dim(name) for _, name in counts}:
+        smallest = [(bytes_, name) for bytes_, name in counts if count_dim(name) == dim][:n]
+        kept.update(name for bytes_, name in smallest if bytes_ <= COUNT_CASE_CAP)
+    return kept
 
 
 def tie_positions(items: int) -> list[int]:
@@ -113,20 +132,30 @@ def smallest_call(spec, dims: dict, params: dict, keep, valid) -> tuple[dict, di
     return lowered["dims"], lowered["params"]
 
 
-def count_entries(spec, base: dict, waived: dict, valid) -> list[dict]:
+def count_entries(spec, base: dict, waived: dict, valid, with_dims: dict | None = None) -> list[dict]:
     """The count-reach cases: for each item dim not waived, one per count of COUNTS, the other dims and
     the params that size axes at their smallest.  ``valid(dims, params)`` says whether that call passes
-    every check.  A count that no valid call takes is an error unless the spec waives it."""
+    every check.  A count that no valid call takes is an error unless the spec waives it.  ``with_dims``
+    (suites.stress.count_with): {item dim: {dim: a number, or the name of a dim}}, set with that count."""
     entries = []
     base_dims, base_params = dict(base.get("dims") or {}), dict(base.get("params") or {})
     items = item_dims(spec, base_dims)
+    with_dims = with_dims or {}
+    stray = sorted(set(with_dims) - set(items))
+    if stray:
+        raise ValueError(f"count_with.{stray[0]}: {stray[0]} sizes no item axis, so it has no count cases")
     for dim in items:
         if f"{COUNT_PREFIX}{dim}" in waived:
             continue
         for count in COUNTS:
             # The other item dims keep the base's counts: they are what the raised one is selected
-            # or matched against (three nearest of two known points would leave a slot empty).
-            dims, params = smallest_call(spec, {**base_dims, dim: count}, base_params, set(items), valid)
+            # or matched against (three nearest of two known points would leave a slot empty); the
+            # spec's count_with sets them otherwise (a key per level, one query where any will do).
+            raised = {**base_dims, dim: count}
+            raised.update({name: raised[value] if isinstance(value, str) else value
+                           for name, value in (with_dims.get(dim) or {}).items()})
+            dims, params = smallest_call(spec, raised, base_params, set(items) | set(with_dims.get(dim) or {}),
+                                         valid)
             if not valid(dims, params):
                 raise ValueError(f"count {dim} = {count}: no call with it passes the spec's checks; say why in "
                                  f"suites.stress.not_applicable.{COUNT_PREFIX}{dim}")
@@ -181,7 +210,7 @@ def reach_entries(spec, base: dict, conf: dict, valid) -> dict[str, list[dict]]:
     """The stress suite's count and tie entries, by the suites.stress key their lines are reported at."""
     waived = conf.get("not_applicable") or {}
     try:
-        counts = count_entries(spec, base, waived, valid)
+        counts = count_entries(spec, base, waived, valid, conf.get("count_with"))
     except ValueError as exc:
         raise SpecError(spec.path, line_of(conf, "base"), f"suites.stress: {exc}") from None
     return {"base": counts + tie_entries(spec, base, valid)}

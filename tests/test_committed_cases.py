@@ -110,10 +110,11 @@ def test_cases_do_not_depend_on_the_cpus_simd_features(tmp_path):
 
 
 # The committed suite's budget (cases/README.md): git-friendly, whatever its command selects.  The count
-# cases (--smallest-counts: each kernel's two smallest past 2^16 items, 0.26 to 2.1 MB each, gen/REACH.md)
-# have a budget of their own, so that they cannot crowd out the rest, nor the rest them.
+# cases (--smallest-counts: each kernel's two smallest past 2^16 items, and each item dim's two smallest
+# within 2.2 MB, 0.26 to 2.1 MB each, 27.0 MB in all, gen/REACH.md) have a budget of their own, so that
+# they cannot crowd out the rest, nor the rest them.
 BUDGET_BYTES = 30_000_000
-COUNT_BUDGET_BYTES = 18_000_000
+COUNT_BUDGET_BYTES = 27_500_000
 
 
 def _is_count_case(path: Path) -> bool:

@@ -161,6 +161,34 @@ def test_ms_deform_attn_compiled_is_numpy_bit_for_bit(fresh_cache, monkeypatch, 
     assert ran_compiled >= 30
 
 
+def test_ms_deform_attn_numpy_in_level_groups_and_row_chunks_is_compiled_bit_for_bit(fresh_cache, monkeypatch):
+    """numpy's path samples a group of levels at once and adds the terms in sequence: with groups and chunks
+    of a few elements (a count case's 2^16 levels in groups), the bits are still the loop's; and 100 levels
+    of 1 x 1 (past the few whose geometry is checked on Python ints) take the numpy checks."""
+    monkeypatch.setattr(ms_deform_attn_forward, "_CHUNK_ELEMENTS", 7)
+    rng = np.random.default_rng(950)
+    calls = [_attention_call(rng, trial) for trial in range(12)]
+    many = {"data_value": rng.standard_normal((1, 100, 1, 2)), "data_spatial_shapes": np.ones((100, 2), np.int32),
+            "data_level_start_index": np.arange(100, dtype=np.int32),
+            "data_sampling_loc": rng.uniform(-0.4, 1.4, (1, 2, 1, 100, 3, 2)), "data_attn_weight": rng.uniform(-1, 1, (1, 2, 1, 100, 3))}
+    for trial, inputs in enumerate([*calls, many]):
+        reference, fast = _both(monkeypatch, lambda: ms_deform_attn_forward.forward(inputs, {"im2col_step": 64}))
+        assert reference["data_col"].tobytes() == fast["data_col"].tobytes(), trial
+    wrong = {**many, "data_level_start_index": np.arange(100, dtype=np.int32) * 2}
+    with pytest.raises(ValueError, match="running sum"):
+        ms_deform_attn_forward.forward(wrong, {})
+
+
+def test_ms_deform_attn_refuses_levels_that_disagree(fresh_cache):
+    """A call whose locations have more levels than data_spatial_shapes (the checks refuse it; a mutant's
+    transformed call skips them) is one clear ValueError, never a compiled loop past the shapes' end."""
+    inputs = _attention_call(np.random.default_rng(951), 0)
+    cut = {**inputs, "data_spatial_shapes": inputs["data_spatial_shapes"][:0],
+           "data_level_start_index": inputs["data_level_start_index"][:0], "data_value": inputs["data_value"][:, :0]}
+    with pytest.raises(ValueError, match="levels in data_spatial_shapes"):
+        ms_deform_attn_forward.forward(cut, {})
+
+
 @pytest.mark.parametrize("direction", ["forward", "backward"])
 def test_psamask_collect_compiled_is_numpy_bit_for_bit(fresh_cache, monkeypatch, direction):
     """COLLECT's block copies in C and in numpy: the same bytes, masks smaller and larger than the map,

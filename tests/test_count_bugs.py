@@ -2,7 +2,8 @@
 (``counts_in_uint16`` in its family's planted*.py, gen/kernels/shared/planted_counts.py), and that bug
 fails two cases of distinct shapes in the committed suite and in the default suites (gen/REACH.md).
 
-The committed suite holds each kernel's two smallest count cases (cases/README.md, --smallest-counts).
+The committed suite holds each kernel's two smallest count cases, and each item dim's two smallest within
+2.2 MB (cases/README.md, --smallest-counts); on each such dim the bug fails two shapes.
 They are the default suites' cases of the same names: the same plan and seed make the same bytes
 (tests/test_committed_cases.py regenerates cases/), and the README's main command (--max-size 64MB)
 plans them; so one run on the committed files judges both, and the plan says they are in both.
@@ -19,7 +20,7 @@ from gen.core.registry import planted_bugs
 from gen.core.spec import load_spec
 from gen.core.verdict import ERROR, FAILING, PASSED
 from gen.generate import plan_suite, total_bytes
-from gen.reach import COUNT_PREFIX, item_dims
+from gen.reach import COUNT_PREFIX, count_dim, item_dims
 from harness.judge.runner import run_case
 from harness.studies.power import case_shape
 
@@ -70,6 +71,17 @@ def test_the_count_bug_fails_two_shapes_in_both_suites(op):
             failed[path] = case_shape(load(path))
     assert len(set(failed.values())) >= 2, f"{op}: {COUNT_BUG} fails {len(failed)} committed case(s) of " \
                                            f"{len(set(failed.values()))} shape(s): {[p.name for p in failed]}"
+    # On every item dim the committed suite has count cases of (each dim's two smallest within
+    # gen.reach.COUNT_CASE_CAP), the bug fails two shapes of that dim's cases.
+    by_dim = {}
+    for path in files:
+        by_dim.setdefault(count_dim(path.stem), []).append(path)
+    for dim, paths in by_dim.items():
+        if dim is None:
+            continue
+        assert dim in _counted(load_spec(REPO / "specs" / f"{op}.yaml")), f"{op}: count cases of a waived dim {dim}"
+        shapes = {failed[p] for p in paths if p in failed}
+        assert len(shapes) >= 2, f"{op}: {COUNT_BUG} fails {len(shapes)} shape(s) of the committed count_{dim} cases"
     # The same cases are in the default suites: planned by the main command, within its --max-size.
     spec = load_spec(REPO / "specs" / f"{op}.yaml")
     for path in failed:

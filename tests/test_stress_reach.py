@@ -244,3 +244,44 @@ def test_a_count_no_valid_call_takes_needs_a_reason():
     spec = load_spec(path)
     with pytest.raises(ValueError, match=f"not_applicable.{COUNT_PREFIX}"):
         count_entries(spec, spec.suites["stress"]["base"], {}, lambda dims, params: False)
+
+
+def test_count_with_sets_the_dims_of_its_count_cases():
+    """suites.stress.count_with: a count case of a dim it names has those dims, a dim name standing for its value."""
+    path = _first_spec_with("count_with")
+    spec = load_spec(path)
+    with_dims = spec.suites["stress"]["count_with"]
+    cases = {p.name.split("-")[0]: p for p in plan_suite(spec, "stress") if p.name.startswith(COUNT_PREFIX)}
+    for dim, dims in with_dims.items():
+        raised = [p for name, p in cases.items() if name.startswith(f"{COUNT_PREFIX}{dim}")]
+        assert len(raised) == 2, f"count_{dim}: {sorted(cases)}"
+        for plan in raised:
+            for name, value in dims.items():
+                assert plan.dims[name] == (plan.dims[value] if isinstance(value, str) else value), (plan.name, name)
+
+
+@pytest.mark.parametrize("bad", [
+    lambda item, other: {"NOT_A_DIM": {other: 1}},            # not a dim of the base
+    lambda item, other: "not a mapping",
+    lambda item, other: {item: {other: -1}},                  # not a whole number >= 0
+    lambda item, other: {item: {item: 1}},                    # the count itself
+    lambda item, other: {item: {other: "NOT_A_DIM"}},         # a name that is no dim
+    lambda item, other: {item: {other: [1]}},
+], ids=["unknown_dim", "not_a_mapping", "negative", "the_count_itself", "unknown_name", "a_list"])
+def test_a_bad_count_with_is_one_clear_line(tmp_path, bad):
+    from gen.core.spec import SpecError
+    path = _first_spec_with("count_with")
+    spec = load_spec(path)
+    item = next(iter(spec.suites["stress"]["count_with"]))
+    other = next(d for d in spec.suites["stress"]["base"]["dims"] if d != item)
+    with pytest.raises(SpecError, match="count_with"):
+        _planted(tmp_path, path, lambda stress: stress.update(count_with=bad(item, other)))
+
+
+def test_count_with_names_only_item_dims():
+    path = _first_spec_with("count_with")
+    spec = load_spec(path)
+    base = spec.suites["stress"]["base"]
+    plain = next(d for d in base["dims"] if d not in item_dims(spec, base["dims"]))
+    with pytest.raises(ValueError, match=f"count_with.{plain}"):
+        count_entries(spec, base, {}, lambda dims, params: True, {plain: {next(iter(base["dims"])): 1}})

@@ -216,7 +216,7 @@ def _stress(v: Validator, suites, node, spec_inputs, spec_outputs):
     """suites.stress: a small valid base case and the stress dimensions derived from it."""
     if not isinstance(node, dict):
         v.fail(suites, "stress", "suites.stress must be a mapping")
-    v.allow_keys(node, ["base", *STRESS_DIMENSIONS, "not_applicable"], "suites.stress")
+    v.allow_keys(node, ["base", *STRESS_DIMENSIONS, "not_applicable", "count_with"], "suites.stress")
     v.require_keys(node, ["base"], "suites.stress")
     _entry(v, node["base"], "suites.stress.base", spec_inputs, need_name=False)
     if "each" in node["base"]:
@@ -252,6 +252,7 @@ def _stress(v: Validator, suites, node, spec_inputs, spec_outputs):
             if not isinstance(name, str) or name not in (node["base"].get("dims") or {}):
                 v.fail(batch, name, f"suites.stress.batch: '{name}' is not one of suites.stress.base's dims")
         _batch_sets_a_batch(v, node, batch, spec_inputs, spec_outputs)
+    _count_with(v, node)
     waived = node.get("not_applicable")
     if waived is not None:
         if not isinstance(waived, dict) or not waived:
@@ -303,3 +304,24 @@ def _batch_sets_a_batch(v: Validator, stress, batch: dict, spec_inputs, spec_out
     if not any(batch.get(name, 0) >= 2 for name in dims):
         v.fail(stress, "batch", f"suites.stress.batch must set a dim of a batch axis ({', '.join(dims) or 'none'}) "
                                 f"to 2 or more")
+
+
+def _count_with(v: Validator, node) -> None:
+    """suites.stress.count_with: {item dim: {dim: whole number, or the name of a base dim}}, the dims a count
+    case of that item dim sets besides the count (gen/REACH.md): a data limit no check states (a level needs
+    a key of its own), or another item dim the raised count does not need at the base's size."""
+    with_dims = node.get("count_with")
+    if with_dims is None:
+        return
+    base_dims = node["base"].get("dims") or {}
+    if not isinstance(with_dims, dict) or not with_dims:
+        v.fail(node, "count_with", "suites.stress.count_with maps item dims to the dims their count cases set")
+    for dim, dims in with_dims.items():
+        if dim not in base_dims or not isinstance(dims, dict) or not dims:
+            v.fail(with_dims, dim, f"suites.stress.count_with.{dim}: one of suites.stress.base's dims, mapped to "
+                                   f"dims and their values")
+        for name, value in dims.items():
+            if name == dim or name not in base_dims or not (
+                    (isinstance(value, int) and not isinstance(value, bool) and value >= 0) or (isinstance(value, str) and value in base_dims)):
+                v.fail(dims, name, f"suites.stress.count_with.{dim}.{name}: another of suites.stress.base's dims, "
+                                   f"set to a whole number >= 0 or to one of those dims")

@@ -29,7 +29,8 @@ from gen.kernels.shared.mmcv_half import F32, canonical_nan, fma32
 from gen.kernels.ms_deform_attn.reference import by_rows, level_geometry, readable
 from gen.sampled import Units
 
-# Rows (n, q, m) per chunk, so that the [rows, C] carriers stay near this many elements.
+# Rows (n, q, m) per chunk and levels per group, so that the [rows, levels, P, C] values stay near this many
+# elements.
 _CHUNK_ELEMENTS = 1 << 20
 
 
@@ -45,7 +46,7 @@ def ms_deform_attn_forward(inputs: dict, params: dict, out_shapes: dict | None =
         return {"data_col": canonical_nan(out)}
     rows = N * Q * M
     image, head = np.repeat(np.arange(N), Q * M), np.tile(np.arange(M), N * Q)
-    chunk = max(1, _CHUNK_ELEMENTS // max(C, 1))
+    chunk = max(1, _CHUNK_ELEMENTS // max(loc.shape[2] * C, 1))     # a level's values [rows, P, C]
     for first in range(0, rows, chunk):
         part = slice(first, min(first + chunk, rows))
         col[part] = _thread_sums(value, shapes, starts, loc[part], attn[part], image[part], head[part])
@@ -71,31 +72,38 @@ def ms_deform_attn_forward_units(inputs: dict, params: dict, out_shapes: dict | 
 
 
 def _thread_sums(value, shapes, starts, loc, attn, image, head) -> np.ndarray:
-    """The ``col`` of the threads of some rows (n, q, m): [rows, C] float32."""
+    """The ``col`` of the threads of some rows (n, q, m): [rows, C] float32.
+
+    A group of levels is sampled at once (each level's size broadcast along its axis: the same operations
+    element by element), and the sums then go through its levels and points one after another."""
     C = value.shape[3]
     rows, L, P, _ = loc.shape
     col = np.zeros((rows, C), dtype=F32)
     minus_half = F32(-0.5)
-    for level in range(L):
-        height, width = int(shapes[level, 0]), int(shapes[level, 1])
-        h32, w32 = F32(height), F32(width)
-        start = int(starts[level])
-        for point in range(P):
-            h_im = fma32(loc[:, level, point, 1], h32, minus_half)
-            w_im = fma32(loc[:, level, point, 0], w32, minus_half)
-            inside = (h_im > -1) & (w_im > -1) & (h_im < h32) & (w_im < w32)
-            if not inside.any():
-                continue
-            val = _bilinear(value, start, height, width, image, head, np.where(inside, h_im, F32(0)),
-                            np.where(inside, w_im, F32(0)))
-            weight = attn[:, level, point][:, None]
+    group = max(1, min(L, _CHUNK_ELEMENTS // max(rows * P * C, 1)))
+    image, head = image[:, None, None], head[:, None, None]
+    for low in range(0, L, group):
+        levels = slice(low, min(low + group, L))
+        height, width = shapes[levels, 0][None, :, None], shapes[levels, 1][None, :, None]
+        h32, w32 = height.astype(F32), width.astype(F32)
+        h_im = fma32(loc[:, levels, :, 1], h32, minus_half)
+        w_im = fma32(loc[:, levels, :, 0], w32, minus_half)
+        inside = (h_im > -1) & (w_im > -1) & (h_im < h32) & (w_im < w32)
+        if not inside.any():
+            continue
+        val = _bilinear(value, starts[levels][None, :, None], height, width, image, head,
+                        np.where(inside, h_im, F32(0)), np.where(inside, w_im, F32(0)))
+        terms = inside.reshape(rows, -1)
+        val, weight = val.reshape(rows, terms.shape[1], C), attn[:, levels, :].reshape(rows, -1, 1)
+        for term in np.flatnonzero(terms.any(axis=0)):
             with np.errstate(invalid="ignore", over="ignore"):
-                col = np.where(inside[:, None], fma32(val, weight, col), col)
+                col = np.where(terms[:, term, None], fma32(val[:, term], weight[:, term], col), col)
     return col
 
 
 def _bilinear(value, start, height, width, image, head, h, w) -> np.ndarray:
-    """ms_deform_attn_im2col_bilinear for each row's point (h, w) over all channels: [rows, C] float32."""
+    """ms_deform_attn_im2col_bilinear for each point (h, w) over all channels: [..., C] float32 (start, height
+    and width broadcast against the points, as image and head index data_value with them)."""
     h_low, w_low = np.floor(h), np.floor(w)
     lh, lw = h - h_low, w - w_low                       # float minus an int converted to float: exact
     hh, hw = F32(1) - lh, F32(1) - lw
@@ -106,10 +114,10 @@ def _bilinear(value, start, height, width, image, head, h, w) -> np.ndarray:
         valid = (row >= 0) & (row <= height - 1) & (column >= 0) & (column <= width - 1)
         keys = np.where(valid, start + row * width + column, 0)
         v = value[image, keys, head].astype(F32, copy=False)
-        return np.where(valid[:, None], v, F32(0))
+        return np.where(valid[..., None], v, F32(0))
 
     with np.errstate(invalid="ignore", over="ignore"):
-        val = (hh * hw)[:, None] * corner(h_low, w_low)
-        val = fma32((hh * lw)[:, None], corner(h_low, w_high), val)
-        val = fma32((lh * hw)[:, None], corner(h_high, w_low), val)
-        return fma32((lh * lw)[:, None], corner(h_high, w_high), val)
+        val = (hh * hw)[..., None] * corner(h_low, w_low)
+        val = fma32((hh * lw)[..., None], corner(h_low, w_high), val)
+        val = fma32((lh * hw)[..., None], corner(h_high, w_low), val)
+        return fma32((lh * lw)[..., None], corner(h_high, w_high), val)

@@ -24,8 +24,11 @@ from gen.kernels.ms_deform_attn import compiled
 from gen.kernels.shared.reference import check_sample_points
 from gen.values import softmax_groups
 
-# Rows (n, q, m) per chunk: their per-point neighbour values [rows, P, C] stay near this many elements.
+# Rows (n, q, m) per chunk and levels per group: their neighbour values [rows, levels, P, C] stay near this
+# many elements.
 _CHUNK_ELEMENTS = 1 << 20
+# Up to this many levels a call's geometry is checked on Python ints (faster for a pyramid's few).
+_FEW_LEVELS = 64
 
 
 def level_geometry(inputs) -> tuple[np.ndarray, np.ndarray]:
@@ -33,6 +36,8 @@ def level_geometry(inputs) -> tuple[np.ndarray, np.ndarray]:
     keys = inputs["data_value"].shape[1]
     shapes = np.asarray(inputs["data_spatial_shapes"], dtype=np.int64).reshape(-1, 2)
     starts = np.asarray(inputs["data_level_start_index"], dtype=np.int64).reshape(-1)
+    if len(shapes) > _FEW_LEVELS:
+        return _checked_in_numpy(shapes, starts, keys)
     # Checked on Python ints: a handful of levels, and a small case should not pay numpy's per-call cost.
     sizes = shapes.tolist()
     if any(h < 0 or w < 0 for h, w in sizes):
@@ -42,6 +47,20 @@ def level_geometry(inputs) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"ms_deform_attn_forward: data_value has {keys} keys, data_spatial_shapes sums to "
                          f"{sum(areas)} (doc 1.4: they must agree)")
     if starts.shape != (len(sizes),) or starts.tolist() != list(itertools.accumulate([0] + areas))[:len(areas)]:
+        raise ValueError("ms_deform_attn_forward: data_level_start_index is not the running sum of the levels' "
+                         "areas (doc 1.4)")
+    return shapes, starts
+
+
+def _checked_in_numpy(shapes: np.ndarray, starts: np.ndarray, keys: int) -> tuple[np.ndarray, np.ndarray]:
+    """level_geometry's checks, in numpy: for a call of many levels (a count case has 2^16 of them)."""
+    if (shapes < 0).any():
+        raise ValueError("ms_deform_attn_forward: data_spatial_shapes holds a negative size")
+    areas = shapes[:, 0] * shapes[:, 1]
+    if int(areas.sum()) != keys:
+        raise ValueError(f"ms_deform_attn_forward: data_value has {keys} keys, data_spatial_shapes sums to "
+                         f"{int(areas.sum())} (doc 1.4: they must agree)")
+    if starts.shape != areas.shape or not np.array_equal(starts, np.cumsum(areas) - areas):
         raise ValueError("ms_deform_attn_forward: data_level_start_index is not the running sum of the levels' "
                          "areas (doc 1.4)")
     return shapes, starts
@@ -86,6 +105,11 @@ def by_rows(inputs, out_dtype) -> tuple:
     N, _, M, C = value.shape
     _, Q, _, L, P, _ = loc.shape
     shapes, starts = level_geometry(inputs)
+    if len(shapes) != L or attn.shape != loc.shape[:5]:
+        # The spec's checks refuse such a call; a caller that skips them (a mutant's transformed call) gets
+        # this line, not a compiled loop reading levels past data_spatial_shapes' end.
+        raise ValueError(f"ms_deform_attn_forward: {len(shapes)} levels in data_spatial_shapes, {L} in "
+                         f"data_sampling_loc, attention weights {attn.shape} for locations {loc.shape}")
     out = np.zeros((N, Q, M, C), dtype=out_dtype)
     if out.size == 0 or L == 0 or P == 0:
         return None, shapes, starts, loc, attn, out, None
@@ -108,25 +132,32 @@ def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
     keys = value.shape[1]
     table = value.reshape(-1, C)
     row_base = np.repeat(np.arange(N) * keys * M, Q * M) + np.tile(np.arange(M), N * Q)
-    chunk = max(1, _CHUNK_ELEMENTS // max(P * C, 1))
+    # A group of levels is sampled at once ([rows, levels, P] arrays, each level's size broadcast along its
+    # axis), and its terms are then added one after another, levels outer and points inner, as a loop over
+    # them adds (np.add.accumulate adds in sequence): a count case's 2^16 levels or points take no Python
+    # step each.
+    group = max(1, min(L, _CHUNK_ELEMENTS // max(P * C, 1)))
+    chunk = max(1, _CHUNK_ELEMENTS // max(group * P * C, 1))
     for first in range(0, rows, chunk):
         part = slice(first, min(first + chunk, rows))
-        base = row_base[part, None]
+        base = row_base[part, None, None]
         acc = col[part]
-        for level in range(L):
-            height, width = int(shapes[level, 0]), int(shapes[level, 1])
-            x = loc[part, level, :, 0].astype(compute_dtype) * compute_dtype(width) - compute_dtype(0.5)
-            y = loc[part, level, :, 1].astype(compute_dtype) * compute_dtype(height) - compute_dtype(0.5)
+        for low in range(0, L, group):
+            levels = slice(low, min(low + group, L))
+            height, width = shapes[levels, 0][None, :, None], shapes[levels, 1][None, :, None]
+            x = loc[part, levels, :, 0].astype(compute_dtype) * width.astype(compute_dtype) - compute_dtype(0.5)
+            y = loc[part, levels, :, 1].astype(compute_dtype) * height.astype(compute_dtype) - compute_dtype(0.5)
             inside, neighbours = corners(y, x, height, width)
             sampled = np.zeros(y.shape + (C,), dtype=compute_dtype)
+            start = starts[levels][None, :, None]
             for key, valid, weight in neighbours:
-                values = np.take(table, base + np.where(valid, starts[level] + key, 0) * M, axis=0).astype(compute_dtype)
+                values = np.take(table, base + np.where(valid, start + key, 0) * M, axis=0).astype(compute_dtype)
                 with np.errstate(invalid="ignore", over="ignore"):
                     sampled += np.where(valid[..., None], weight[..., None] * values, 0)
             with np.errstate(invalid="ignore", over="ignore"):
-                weighted = np.where(inside[..., None], attn[part, level, :, None].astype(compute_dtype) * sampled, 0)
-            for point in range(P):
-                acc += weighted[:, point]
+                weighted = np.where(inside[..., None], attn[part, levels, :, None].astype(compute_dtype) * sampled, 0)
+                terms = np.concatenate([acc[:, None], weighted.reshape(len(acc), -1, C)], axis=1)
+                acc[...] = np.add.accumulate(terms, axis=1)[:, -1]
     return {"data_col": out}
 
 

@@ -53,7 +53,8 @@ def _suites(text: str) -> list[str]:
 @click.option("--max-size", "max_size", default=None, callback=size_option,
               help="Skip cases whose tensors exceed this many bytes (e.g. 64MB); they are listed.")
 @click.option("--smallest-counts", "smallest_counts", type=click.IntRange(min=0), default=0,
-              help="Write each kernel's N smallest count-reach cases (gen/REACH.md) whatever --max-size says.")
+              help="Write each kernel's N smallest count-reach cases (gen/REACH.md) whatever --max-size says, "
+                   "and each item dim's N smallest within 2.2 MB.")
 @click.option("--baseline", default=None, help="Backend for dynamic thresholds (default: the spec's, mmcv as the docs say; lowp is stricter).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="Generate cases in N worker processes (default: one per usable CPU when the cases "
