@@ -296,10 +296,11 @@ def called_of_frame(worker: WorkerProcess, frame: dict, wanted: dict) -> Called:
     return called
 
 
-def send_case(worker: WorkerProcess, case, options: RunOptions) -> None:
-    """A case's job to a worker: its call, inputs as sealed memory files, no path (harness.worker.case_job)."""
+def send_case(worker: WorkerProcess, case, options: RunOptions, fds: list[int] | None = None) -> None:
+    """A case's job to a worker: its call, inputs as sealed memory files, no path (harness.worker.case_job).
+    ``fds``: its inputs sealed already (case_job.seal_inputs), closed here once sent, as are those sealed here."""
     doc, fds = case_job.pack(case, {"bitwise": options.bitwise, "decoy": options.decoy,
-                                    "timing": [options.timing.repeat, options.timing.warmup]})
+                                    "timing": [options.timing.repeat, options.timing.warmup]}, fds)
     try:
         worker.send(doc, fds)
     finally:

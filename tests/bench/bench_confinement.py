@@ -1,0 +1,88 @@
+"""What confining the workers costs: wall time of `opcase run PATHS --backend state_backends:stateless
+--jobs J` (opcase's reference, in worker processes) on several sides, runs interleaved, the same cases
+for every side, each side's least and median and each side's ratio to the first.
+
+    python3 tests/bench/bench_confinement.py SIDE SIDE... --paths PATHS... [--jobs J] [--tries N]
+
+A SIDE is a checkout's root (`git archive COMMIT | tar -x -C DIR`), run as `python -m harness.cli`
+from that root with its own tests/ on PYTHONPATH; or ROOT:unconfined, the same checkout with the
+workers' OS layers patched out in the measured process and its workers only (this file, run as the
+opcase command: see _unconfined below).  The unconfined side has no private HOME, no
+PR_SET_NO_NEW_PRIVS, no user namespace attempt, no Landlock, and a dumpable judge; what stays is the
+shape of today's judging itself (the judge loads and checksums each case and hands its inputs over
+in sealed memory, no path), which only an older checkout shows without (its SIDE as a plain root).
+
+This is a measurement only: opcase itself has no switch that turns a layer off.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+UNCONFINED = "OPCASE_BENCH_UNCONFINED"
+
+
+def _unconfined() -> None:
+    """Patch the confinement layers out of this process (and, as spawn re-runs this file as each
+    worker's __mp_main__ before the worker's own code, out of every worker it starts)."""
+    sys.path.insert(0, os.getcwd())   # the checkout being measured, not the one this file is in
+    from harness.worker import confine
+    confine.confine_self = lambda private_dir, readable: ["none (tests/bench/bench_confinement.py)"]
+    confine.protect_judge = lambda: "judge not dumpable: none (tests/bench/bench_confinement.py)"
+    confine.backend_readable = lambda backend_spec: []
+
+
+if os.environ.get(UNCONFINED) == "1":
+    _unconfined()
+
+
+def once(side: str, paths: list[str], jobs: int) -> float:
+    tree, _, mode = side.partition(":")
+    env = {**os.environ, "PYTHONPATH": os.path.join(tree, "tests"), UNCONFINED: "1" if mode else "0"}
+    command = [os.path.abspath(__file__), "--run-opcase"] if mode else ["-m", "harness.cli"]
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, *command, "run", *map(os.path.abspath, paths), "--backend",
+                           "state_backends:stateless", "--jobs", str(jobs)], cwd=tree, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    took = time.monotonic() - started
+    if done.returncode != 0:
+        sys.exit(f"{side}: exit {done.returncode}\n{done.stdout[-2000:]}")
+    if mode and "none (tests/bench/bench_confinement.py)" not in done.stdout:
+        sys.exit(f"{side}: the layers were not patched out:\n{done.stdout[-2000:]}")
+    return took
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("sides", nargs="+")
+    parser.add_argument("--paths", nargs="+", required=True)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--tries", type=int, default=3)
+    args = parser.parse_args()
+    times: dict[str, list[float]] = {side: [] for side in args.sides}
+    loads = []
+    for number in range(args.tries):
+        # Interleaved, each try starting one side further on, so that no side always follows the same one.
+        turn = args.sides[number % len(args.sides):] + args.sides[:number % len(args.sides)]
+        for side in turn:
+            times[side].append(once(side, args.paths, args.jobs))
+            loads.append(os.getloadavg()[0])
+            print(f"try {number + 1} {side} {times[side][-1]:.2f} s (load {loads[-1]:.1f})", flush=True)
+    first = args.sides[0]
+    for side, taken in times.items():
+        least, median = min(taken), statistics.median(taken)
+        print(f"{side}: least {least:.2f} s ({least / min(times[first]):.3f}x), median {median:.2f} s "
+              f"({median / statistics.median(times[first]):.3f}x), tries {', '.join(f'{t:.2f}' for t in taken)}")
+    print(f"load average {min(loads):.1f} to {max(loads):.1f}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--run-opcase"]:
+        from harness.cli import main as opcase
+        opcase(sys.argv[2:], prog_name="opcase")
+    else:
+        main()
