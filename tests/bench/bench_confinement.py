@@ -1,8 +1,10 @@
 """What confining the workers costs: wall time of `opcase run PATHS --backend state_backends:stateless
 --jobs J` (opcase's reference, in worker processes) on several sides, runs interleaved, the same cases
-for every side, each side's least and median and each side's ratio to the first.
+for every side; the sides come in pairs, WITHOUT WITH, and each pair's cost is printed three ways: the
+ratio of the least tries, of the medians, and the median of the tries' own ratios (the two runs of a try
+are next to each other in time, so that ratio is the least touched by a load that drifts).
 
-    python3 tests/bench/bench_confinement.py SIDE SIDE... --paths PATHS... [--jobs J] [--tries N]
+    python3 tests/bench/bench_confinement.py WITHOUT WITH [WITHOUT WITH...] --paths PATHS... [--jobs J] [--tries N]
 
 A SIDE is a checkout's root (`git archive COMMIT | tar -x -C DIR`), run as `python -m harness.cli`
 from that root with its own tests/ on PYTHONPATH; or ROOT:unconfined, the same checkout with the
@@ -63,20 +65,28 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--tries", type=int, default=3)
     args = parser.parse_args()
+    if len(args.sides) % 2:
+        parser.error("the sides come in pairs: WITHOUT WITH")
     times: dict[str, list[float]] = {side: [] for side in args.sides}
     loads = []
     for number in range(args.tries):
-        # Interleaved, each try starting one side further on, so that no side always follows the same one.
-        turn = args.sides[number % len(args.sides):] + args.sides[:number % len(args.sides)]
+        # Interleaved: each try starts one pair further on, a pair's two runs next to each other, the one
+        # without first on even tries and last on odd ones, so that no side always follows the same one.
+        pairs = list(zip(args.sides[::2], args.sides[1::2]))
+        pairs = pairs[number % len(pairs):] + pairs[:number % len(pairs)]
+        turn = [side for pair in pairs for side in (pair if number % 2 == 0 else pair[::-1])]
         for side in turn:
             times[side].append(once(side, args.paths, args.jobs))
             loads.append(os.getloadavg()[0])
             print(f"try {number + 1} {side} {times[side][-1]:.2f} s (load {loads[-1]:.1f})", flush=True)
-    first = args.sides[0]
     for side, taken in times.items():
-        least, median = min(taken), statistics.median(taken)
-        print(f"{side}: least {least:.2f} s ({least / min(times[first]):.3f}x), median {median:.2f} s "
-              f"({median / statistics.median(times[first]):.3f}x), tries {', '.join(f'{t:.2f}' for t in taken)}")
+        print(f"{side}: least {min(taken):.2f} s, median {statistics.median(taken):.2f} s, "
+              f"tries {', '.join(f'{t:.2f}' for t in taken)}")
+    for without, with_ in zip(args.sides[::2], args.sides[1::2]):
+        a, b = times[without], times[with_]
+        paired = statistics.median(y / x for x, y in zip(a, b))
+        print(f"{with_} against {without}: least {min(b) / min(a):.3f}x, median {statistics.median(b) / statistics.median(a):.3f}x, "
+              f"median of the tries' ratios {paired:.3f}x")
     print(f"load average {min(loads):.1f} to {max(loads):.1f}")
 
 
