@@ -14,6 +14,13 @@ PR_SET_NO_NEW_PRIVS, no user namespace attempt, no Landlock, and a dumpable judg
 shape of today's judging itself (the judge loads and checksums each case and hands its inputs over
 in sealed memory, no path), which only an older checkout shows without (its SIDE as a plain root).
 
+    python3 tests/bench/bench_confinement.py --parts ROOT CASE [--tries N]
+
+times, in ROOT's code, the parts a worker could wait on: a worker's start up to its backend loaded (from
+the judge), the confinement itself within it (the import finders' listing and confine_self, the
+imports they share with the worker's own left out), and the judge's load, checksums and sealing of CASE,
+which the judge does while the worker starts.
+
 This is a measurement only: opcase itself has no switch that turns a layer off.
 """
 from __future__ import annotations
@@ -58,6 +65,43 @@ def once(side: str, paths: list[str], jobs: int) -> float:
     return took
 
 
+_PARTS = r"""
+import os, statistics, sys, tempfile, time
+sys.path.insert(0, os.getcwd())
+from gen.core.casefile import load
+from harness.backends import module_and_attr
+from harness.judge.worker_process import WorkerProcess, make_run_dir
+from harness.worker import case_job, confine
+import harness.worker.serve, harness.backends.builtin
+spec, case_path, tries = sys.argv[1], sys.argv[2], int(sys.argv[3])
+started, sealed = [], []
+for _ in range(tries):
+    t = time.perf_counter()
+    worker = WorkerProcess(spec, make_run_dir(), 1)
+    assert worker.await_loaded(time.monotonic() + 120)[0] == "loaded"
+    started.append(time.perf_counter() - t)
+    worker.stop()
+    t = time.perf_counter()
+    for fd in case_job.seal_inputs(load(case_path)):
+        os.close(fd)
+    sealed.append(time.perf_counter() - t)
+t = time.perf_counter()
+confine.backend_readable(spec)
+layers = confine.confine_self(tempfile.mkdtemp(), [])
+confined = time.perf_counter() - t
+print(f"a worker's start to its backend loaded: median {statistics.median(started) * 1e3:.0f} ms, least {min(started) * 1e3:.0f} ms")
+print(f"the judge's load, checksums and sealing of the case: median {statistics.median(sealed) * 1e3:.0f} ms, least {min(sealed) * 1e3:.0f} ms")
+print(f"the confinement within a worker's start: {confined * 1e3:.1f} ms ({'; '.join(layers)})")
+"""
+
+
+def parts(tree: str, case: str, tries: int) -> None:
+    env = {**os.environ, "PYTHONPATH": os.path.join(tree, "tests")}
+    subprocess.run([sys.executable, "-c", _PARTS, "state_backends:stateless", os.path.abspath(case), str(tries)],
+                   cwd=tree, env=env, check=True)
+    print(f"load average {os.getloadavg()[0]:.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("sides", nargs="+")
@@ -94,5 +138,7 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--run-opcase"]:
         from harness.cli import main as opcase
         opcase(sys.argv[2:], prog_name="opcase")
+    elif sys.argv[1:2] == ["--parts"]:
+        parts(sys.argv[2], sys.argv[3], int(sys.argv[5]) if sys.argv[4:5] == ["--tries"] else 5)
     else:
         main()
