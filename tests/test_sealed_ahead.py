@@ -120,3 +120,20 @@ def test_the_other_pass_s_copy_is_kept_for_a_few_files_only():
         for fd in fds:
             os.close(fd)
     shared.close()
+
+
+def test_the_kept_copies_hold_a_bounded_number_of_descriptors(monkeypatch):
+    """Whatever --jobs makes ``keep``, the kept copies never hold more than MOST_KEPT_DESCRIPTORS."""
+    cases = [load(path) for path in FILES]
+    most = max(sum(not t.absent for t in case.inputs.values()) for case in cases)
+    monkeypatch.setattr(sealed_inputs, "MOST_KEPT_DESCRIPTORS", most)
+    shared = SealedInputs(Passes(len(cases), RunOptions()), keep=100)
+    taken = []
+    for item, case in enumerate(cases):
+        taken.append(shared.take(item, case))
+        assert 0 < sum(map(len, shared.kept.values())) <= most
+    assert len(shared.kept) < len(cases)
+    for fds in taken:
+        for fd in fds:
+            os.close(fd)
+    shared.close()

@@ -15,11 +15,16 @@ import os
 
 from harness.worker.case_job import seal_inputs
 
+# How many descriptors the kept copies may hold at most, whatever --jobs: well under a process's usual
+# limit of 1024 open files, beside the workers' channels and the descriptors in flight.
+MOST_KEPT_DESCRIPTORS = 128
+
 
 class SealedInputs:
     """Each case file's inputs sealed once for its two items (harness.judge.cold_pass.Passes), the other
-    item's descriptors kept until it is given out; at most ``keep`` files' kept (the oldest closed first:
-    its item seals them again), as cold_pass.SharedLoads keeps their cases."""
+    item's descriptors kept until it is given out; at most ``keep`` files' kept, and MOST_KEPT_DESCRIPTORS
+    descriptors (the oldest closed first: its item seals them again), as cold_pass.SharedLoads keeps their
+    cases."""
 
     def __init__(self, passes, keep: int):
         self.passes, self.keep = passes, keep
@@ -36,7 +41,7 @@ class SealedInputs:
         if file not in self.sealed:   # the other item comes later: the same sealed memory, for it
             self.sealed.add(file)
             self.kept[file] = [os.dup(fd) for fd in fds]
-            while len(self.kept) > self.keep:
+            while len(self.kept) > self.keep or sum(map(len, self.kept.values())) > MOST_KEPT_DESCRIPTORS:
                 _close(self.kept.pop(next(iter(self.kept))))
         return fds
 
