@@ -296,12 +296,13 @@ def called_of_frame(worker: WorkerProcess, frame: dict, wanted: dict) -> Called:
     return called
 
 
-def send_case(worker: WorkerProcess, case, options: RunOptions) -> None:
-    """A case's job to a worker: its call, inputs as sealed memory files, no path (harness.worker.case_job)."""
-    doc, fds = case_job.pack(case, {"bitwise": options.bitwise, "decoy": options.decoy,
-                                    "timing": [options.timing.repeat, options.timing.warmup]})
+def send_case(worker: WorkerProcess, case, options: RunOptions, fds: list[int] | None = None) -> None:
+    """A case's job to a worker: its call, inputs as sealed memory files, no path (harness.worker.case_job).
+    ``fds``: its inputs sealed already (case_job.seal_inputs), closed here once sent, as are those sealed here."""
     try:
+        doc, fds = case_job.pack(case, {"bitwise": options.bitwise, "decoy": options.decoy,
+                                        "timing": [options.timing.repeat, options.timing.warmup]}, fds)
         worker.send(doc, fds)
     finally:
-        for fd in fds:
+        for fd in fds or ():
             os.close(fd)

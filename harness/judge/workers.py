@@ -57,6 +57,7 @@ from harness.judge.cold_pass import COLD_PASS, WARM_PASS, Passes, Pending, Share
 from harness.judge.kept_workers import KeptWorkers
 from harness.judge.isolated import BackendFailed, IsolatedBackend, check_loads, load_apart
 from harness.judge.runner import Judgement, RunOptions, new_result, run_case
+from harness.judge.sealed_inputs import SealedInputs
 from harness.judge.worker_process import (CHANNEL_BROKE, ENDED, LOAD_ERROR, LOADED, STARTUP_ALLOWANCE_S,
                                           WorkerProcess, called_of_frame, make_run_dir, map_outputs,
                                           remove_stale, runs_isolated, send_case)
@@ -163,6 +164,9 @@ class _Pool:
         lead = 2 * jobs + 1
         self.pending = Pending(self.passes, lead)
         self.loads = SharedLoads(self.passes, keep=2 * lead)
+        # Its inputs sealed when it is loaded (ahead of the worker that takes it), once for both passes.
+        self.sealed = SealedInputs(self.passes, keep=2 * lead)
+        self.inputs: dict[int, list[int]] = {}   # item -> its inputs' descriptors, until it is sent
         self.workers: list[WorkerProcess] = []
         self.judging: deque = deque()   # (index, judgement, called, timed) whose calls are over
         self.spawned = 0
@@ -203,6 +207,7 @@ class _Pool:
                 self.kept.spawned = self.spawned
             else:
                 shutil.rmtree(log_dir, ignore_errors=True)
+            self._close_inputs()
         return [r for r in self.results if r is not None]
 
     def _load_first(self) -> None:
@@ -272,7 +277,7 @@ class _Pool:
                     self._finish(index, settled)
                     continue
                 try:
-                    send_case(worker, judgement.case, judgement.options)
+                    send_case(worker, judgement.case, judgement.options, self.inputs.pop(index, None))
                 except OSError:
                     # Its end of the channel is gone (the worker died on the case under way, or its
                     # backend closed it): this case was never sent; the worker's own case is charged.
@@ -316,7 +321,23 @@ class _Pool:
         except Exception:  # noqa: BLE001 - the harness's own failure costs only this case
             return None, _internal_error(self.shown[self.passes.file_of(index)], self.backend_spec, options)
         judgement = Judgement(case, result, options)
-        return (None, result) if judgement.refusal else (judgement, None)
+        if judgement.refusal:
+            return None, result
+        try:
+            fds = self.sealed.take(index, case)
+        except Exception:  # noqa: BLE001 - no memory for the copy (ENOMEM, EMFILE): it costs only this case
+            return None, _internal_error(self.shown[self.passes.file_of(index)], self.backend_spec, options)
+        for fd in self.inputs.pop(index, []):   # loaded again (sent back to pending): the newer copy goes
+            os.close(fd)
+        self.inputs[index] = fds
+        return judgement, None
+
+    def _close_inputs(self) -> None:
+        for fds in self.inputs.values():
+            for fd in fds:
+                os.close(fd)
+        self.inputs.clear()
+        self.sealed.close()
 
     def _wait(self) -> None:
         if not self.workers:

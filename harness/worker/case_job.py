@@ -40,21 +40,29 @@ def params_from_json(params: dict) -> dict:
     return {k: decode(v) for k, v in params.items()}
 
 
-def pack(case: Case, fields: dict) -> tuple[dict, list[int]]:
-    """The job of a case: (its frame, the sealed descriptors of its present inputs, in order).
-    ``fields`` are the run's own (bitwise, timing).  The caller closes the descriptors once sent."""
+def seal_inputs(case: Case) -> list[int]:
+    """The sealed descriptors of a case's present inputs, in order (the caller closes them).  Sealed
+    memory no one can write, so one set serves every worker the case goes to (its cold and warm pass)."""
     fds: list[int] = []
     try:
-        inputs = []
         for name, tensor in case.inputs.items():
-            inputs.append([name, np.dtype(tensor.dtype).str, [int(n) for n in tensor.shape], tensor.layout,
-                           bool(tensor.absent)])
             if not tensor.absent:
                 fds.append(channel.sealed(name, tensor.data))
     except BaseException:
         for fd in fds:
             os.close(fd)
         raise
+    return fds
+
+
+def pack(case: Case, fields: dict, fds: list[int] | None = None) -> tuple[dict, list[int]]:
+    """The job of a case: (its frame, the sealed descriptors of its present inputs, in order).
+    ``fields`` are the run's own (bitwise, timing); ``fds`` the inputs sealed already (seal_inputs),
+    else they are sealed here.  The caller closes the descriptors once sent."""
+    inputs = [[name, np.dtype(tensor.dtype).str, [int(n) for n in tensor.shape], tensor.layout, bool(tensor.absent)]
+              for name, tensor in case.inputs.items()]
+    if fds is None:
+        fds = seal_inputs(case)
     outputs = [[name, np.dtype(t.dtype).str, [int(n) for n in t.shape], t.layout] for name, t in case.outputs.items()]
     doc = {"kind": "case", **fields, "op": case.op, "dtype": case.dtype, "expect": case.expect,
            "params": params_to_json(case.params), "inputs": inputs, "outputs": outputs}
