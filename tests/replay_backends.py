@@ -1,4 +1,4 @@
-"""Backends that have seen the stored cases, for `opcase run --fresh` (tests/test_hostile_inputs.py).
+"""Backends that have seen the stored cases, for `opcase run --fresh` (tests/test_unseen_cases.py).
 
 Each keeps a table, keyed by a hash of a call (kernel, params, inputs), of what the stored cases
 under $OPCASE_TEST_SEEN expect: their goldens, or a rejection.  They answer what they have seen

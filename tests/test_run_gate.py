@@ -164,3 +164,38 @@ def test_rerun_failed_runs_only_the_failures(suite, tmp_path):
     none = _cli("run", "--backend", "reference", suite, "--rerun-failed", again)
     assert none.exit_code == 5 and "0 cases: none" in none.output
     assert _cli("run", "--backend", "reference", suite, "--rerun-failed", again, "--allow-empty").exit_code == 0
+
+
+def _edited_baseline(suite, tmp_path, edit) -> Path:
+    baseline = _baseline(suite, tmp_path)
+    doc = json.loads(baseline.read_text())
+    doc["cases"] = edit(doc["cases"])
+    baseline.write_text(json.dumps(doc))
+    return baseline
+
+
+def test_a_baseline_sharing_no_case_with_the_run_is_not_green(suite, tmp_path):
+    baseline = _edited_baseline(suite, tmp_path, lambda cases: {"other_op/random/r000": next(iter(cases.values()))})
+    results = tmp_path / "gated.json"
+    result = _cli("run", suite, "--backend", "reference", "--compare", baseline, "--json", results)
+    assert result.exit_code == 1 and "the baseline shares no case with this run" in result.output, result.output
+    doc = json.loads(results.read_text())
+    assert doc["gate"]["compared"] == 0 and not doc["gate"]["ok"] and not doc["summary"]["ok"]
+    (tmp_path / "same").mkdir()
+    assert _cli("run", suite, "--backend", "reference", "--compare", _baseline(suite, tmp_path / "same")).exit_code == 0
+
+
+@pytest.mark.parametrize("entry, message", [
+    (5, "an entry is a mapping"),
+    ({"status": None}, "status None is not one of"),
+    ({"status": "passed", "median_us": "fast"}, "median_us 'fast' is not a finite number"),
+    ({"status": "passed", "median_us": float("inf")}, "median_us inf is not a finite number"),
+    ({"status": "passed", "median_us": float("nan")}, "median_us nan is not a finite number"),
+    ({"status": "passed", "median_us": 3.0, "timing_source": 7}, "timing_source 7 is not a string"),
+])
+def test_a_malformed_baseline_entry_is_one_line_exit_2(suite, tmp_path, entry, message):
+    baseline = _edited_baseline(suite, tmp_path, lambda cases: {key: entry for key in cases})
+    result = _cli("run", suite, "--backend", "reference", "--compare", baseline, "--repeat", "1")
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert len(result.output.strip().splitlines()) == 1 and message in result.output, result.output
