@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 
 import pytest
@@ -39,6 +40,34 @@ def test_the_run_names_every_layer(tmp_path, marker):
     if os.geteuid() == 0:
         assert "unprivileged user" in line
     assert ("Landlock ABI" in line) == LANDLOCK and ("Landlock: missing" in line) == (not LANDLOCK)
+
+
+# Whether a fresh single-threaded process (as the worker's user: 65534 where a root worker drops to it)
+# gets a user namespace here; -S keeps site-packages (and numpy's threads) out of it.
+_UNSHARE_PROBE = """import ctypes, os, sys
+if sys.argv[1] == "nobody":
+    os.setgroups([]); os.setgid(65534); os.setuid(65534)
+sys.exit(0 if ctypes.CDLL(None, use_errno=True).unshare(0x10000000) == 0 else 1)"""
+
+
+def _unshare_works(as_nobody: bool) -> bool:
+    import subprocess
+    import sys
+    probe = [sys.executable, "-S", "-c", _UNSHARE_PROBE, "nobody" if as_nobody else "self"]
+    return subprocess.run(probe, timeout=30).returncode == 0
+
+
+def test_the_worker_takes_a_user_namespace_where_the_machine_gives_one(tmp_path, marker):
+    """The worker unshares while it still has one thread: an import that starts numpy's BLAS threads
+    first made unshare fail with EINVAL, and the run said 'user namespace: missing' on a machine that
+    gives every process one."""
+    done, _ = _run(tmp_path, marker, "reads_by_path")
+    line = next(line for line in done.stdout.splitlines() if line.startswith("workers confined: "))
+    dropped = os.geteuid() == 0 and "unprivileged user: missing" not in line
+    if not _unshare_works(as_nobody=dropped):
+        assert "user namespace: missing (unshare: " in line, line
+        pytest.skip("no user namespace for the worker's user here: the run says 'user namespace: missing'")
+    assert re.search(r"(^|; )user namespace(;|$)", line.removeprefix("workers confined: ")), line
 
 
 @pytest.mark.parametrize("backend", ["reads_by_path", "reads_through_proc", "searches_the_filesystem"])

@@ -194,6 +194,13 @@ def worker_writable() -> list[str]:
                    if p and os.path.isdir(p)})
 
 
+def _thread_count() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 0
+
+
 def confine_self(private_dir: str, readable: list[str]) -> list[str]:
     """Confine this process (and whatever it starts) for good; the layers' lines.  Call it while
     the process has one thread (a user namespace and Landlock need that)."""
@@ -211,7 +218,11 @@ def confine_self(private_dir: str, readable: list[str]) -> list[str]:
     if dropped:
         layers.append(dropped)
     if _libc.unshare(_CLONE_NEWUSER) != 0:
-        layers.append(f"user namespace: {MISSING} (unshare: {_errno_text()})")
+        why = _errno_text()
+        threads = _thread_count()
+        if threads > 1:   # the kernel refuses a multithreaded process a user namespace (EINVAL)
+            why += f"; the worker already ran {threads} threads"
+        layers.append(f"user namespace: {MISSING} (unshare: {why})")
     else:
         layers.append("user namespace")
     granted = worker_writable()
@@ -256,6 +267,22 @@ def backend_readable(backend_spec: str) -> list[str]:
     return [os.path.dirname(os.path.realpath(found.origin))]
 
 
+def _warm_finders(backend_spec: str) -> None:
+    """Let the import finders list, while the worker still may, the directories they search for the
+    backend's top module: once confined it may open the files it is allowed, not list the current
+    directory.  Only the standard library's finder: harness.backends (which parses a backend's name
+    in full) loads numpy, whose BLAS threads would make unshare(CLONE_NEWUSER) fail with EINVAL."""
+    if backend_spec.startswith("exec:"):
+        return
+    top = backend_spec.partition(":")[0].split(".")[0]
+    if top.isidentifier():
+        import importlib.machinery
+        try:
+            importlib.machinery.PathFinder.find_spec(top, _module_finder_path())
+        except (ImportError, ValueError):
+            pass
+
+
 def worker_entry(jobs, results, lifeline, backend_spec: str, log_path: str, private_dir: str,
                  readable: list[str], exec_timeout: float | None = None) -> None:
     """A worker's first code (harness.judge.workers): confine it while it has one thread, before numpy
@@ -264,9 +291,7 @@ def worker_entry(jobs, results, lifeline, backend_spec: str, log_path: str, priv
     # after the worker is gone (harness.worker.process_group.kill_session).
     os.setsid()
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
-    # The import finders list the directories they search now: once confined the worker may open
-    # the files it is allowed, not list the current directory.
-    backend_readable(backend_spec)
+    _warm_finders(backend_spec)
     layers = confine_self(private_dir, readable)
     from harness.worker import serve   # only once confined: it loads numpy, whose threads would block unshare
     serve.worker_main(jobs, results, lifeline, backend_spec, log, layers, exec_timeout)
