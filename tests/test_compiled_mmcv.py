@@ -103,3 +103,114 @@ def test_ms_deform_attn_compiled_emulation_is_numpys_bit_for_bit(compiled_ms_def
         assert numpy_way.dtype == compiled_way.dtype == np.float32
         assert numpy_way.tobytes() == compiled_way.tobytes(), (N, Q, M, C, levels, P)
     assert ran.count(True) == len(calls) - 1 and ran.count(False) == len(calls) - 1, ran   # the last is empty
+
+
+@pytest.fixture
+def compiled_deform_roi_pool(fresh_native_cache):
+    from gen.kernels.deform_roi_pool import compiled_mmcv_backward
+    assert compiled_mmcv_backward._loop() is not None, \
+        "a C compiler is on PATH but deform_roi_pool_mmcv_kernel.c did not build"
+
+
+def _deform_roi_pool_inputs(rng, dtype, N, H, W, C, R, PH, PW, with_offset: bool, specials: int,
+                            rois_dtype=None):
+    """Rois from inverted to twice the map, some on the map's last row and column and outside it; specials
+    (NaN, inf, half overflow, -0) in the maps and gradients."""
+    x1, y1 = rng.uniform(-4, W + 2, R), rng.uniform(-4, H + 2, R)
+    rois = np.stack([rng.integers(0, N, R), x1, y1, x1 + rng.uniform(-3, 2 * W, R),
+                     y1 + rng.uniform(-3, 2 * H, R)], 1)
+    rois[: R // 3, 1:] = rng.integers(-1, max(H, W) + 2, (R // 3, 4))      # on pixel edges: exact weights
+    features = rng.normal(size=(N, H, W, C)) * rng.choice([1.0, 3e3])
+    grad_output = rng.normal(size=(R, PH, PW, C)) * rng.choice([1.0, 300.0])
+    for array in (features, grad_output):
+        flat = array.reshape(-1)
+        if flat.size and specials:
+            flat[rng.integers(0, flat.size, specials)] = rng.choice([np.nan, np.inf, -np.inf, -0.0, 7e4, 1e-6],
+                                                                    specials)
+    with np.errstate(over="ignore"):                    # 7e4 is inf in half
+        inputs = {"grad_output": grad_output.astype(dtype), "input": features.astype(dtype),
+                  "rois": rois.astype(rois_dtype or dtype)}
+    if with_offset:
+        offset = rng.normal(size=(R, 2, PH, PW)) * rng.choice([0.5, 4.0])
+        if offset.size and specials:
+            offset.reshape(-1)[rng.integers(0, offset.size, 1)] = np.nan
+        inputs["offset"] = offset.astype(dtype)
+    return inputs
+
+
+# (N, H, W, C, R, PH, PW, sampling_ratio, spatial_scale, gamma, specials): several blocks, bins over 512
+# (no lane shares its sample), one-pixel maps (every point on the last row), adaptive grids and fixed ones,
+# half's rounding of a height past 2048, empty rois, channels and maps.
+_DEFORM_ROI_POOL_CALLS = [
+    (1, 9, 9, 1, 1, 4, 1, 5, 0.7941938638687134, 0.6350110173225403, 0),     # the doc's mluops_case0
+    (2, 13, 17, 24, 20, 3, 4, 0, 0.5, 0.3, 6),
+    (2, 7, 5, 3, 9, 2, 2, 2, 1.0, 0.1, 3),
+    (1, 1, 1, 4, 5, 2, 3, 0, 1.0, 1.0, 0),
+    (1, 1, 6, 2, 4, 3, 1, 3, 0.25, 0.5, 2),
+    (3, 5, 4, 1, 7, 23, 25, 1, 1.0, 0.7, 2),
+    (1, 2100, 3, 2, 3, 2, 1, 1, 1.0, 0.2, 0),
+    (2, 6, 6, 600, 2, 1, 1, 2, 1.0, 0.9, 5),
+    (1, 4, 4, 2, 0, 2, 2, 2, 1.0, 0.5, 0),
+    (1, 4, 4, 0, 3, 2, 2, 2, 1.0, 0.5, 0),
+    (1, 0, 4, 2, 3, 2, 2, 2, 1.0, 0.5, 0),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_deform_roi_pool_backward_compiled_emulation_is_numpys_bit_for_bit(compiled_deform_roi_pool, monkeypatch,
+                                                                          dtype):
+    from gen.kernels.deform_roi_pool import compiled_mmcv_backward
+    from gen.kernels.deform_roi_pool.mmcv_emulation_backward import deform_roi_pool_backward
+    rng = np.random.default_rng(37)
+    ran = []        # what each call of the loop answered: True where it computed the outputs
+    original = compiled_mmcv_backward.backward
+
+    def recorded(*args):
+        answer = original(*args)
+        ran.append(answer is not None)
+        return answer
+    monkeypatch.setattr(compiled_mmcv_backward, "backward", recorded)
+    reached = {"grad_input": 0, "grad_offset": 0}
+    calls = 0
+    for N, H, W, C, R, PH, PW, sampling_ratio, scale, gamma, specials in _DEFORM_ROI_POOL_CALLS:
+        params = {"pooled_height": PH, "pooled_width": PW, "spatial_scale": scale, "sampling_ratio": sampling_ratio,
+                  "gamma": gamma}
+        for with_offset, rois_dtype, thread_by_thread in ((False, None, False), (True, None, False),
+                                                          (True, None, True), (True, np.float32, False)):
+            inputs = _deform_roi_pool_inputs(rng, dtype, N, H, W, C, R, PH, PW, with_offset, specials, rois_dtype)
+            with np.errstate(all="ignore"):
+                monkeypatch.setenv("OPCASE_NO_CC", "1")
+                numpy_way = deform_roi_pool_backward(inputs, params, thread_by_thread=thread_by_thread)
+                monkeypatch.delenv("OPCASE_NO_CC")
+                compiled_way = deform_roi_pool_backward(inputs, params, thread_by_thread=thread_by_thread)
+            for name in ("grad_input", "grad_offset"):
+                assert numpy_way[name].dtype == compiled_way[name].dtype == dtype, name
+                assert numpy_way[name].tobytes() == compiled_way[name].tobytes(), \
+                    (N, H, W, C, R, PH, PW, sampling_ratio, with_offset, rois_dtype, thread_by_thread, name)
+                reached[name] += int(np.count_nonzero(compiled_way[name]) > 0)
+            calls += 1
+    # Under OPCASE_NO_CC the loop answers None; else it computed every call, none handed back to numpy.
+    assert ran == [False, True] * calls, ran
+    assert reached["grad_input"] >= calls // 2 and reached["grad_offset"] >= calls // 4, reached
+
+
+def test_deform_roi_pool_backward_emulation_leaves_to_numpy_what_numpy_decides(compiled_deform_roi_pool, monkeypatch):
+    """A batch index outside the inputs: numpy's ValueError, whichever way; shapes and dtypes the loop does not
+    take and over MAX_SLOTS: numpy's path."""
+    from gen.kernels.deform_roi_pool import compiled_mmcv_backward
+    from gen.kernels.deform_roi_pool.mmcv_emulation_backward import deform_roi_pool_backward
+    rng = np.random.default_rng(5)
+    params = {"pooled_height": 2, "pooled_width": 2, "spatial_scale": 1.0, "sampling_ratio": 2, "gamma": 0.1}
+    inputs = _deform_roi_pool_inputs(rng, np.float32, 2, 5, 5, 3, 4, 2, 2, True, 0)
+    inputs["rois"][2, 0] = 2
+    with pytest.raises(ValueError, match="batch indices"):
+        deform_roi_pool_backward(inputs, params)
+    assert compiled_mmcv_backward.backward(inputs, params, 1.0, 0.1, False) is None
+    inputs["rois"][2, 0] = 1
+    assert compiled_mmcv_backward.backward(inputs, params, 1.0, 0.1, False) is not None
+    mixed = {**inputs, "grad_output": inputs["grad_output"].astype(np.float16)}
+    assert compiled_mmcv_backward.backward(mixed, params, 1.0, 0.1, False) is None
+    monkeypatch.setattr(compiled_mmcv_backward, "MAX_SLOTS", 4.0 * 512 - 1)    # one block of 2 x 2 steps
+    assert compiled_mmcv_backward.backward(inputs, params, 1.0, 0.1, False) is None
+    monkeypatch.setattr(compiled_mmcv_backward, "MAX_SLOTS", 4.0 * 512)
+    assert compiled_mmcv_backward.backward(inputs, params, 1.0, 0.1, False) is not None
