@@ -163,13 +163,13 @@ def test_deform_roi_pool_backward_compiled_emulation_is_numpys_bit_for_bit(compi
     from gen.kernels.deform_roi_pool.mmcv_emulation_backward import deform_roi_pool_backward
     rng = np.random.default_rng(37)
     ran = []        # what each call of the loop answered: True where it computed the outputs
-    original = compiled_mmcv_backward.backward
+    original = compiled_mmcv_backward.deform_roi_pool_backward
 
     def recorded(*args):
         answer = original(*args)
         ran.append(answer is not None)
         return answer
-    monkeypatch.setattr(compiled_mmcv_backward, "backward", recorded)
+    monkeypatch.setattr(compiled_mmcv_backward, "deform_roi_pool_backward", recorded)
     reached = {"grad_input": 0, "grad_offset": 0}
     calls = 0
     for N, H, W, C, R, PH, PW, sampling_ratio, scale, gamma, specials in _DEFORM_ROI_POOL_CALLS:
@@ -205,12 +205,12 @@ def test_deform_roi_pool_backward_emulation_leaves_to_numpy_what_numpy_decides(c
     inputs["rois"][2, 0] = 2
     with pytest.raises(ValueError, match="batch indices"):
         deform_roi_pool_backward(inputs, params)
-    assert compiled_mmcv_backward.backward(inputs, params, 1.0, 0.1, False) is None
+    assert compiled_mmcv_backward.deform_roi_pool_backward(inputs, params, False) is None
     inputs["rois"][2, 0] = 1
-    assert compiled_mmcv_backward.backward(inputs, params, 1.0, 0.1, False) is not None
+    assert compiled_mmcv_backward.deform_roi_pool_backward(inputs, params, False) is not None
     mixed = {**inputs, "grad_output": inputs["grad_output"].astype(np.float16)}
-    assert compiled_mmcv_backward.backward(mixed, params, 1.0, 0.1, False) is None
+    assert compiled_mmcv_backward.deform_roi_pool_backward(mixed, params, False) is None
     monkeypatch.setattr(compiled_mmcv_backward, "MAX_SLOTS", 4.0 * 512 - 1)    # one block of 2 x 2 steps
-    assert compiled_mmcv_backward.backward(inputs, params, 1.0, 0.1, False) is None
+    assert compiled_mmcv_backward.deform_roi_pool_backward(inputs, params, False) is None
     monkeypatch.setattr(compiled_mmcv_backward, "MAX_SLOTS", 4.0 * 512)
-    assert compiled_mmcv_backward.backward(inputs, params, 1.0, 0.1, False) is not None
+    assert compiled_mmcv_backward.deform_roi_pool_backward(inputs, params, False) is not None

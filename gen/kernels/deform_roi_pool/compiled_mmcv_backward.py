@@ -19,8 +19,8 @@ import numpy as np
 from gen import native
 
 _SOURCE = Path(__file__).with_name("deform_roi_pool_mmcv_kernel.c")
-_P, _L, _F, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_float, ctypes.c_int
-_ARGTYPES = [_P, _P, _L, _L, _L, _L, _P, _L, _P, _L, _L, _F, _F, _L, _I, _I, ctypes.c_double, _P, _P]
+_P, _L, _D, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_double, ctypes.c_int
+_ARGTYPES = [_P, _P, _L, _L, _L, _L, _P, _L, _P, _L, _L, _D, _D, _L, _I, _I, _D, _P, _P]
 _T = (np.dtype(np.float16), np.dtype(np.float32))
 # Past this many sample slots (blocks x their largest grid's steps x 512 lanes) numpy runs, as before.
 MAX_SLOTS = float(1 << 32)
@@ -33,6 +33,9 @@ def _loop():
 
 def _takes(grad_output, features, rois, offset, PH: int, PW: int) -> bool:
     """Whether the loop takes these arrays: T maps, the shapes the emulation reads, float rois and offsets."""
+    if not (isinstance(grad_output, np.ndarray) and isinstance(features, np.ndarray) and isinstance(rois, np.ndarray)
+            and (offset is None or isinstance(offset, np.ndarray))):
+        return False
     if features.ndim != 4 or features.dtype not in _T or grad_output.dtype != features.dtype:
         return False
     N, H, W, C = features.shape
@@ -42,15 +45,12 @@ def _takes(grad_output, features, rois, offset, PH: int, PW: int) -> bool:
     return offset is None or (offset.shape == (R, 2, PH, PW) and offset.dtype.kind == "f")
 
 
-def backward(inputs: dict, params: dict, scale, gamma, thread_by_thread: bool):
-    """(grad_input [N, H, W, C], grad_offset [R, 2, PH, PW]) in the float32 carrier, or None where numpy must
-    run.  scale and gamma are the launcher's casts to T (mmcv_emulation.as_t)."""
+def deform_roi_pool_backward(inputs: dict, params: dict, thread_by_thread: bool) -> dict | None:
+    """{grad_input [N, H, W, C], grad_offset [R, 2, PH, PW]} in T with the GPU's NaN, as
+    mmcv_emulation_backward.deform_roi_pool_backward returns them, or None where numpy must run."""
     grad_output, features, rois = inputs["grad_output"], inputs["input"], inputs["rois"]
     offset = inputs.get("offset")
     PH, PW = int(params["pooled_height"]), int(params["pooled_width"])
-    if not isinstance(grad_output, np.ndarray) or not isinstance(features, np.ndarray) \
-            or not isinstance(rois, np.ndarray) or not (offset is None or isinstance(offset, np.ndarray)):
-        return None
     if not _takes(grad_output, features, rois, offset, PH, PW):
         return None
     function = _loop()
@@ -58,14 +58,16 @@ def backward(inputs: dict, params: dict, scale, gamma, thread_by_thread: bool):
         return None
     N, H, W, C = features.shape
     R = rois.shape[0]
-    carriers = [np.ascontiguousarray(a, dtype=np.float32) for a in (grad_output, features, rois)]
+    # The maps are read in T (float16 bits or float); rois and offsets, used in float32 (mul_add), as float32.
+    grads, pixels = np.ascontiguousarray(grad_output), np.ascontiguousarray(features)
+    corners = np.ascontiguousarray(rois, dtype=np.float32)
     shifts = None if offset is None else np.ascontiguousarray(offset, dtype=np.float32)
-    grad_input = np.zeros((N, H, W, C), dtype=np.float32)
-    grad_offset = np.zeros((R, 2, PH, PW), dtype=np.float32)
-    status = function(carriers[0].ctypes.data, carriers[1].ctypes.data, N, H, W, C, carriers[2].ctypes.data, R,
-                      None if shifts is None else shifts.ctypes.data, PH, PW, float(scale), float(gamma),
-                      int(params["sampling_ratio"]), int(features.dtype == np.float16), int(thread_by_thread),
-                      MAX_SLOTS, grad_input.ctypes.data, grad_offset.ctypes.data)
+    grad_input = np.empty((N, H, W, C), dtype=features.dtype)
+    grad_offset = np.empty((R, 2, PH, PW), dtype=features.dtype)
+    status = function(grads.ctypes.data, pixels.ctypes.data, N, H, W, C, corners.ctypes.data, R,
+                      None if shifts is None else shifts.ctypes.data, PH, PW, float(params["spatial_scale"]),
+                      float(params["gamma"]), int(params["sampling_ratio"]), int(features.dtype == _T[0]),
+                      int(thread_by_thread), MAX_SLOTS, grad_input.ctypes.data, grad_offset.ctypes.data)
     if status != 0:
         return None
-    return grad_input, grad_offset
+    return {"grad_input": grad_input, "grad_offset": grad_offset}

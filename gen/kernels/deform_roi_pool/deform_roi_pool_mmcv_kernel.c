@@ -103,6 +103,23 @@ MMCV_INLINE void sample(const Roi *roi, const Thread *t, long iy, long ix, long 
     s->along_y_factor[3] = mmcv_in_t(x - xh, is_half);
 }
 
+/* Element i of a T array (float, or float16 bits). */
+MMCV_INLINE float value_of(const void *array, long i, int is_half)
+{
+    return is_half ? mmcv_half_to_float(((const uint16_t *)array)[i]) : ((const float *)array)[i];
+}
+
+/* The float32 carriers' sums written as ScalarT.result writes them: T, every NaN canonical. */
+static void write_result(const float *sums, long count, int is_half, void *out)
+{
+    if (is_half)
+        for (long i = 0; i < count; i++)
+            ((uint16_t *)out)[i] = mmcv_half_bits(sums[i]);
+    else
+        for (long i = 0; i < count; i++)
+            ((float *)out)[i] = mmcv_canonical_float(sums[i]);
+}
+
 /* mmcv_emulation_backward._four_terms: p[a]*f0, then the other three fused (ScalarT.mac) in turn. */
 MMCV_INLINE float four_terms(const float *pixel, const float *factor, int a, int b, int c, int d, int is_half)
 {
@@ -113,12 +130,12 @@ MMCV_INLINE float four_terms(const float *pixel, const float *factor, int a, int
 }
 
 /* The grad_offset values of a used sample: (gamma * roi_width) * g * along_x, and along y. */
-MMCV_INLINE void offset_values(const Roi *roi, const Thread *t, const Sample *s, const float *features, long C,
+MMCV_INLINE void offset_values(const Roi *roi, const Thread *t, const Sample *s, const void *features, long C,
                                int is_half, float *ogx, float *ogy)
 {
     float pixel[4];
     for (int k = 0; k < 4; k++)
-        pixel[k] = features[s->spatial[k] * C + t->c];
+        pixel[k] = value_of(features, s->spatial[k] * C + t->c, is_half);
     const float along_x = four_terms(pixel, s->along_x_factor, 3, 1, 2, 0, is_half);
     const float along_y = four_terms(pixel, s->along_y_factor, 3, 2, 1, 0, is_half);
     *ogx = mmcv_in_t(mmcv_in_t(roi->gamma_roi_w * t->g, is_half) * along_x, is_half);
@@ -138,25 +155,32 @@ static void block_steps(const Roi *geo, long first, long last, long *steps_h, lo
 
 MMCV_INLINE void add(float *target, float value, int is_half) { *target = mmcv_in_t(*target + value, is_half); }
 
-/* grad_output [R, PH, PW, C], features [N, H, W, C], rois [R, 5], offset [R, 2, PH, PW] or NULL, all float32
- * carriers of T; scale and gamma in T -> grad_input [N, H, W, C], grad_offset [R, 2, PH, PW], zeroed by the
- * caller, summed into.  Returns NUMPY_DECIDES (nothing written) for a batch index outside [0, N) or more
- * sample slots than max_slots. */
-int deform_roi_pool_backward_mmcv(const float *grad_output, const float *features, long N, long H, long W, long C,
-                                  const float *rois, long R, const float *offset, long PH, long PW, float scale,
-                                  float gamma, long sampling_ratio, int is_half, int thread_by_thread,
-                                  double max_slots, float *grad_input, float *grad_offset)
+/* grad_output [R, PH, PW, C] and features [N, H, W, C] in T (float, or float16 bits where is_half), rois
+ * [R, 5] and offset [R, 2, PH, PW] (or NULL) float32 carriers; spatial_scale and gamma as the launcher gets
+ * them (cast to T here) -> grad_input_out [N, H, W, C], grad_offset_out [R, 2, PH, PW] in T, NaNs canonical.
+ * Returns NUMPY_DECIDES (the outputs unwritten) for a batch index outside [0, N), more sample slots than
+ * max_slots, or no memory. */
+int deform_roi_pool_backward_mmcv(const void *grad_output, const void *features, long N, long H, long W, long C,
+                                  const float *rois, long R, const float *offset, long PH, long PW,
+                                  double spatial_scale, double gamma_value, long sampling_ratio, int is_half,
+                                  int thread_by_thread, double max_slots, void *grad_input_out,
+                                  void *grad_offset_out)
 {
-    if (R == 0 || PH == 0 || PW == 0 || C == 0 || H == 0 || W == 0)
-        return 0;
-    Roi *geo = malloc(sizeof(Roi) * R);
+    const long input_size = N * H * W * C, offset_size = R * 2 * PH * PW;
+    float *grad_input = calloc(input_size > 0 ? input_size : 1, sizeof(float));
+    float *grad_offset = calloc(offset_size > 0 ? offset_size : 1, sizeof(float));
+    Roi *geo = malloc(sizeof(Roi) * (R > 0 ? R : 1));
     Thread *lanes = malloc(sizeof(Thread) * BLOCK);
     Sample *samples = malloc(sizeof(Sample) * BLOCK);
     int status = 0;
-    if (!geo || !lanes || !samples) {
+    if (!grad_input || !grad_offset || !geo || !lanes || !samples) {
         status = NUMPY_DECIDES;
         goto done;
     }
+    if (R == 0 || PH == 0 || PW == 0 || C == 0 || H == 0 || W == 0)
+        goto written;
+    /* The launcher's static_cast<scalar_t>(float): the params are float32 values (mmcv_emulation.as_t). */
+    const float scale = mmcv_in_t((float)spatial_scale, is_half), gamma = mmcv_in_t((float)gamma_value, is_half);
     const float minus_half = -0.5f;
     const float t_ph = int_in_t(PH, is_half), t_pw = int_in_t(PW, is_half);
     double slots = 0;
@@ -210,7 +234,8 @@ int deform_roi_pool_backward_mmcv(const float *grad_output, const float *feature
             t->c = (thread / bins) % C;
             t->n = thread / (bins * C);
             const Roi *roi = geo + t->n;
-            t->g = mmcv_in_t(grad_output[((t->n * PH + t->ph) * PW + t->pw) * C + t->c] / roi->count, is_half);
+            t->g = mmcv_in_t(value_of(grad_output, ((t->n * PH + t->ph) * PW + t->pw) * C + t->c, is_half)
+                             / roi->count, is_half);
             float start_w = roi->start_w, start_h = roi->start_h;
             if (with_offset) {
                 const float *shift = offset + t->n * 2 * bins + t->ph * PW + t->pw;
@@ -274,7 +299,12 @@ int deform_roi_pool_backward_mmcv(const float *grad_output, const float *feature
                 }
             }
     }
+written:
+    write_result(grad_input, input_size, is_half, grad_input_out);
+    write_result(grad_offset, offset_size, is_half, grad_offset_out);
 done:
+    free(grad_input);
+    free(grad_offset);
     free(geo);
     free(lanes);
     free(samples);

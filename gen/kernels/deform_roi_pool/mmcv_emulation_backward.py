@@ -39,6 +39,9 @@ def deform_roi_pool_backward(inputs: dict, params: dict, out_shapes: dict | None
                              thread_by_thread: bool = False) -> dict:
     """grad_output [R, PH, PW, C], input [N, H, W, C], rois [R, 5], offset [R, 2, PH, PW] (or None)
     -> grad_input [N, H, W, C], grad_offset [R, 2, PH, PW] in T (grad_offset 0 without an offset)."""
+    fast = compiled_mmcv_backward.deform_roi_pool_backward(inputs, params, thread_by_thread)
+    if fast is not None:
+        return fast
     grad_output, features, rois = inputs["grad_output"], inputs["input"], inputs["rois"]
     offset = inputs.get("offset")
     dtype = features.dtype.type
@@ -46,10 +49,6 @@ def deform_roi_pool_backward(inputs: dict, params: dict, out_shapes: dict | None
     N, H, W, C = features.shape
     R = rois.shape[0]
     T = ScalarT(dtype)
-    fast = compiled_mmcv_backward.backward(inputs, params, as_t(params["spatial_scale"], dtype),
-                                           as_t(params["gamma"], dtype), thread_by_thread)
-    if fast is not None:
-        return {"grad_input": T.result(fast[0]), "grad_offset": T.result(fast[1])}
     grad_input = np.zeros(N * H * W * C, dtype=dtype)
     grad_offset = np.zeros(R * 2 * PH * PW, dtype=dtype)
     if grad_output.size and H and W:

@@ -51,4 +51,36 @@ MMCV_INLINE long mmcv_to_int(float x)
     return t < -2147483648.0 ? -2147483648L : t > 2147483647.0 ? 2147483647L : (long)t;
 }
 
+/* A float16's bits as float32 (exact). */
+MMCV_INLINE float mmcv_half_to_float(uint16_t h)
+{
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1Fu, fraction = h & 0x3FFu;
+    if (exponent == 0x1F)
+        return mmcv_float_of(sign | 0x7F800000u | (fraction << 13));
+    if (exponent == 0) {                                        /* zero and subnormals: fraction * 2^-24 */
+        const float magnitude = (float)fraction * 0x1p-24f;
+        return mmcv_float_of(sign | mmcv_bits_of(magnitude));
+    }
+    return mmcv_float_of(sign | ((exponent + 112u) << 23) | (fraction << 13));
+}
+
+/* The float16 bits of a float32 carrier that holds a half value, as ScalarT.result gives them: every NaN
+ * the GPU's canonical 0x7fff (mmcv_half.canonical_nan). */
+MMCV_INLINE uint16_t mmcv_half_bits(float x)
+{
+    if (isnan(x))
+        return 0x7FFFu;
+    const uint32_t bits = mmcv_bits_of(x);
+    const uint16_t sign = (uint16_t)((bits >> 16) & 0x8000u);
+    const float magnitude = fabsf(x);
+    if (isinf(x))
+        return sign | 0x7C00u;
+    if (magnitude < 0x1p-14f)                                   /* zero and subnormals: exact multiples of 2^-24 */
+        return sign | (uint16_t)(magnitude * 0x1p24f);
+    return sign | (uint16_t)((((bits >> 23) & 0xFFu) - 112u) << 10) | (uint16_t)((bits >> 13) & 0x3FFu);
+}
+
+/* A float32 result as ScalarT.result gives it: every NaN the GPU's canonical 0x7fffffff. */
+MMCV_INLINE float mmcv_canonical_float(float x) { return isnan(x) ? mmcv_float_of(0x7FFFFFFFu) : x; }
+
 #endif
