@@ -214,3 +214,83 @@ def test_deform_roi_pool_backward_emulation_leaves_to_numpy_what_numpy_decides(c
     assert compiled_mmcv_backward.deform_roi_pool_backward(inputs, params, False) is None
     monkeypatch.setattr(compiled_mmcv_backward, "MAX_SLOTS", 4.0 * 512)
     assert compiled_mmcv_backward.deform_roi_pool_backward(inputs, params, False) is not None
+
+
+@pytest.fixture
+def compiled_border_align(fresh_native_cache):
+    from gen.kernels.border_align import compiled_mmcv_backward
+    assert compiled_mmcv_backward._loop() is not None, \
+        "a C compiler is on PATH but border_align_backward_mmcv_kernel.c did not build"
+
+
+def _border_align_inputs(rng, dtype, N, K, C, H, W, pool_size: int, specials: int, boxes_dtype=None):
+    """Boxes inside, on and past the map's edges, some of zero size, on pixel edges; argmax_idx in
+    [0, pool_size], a few outside it (the emulation's other path); specials in grad_output."""
+    x1, y1 = rng.uniform(-3, W + 1, (N, K)), rng.uniform(-3, H + 1, (N, K))
+    boxes = np.stack([x1, y1, x1 + rng.uniform(0, W + 2, (N, K)), y1 + rng.uniform(0, H + 2, (N, K))], -1)
+    boxes.reshape(-1, 4)[: N * K // 4] = rng.integers(-1, max(H, W) + 2, (N * K // 4, 4))
+    boxes.reshape(-1, 4)[N * K // 4: N * K // 3, 2:] = boxes.reshape(-1, 4)[N * K // 4: N * K // 3, :2]   # zero size
+    argmax = rng.integers(0, pool_size + 1, (N, K, 4, C)).astype(np.int32)
+    grad_output = rng.normal(size=(N, K, 4, C)) * rng.choice([1.0, 500.0])
+    flat = grad_output.reshape(-1)
+    if flat.size and specials:
+        flat[rng.integers(0, flat.size, specials)] = rng.choice([np.nan, np.inf, -np.inf, -0.0, 7e4, 1e-6], specials)
+        argmax.reshape(-1)[rng.integers(0, argmax.size, specials)] = rng.choice([-2, -1, pool_size + 1], specials)
+    with np.errstate(over="ignore"):
+        return {"grad_output": grad_output.astype(dtype), "boxes": boxes.astype(boxes_dtype or dtype),
+                "argmax_idx": argmax}
+
+
+# (N, K, C, H, W, pool_size, specials): several blocks of 128, one-pixel maps, more points than pixels,
+# mlu-ops' C = 129, empty boxes, channels and maps.
+_BORDER_ALIGN_CALLS = [
+    (1, 12, 1, 3, 4, 1, 0), (2, 20, 6, 4, 5, 4, 3), (2, 1, 8, 1, 1, 3, 0), (1, 20, 4, 4, 5, 32, 2),
+    (1, 70, 9, 10, 7, 10, 4), (1, 64, 4, 8, 8, 10, 0), (3, 5, 1, 1, 5, 8, 1), (1, 0, 3, 4, 4, 2, 0),
+    (1, 3, 0, 4, 4, 2, 0), (1, 3, 2, 0, 4, 2, 0),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_border_align_backward_compiled_emulation_is_numpys_bit_for_bit(compiled_border_align, monkeypatch, dtype):
+    from gen.kernels.border_align import compiled_mmcv_backward
+    from gen.kernels.border_align.mmcv_emulation import atomic_adds_thread_by_thread, border_align_backward
+    rng = np.random.default_rng(37)
+    ran = []
+    original = compiled_mmcv_backward.border_align_backward
+
+    def recorded(*args):
+        answer = original(*args)
+        ran.append(answer is not None)
+        return answer
+    monkeypatch.setattr(compiled_mmcv_backward, "border_align_backward", recorded)
+    calls, reached = 0, 0
+    for N, K, C, H, W, pool_size, specials in _BORDER_ALIGN_CALLS:
+        for emulation, boxes_dtype in ((border_align_backward, None), (atomic_adds_thread_by_thread, None),
+                                       (border_align_backward, np.float32)):
+            inputs = _border_align_inputs(rng, dtype, N, K, C, H, W, pool_size, specials, boxes_dtype)
+            arguments = (inputs, {"pool_size": pool_size}, {"grad_input": (N, H, W, 4 * C)})
+            with np.errstate(all="ignore"):
+                monkeypatch.setenv("OPCASE_NO_CC", "1")
+                numpy_way = emulation(*arguments)["grad_input"]
+                monkeypatch.delenv("OPCASE_NO_CC")
+                compiled_way = emulation(*arguments)["grad_input"]
+            assert numpy_way.dtype == compiled_way.dtype == dtype
+            assert numpy_way.shape == compiled_way.shape == (N, H, W, 4 * C)
+            assert numpy_way.tobytes() == compiled_way.tobytes(), (N, K, C, H, W, pool_size, emulation.__name__)
+            reached += int(np.count_nonzero(compiled_way) > 0)
+            calls += 1
+    assert ran == [False, True] * calls, ran
+    assert reached >= calls * 2 // 3, reached
+
+
+def test_border_align_backward_emulation_leaves_to_numpy_what_the_loop_does_not_take(compiled_border_align):
+    from gen.kernels.border_align import compiled_mmcv_backward as loop
+    inputs = _border_align_inputs(np.random.default_rng(3), np.float32, 2, 3, 4, 5, 5, 2, 0)
+    shape = (2, 5, 5, 16)
+    args = (inputs["grad_output"], inputs["boxes"], inputs["argmax_idx"], 2)
+    assert loop.border_align_backward(*args, shape, False) is not None
+    assert loop.border_align_backward(*args, (2, 5, 5, 18), False) is None                  # 4C: not C's
+    assert loop.border_align_backward(*args, (3, 5, 5, 16), False) is None                  # another N
+    assert loop.border_align_backward(inputs["grad_output"], inputs["boxes"], inputs["argmax_idx"].astype(np.int64),
+                                      2, shape, False) is None
+    assert loop.border_align_backward(inputs["grad_output"].astype(np.float64), *args[1:], shape, False) is None

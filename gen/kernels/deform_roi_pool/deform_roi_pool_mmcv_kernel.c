@@ -4,7 +4,7 @@
  *
  * Values are float32 here whatever T is (../shared/mmcv_half.h: an at::Half operator is the float32
  * operation rounded to half).  Every operation of the numpy code, in its order and with its fusions:
- * `mac(acc, a, b)` is ScalarT.mac (fmaf(a, b, acc) for float; two roundings, nothing fused, for half),
+ * `mmcv_mac(acc, a, b)` is ScalarT.mac (fmaf(a, b, acc) for float; two roundings, nothing fused, for half),
  * `in_t` one operator's rounding to T.  The atomicAdds go in the emulation's order: block after block of
  * 512 threads; within a block sample step after step ((iy, ix) in row-major order), then corner (w1..w4),
  * then lane; or, thread_by_thread, thread after thread, each thread's steps and corners in turn.  Each add
@@ -19,14 +19,6 @@
 
 /* The statuses besides 0 (done): numpy must run (and raise or decide). */
 #define NUMPY_DECIDES 1
-
-MMCV_INLINE float mac(float acc, float a, float b, int is_half)
-{
-    return is_half ? mmcv_round_to_half(acc + mmcv_round_to_half(a * b)) : fmaf(a, b, acc);
-}
-
-/* static_cast<T> of an int: through float. */
-MMCV_INLINE float int_in_t(long x, int is_half) { return mmcv_in_t((float)x, is_half); }
 
 typedef struct {                /* a roi's preamble in T (mmcv_emulation_backward._Geometry) */
     float start_w, start_h, roi_w, roi_h, bin_w, bin_h, gamma_roi_w, gamma_roi_h, count;
@@ -44,23 +36,6 @@ typedef struct {                /* what a thread reads once: its bin and its gra
     float g, y0, x0;
 } Thread;
 
-/* One axis of bilinear_interpolate (mmcv_emulation._bilinear_axis) for a point inside the map's bounds. */
-MMCV_INLINE void axis(float coord, long size, int is_half, long *low, long *high, float *fraction)
-{
-    if (coord <= 0)
-        coord = 0.0f;
-    long l = mmcv_to_int(coord);
-    if (l >= size - 1) {
-        l = size - 1;
-        coord = int_in_t(l, is_half);
-        *high = l;
-    } else {
-        *high = l + 1;
-    }
-    *low = l;
-    *fraction = mmcv_in_t(coord - int_in_t(l, is_half), is_half);
-}
-
 MMCV_INLINE void sample(const Roi *roi, const Thread *t, long iy, long ix, long H, long W, int with_offset,
                         int is_half, Sample *s)
 {
@@ -68,22 +43,17 @@ MMCV_INLINE void sample(const Roi *roi, const Thread *t, long iy, long ix, long 
     if (iy >= roi->grid_h || ix >= roi->grid_w)
         return;
     const float step_y = mmcv_in_t(mmcv_in_t(mmcv_in_t((float)((double)iy + 0.5), is_half) * roi->bin_h, is_half)
-                                   / int_in_t(roi->grid_h, is_half), is_half);
+                                   / mmcv_int_in_t(roi->grid_h, is_half), is_half);
     const float step_x = mmcv_in_t(mmcv_in_t(mmcv_in_t((float)((double)ix + 0.5), is_half) * roi->bin_w, is_half)
-                                   / int_in_t(roi->grid_w, is_half), is_half);
+                                   / mmcv_int_in_t(roi->grid_w, is_half), is_half);
     const float y = mmcv_in_t(t->y0 + step_y, is_half), x = mmcv_in_t(t->x0 + step_x, is_half);
-    if (y < -1 || y > (float)H || x < -1 || x > (float)W)
+    MmcvBilinear b;
+    if (!mmcv_bilinear(y, x, H, W, is_half, &b))
         return;
-    long y_low, y_high, x_low, x_high;
-    float ly, lx;
-    axis(y, H, is_half, &y_low, &y_high, &ly);
-    axis(x, W, is_half, &x_low, &x_high, &lx);
-    const float hy = mmcv_in_t(1.0f - ly, is_half), hx = mmcv_in_t(1.0f - lx, is_half);
+    const long y_low = b.y_low, y_high = b.y_high, x_low = b.x_low, x_high = b.x_high;
     s->used = 1;
-    s->weight[0] = mmcv_in_t(hy * hx, is_half);
-    s->weight[1] = mmcv_in_t(hy * lx, is_half);
-    s->weight[2] = mmcv_in_t(ly * hx, is_half);
-    s->weight[3] = mmcv_in_t(ly * lx, is_half);
+    for (int k = 0; k < 4; k++)
+        s->weight[k] = b.weight[k];
     const long image = roi->batch * H;
     s->spatial[0] = (image + y_low) * W + x_low;
     s->spatial[1] = (image + y_low) * W + x_high;
@@ -91,8 +61,8 @@ MMCV_INLINE void sample(const Roi *roi, const Thread *t, long iy, long ix, long 
     s->spatial[3] = (image + y_high) * W + x_high;
     if (!with_offset)
         return;
-    const float yl = int_in_t(y_low, is_half), yh = int_in_t(y_high, is_half);
-    const float xl = int_in_t(x_low, is_half), xh = int_in_t(x_high, is_half);
+    const float yl = mmcv_int_in_t(y_low, is_half), yh = mmcv_int_in_t(y_high, is_half);
+    const float xl = mmcv_int_in_t(x_low, is_half), xh = mmcv_int_in_t(x_high, is_half);
     s->along_x_factor[0] = mmcv_in_t(y - yl, is_half);
     s->along_x_factor[1] = mmcv_in_t(yh - y, is_half);
     s->along_x_factor[2] = mmcv_in_t(yl - y, is_half);
@@ -103,30 +73,13 @@ MMCV_INLINE void sample(const Roi *roi, const Thread *t, long iy, long ix, long 
     s->along_y_factor[3] = mmcv_in_t(x - xh, is_half);
 }
 
-/* Element i of a T array (float, or float16 bits). */
-MMCV_INLINE float value_of(const void *array, long i, int is_half)
-{
-    return is_half ? mmcv_half_to_float(((const uint16_t *)array)[i]) : ((const float *)array)[i];
-}
-
-/* The float32 carriers' sums written as ScalarT.result writes them: T, every NaN canonical. */
-static void write_result(const float *sums, long count, int is_half, void *out)
-{
-    if (is_half)
-        for (long i = 0; i < count; i++)
-            ((uint16_t *)out)[i] = mmcv_half_bits(sums[i]);
-    else
-        for (long i = 0; i < count; i++)
-            ((float *)out)[i] = mmcv_canonical_float(sums[i]);
-}
-
 /* mmcv_emulation_backward._four_terms: p[a]*f0, then the other three fused (ScalarT.mac) in turn. */
 MMCV_INLINE float four_terms(const float *pixel, const float *factor, int a, int b, int c, int d, int is_half)
 {
     float total = mmcv_in_t(pixel[a] * factor[0], is_half);
-    total = mac(total, pixel[b], factor[1], is_half);
-    total = mac(total, pixel[c], factor[2], is_half);
-    return mac(total, pixel[d], factor[3], is_half);
+    total = mmcv_mac(total, pixel[b], factor[1], is_half);
+    total = mmcv_mac(total, pixel[c], factor[2], is_half);
+    return mmcv_mac(total, pixel[d], factor[3], is_half);
 }
 
 /* The grad_offset values of a used sample: (gamma * roi_width) * g * along_x, and along y. */
@@ -135,7 +88,7 @@ MMCV_INLINE void offset_values(const Roi *roi, const Thread *t, const Sample *s,
 {
     float pixel[4];
     for (int k = 0; k < 4; k++)
-        pixel[k] = value_of(features, s->spatial[k] * C + t->c, is_half);
+        pixel[k] = mmcv_value_of(features, s->spatial[k] * C + t->c, is_half);
     const float along_x = four_terms(pixel, s->along_x_factor, 3, 1, 2, 0, is_half);
     const float along_y = four_terms(pixel, s->along_y_factor, 3, 2, 1, 0, is_half);
     *ogx = mmcv_in_t(mmcv_in_t(roi->gamma_roi_w * t->g, is_half) * along_x, is_half);
@@ -152,8 +105,6 @@ static void block_steps(const Roi *geo, long first, long last, long *steps_h, lo
             *steps_w = geo[r].grid_w > *steps_w ? geo[r].grid_w : *steps_w;
         }
 }
-
-MMCV_INLINE void add(float *target, float value, int is_half) { *target = mmcv_in_t(*target + value, is_half); }
 
 /* grad_output [R, PH, PW, C] and features [N, H, W, C] in T (float, or float16 bits where is_half), rois
  * [R, 5] and offset [R, 2, PH, PW] (or NULL) float32 carriers; spatial_scale and gamma as the launcher gets
@@ -182,7 +133,7 @@ int deform_roi_pool_backward_mmcv(const void *grad_output, const void *features,
     /* The launcher's static_cast<scalar_t>(float): the params are float32 values (mmcv_emulation.as_t). */
     const float scale = mmcv_in_t((float)spatial_scale, is_half), gamma = mmcv_in_t((float)gamma_value, is_half);
     const float minus_half = -0.5f;
-    const float t_ph = int_in_t(PH, is_half), t_pw = int_in_t(PW, is_half);
+    const float t_ph = mmcv_int_in_t(PH, is_half), t_pw = mmcv_int_in_t(PW, is_half);
     double slots = 0;
     for (long r = 0; r < R; r++) {
         const float *box = rois + 5 * r;
@@ -192,10 +143,10 @@ int deform_roi_pool_backward_mmcv(const void *grad_output, const void *features,
             status = NUMPY_DECIDES;
             goto done;
         }
-        g->start_w = mac(minus_half, box[1], scale, is_half);
-        g->start_h = mac(minus_half, box[2], scale, is_half);
-        g->roi_w = mmcv_in_t(mac(minus_half, box[3], scale, is_half) - g->start_w, is_half);
-        g->roi_h = mmcv_in_t(mac(minus_half, box[4], scale, is_half) - g->start_h, is_half);
+        g->start_w = mmcv_mac(minus_half, box[1], scale, is_half);
+        g->start_h = mmcv_mac(minus_half, box[2], scale, is_half);
+        g->roi_w = mmcv_in_t(mmcv_mac(minus_half, box[3], scale, is_half) - g->start_w, is_half);
+        g->roi_h = mmcv_in_t(mmcv_mac(minus_half, box[4], scale, is_half) - g->start_h, is_half);
         g->bin_h = mmcv_in_t(g->roi_h / t_ph, is_half);
         g->bin_w = mmcv_in_t(g->roi_w / t_pw, is_half);
         if (sampling_ratio > 0) {
@@ -204,7 +155,7 @@ int deform_roi_pool_backward_mmcv(const void *grad_output, const void *features,
             g->grid_h = mmcv_to_int(ceilf(g->bin_h));
             g->grid_w = mmcv_to_int(ceilf(g->bin_w));
         }
-        g->count = int_in_t(g->grid_h * g->grid_w, is_half);
+        g->count = mmcv_int_in_t(g->grid_h * g->grid_w, is_half);
         g->gamma_roi_w = mmcv_in_t(gamma * g->roi_w, is_half);
         g->gamma_roi_h = mmcv_in_t(gamma * g->roi_h, is_half);
     }
@@ -234,16 +185,16 @@ int deform_roi_pool_backward_mmcv(const void *grad_output, const void *features,
             t->c = (thread / bins) % C;
             t->n = thread / (bins * C);
             const Roi *roi = geo + t->n;
-            t->g = mmcv_in_t(value_of(grad_output, ((t->n * PH + t->ph) * PW + t->pw) * C + t->c, is_half)
+            t->g = mmcv_in_t(mmcv_value_of(grad_output, ((t->n * PH + t->ph) * PW + t->pw) * C + t->c, is_half)
                              / roi->count, is_half);
             float start_w = roi->start_w, start_h = roi->start_h;
             if (with_offset) {
                 const float *shift = offset + t->n * 2 * bins + t->ph * PW + t->pw;
-                start_w = mac(start_w, roi->gamma_roi_w, shift[0], is_half);
-                start_h = mac(start_h, roi->gamma_roi_h, shift[bins], is_half);
+                start_w = mmcv_mac(start_w, roi->gamma_roi_w, shift[0], is_half);
+                start_h = mmcv_mac(start_h, roi->gamma_roi_h, shift[bins], is_half);
             }
-            t->y0 = mac(start_h, int_in_t(t->ph, is_half), roi->bin_h, is_half);
-            t->x0 = mac(start_w, int_in_t(t->pw, is_half), roi->bin_w, is_half);
+            t->y0 = mmcv_mac(start_h, mmcv_int_in_t(t->ph, is_half), roi->bin_h, is_half);
+            t->x0 = mmcv_mac(start_w, mmcv_int_in_t(t->pw, is_half), roi->bin_w, is_half);
         }
         if (thread_by_thread) {
             for (long lane = 0; lane < lanes_here; lane++) {
@@ -256,13 +207,13 @@ int deform_roi_pool_backward_mmcv(const void *grad_output, const void *features,
                         if (!s.used)
                             continue;
                         for (int k = 0; k < 4; k++)
-                            add(grad_input + s.spatial[k] * C + t->c, mmcv_in_t(t->g * s.weight[k], is_half), is_half);
+                            mmcv_atomic_add(grad_input + s.spatial[k] * C + t->c, mmcv_in_t(t->g * s.weight[k], is_half), is_half);
                         if (with_offset) {
                             float ogx, ogy;
                             offset_values(roi, t, &s, features, C, is_half, &ogx, &ogy);
                             float *target = grad_offset + t->n * 2 * bins + t->ph * PW + t->pw;
-                            add(target, ogx, is_half);
-                            add(target + bins, ogy, is_half);
+                            mmcv_atomic_add(target, ogx, is_half);
+                            mmcv_atomic_add(target + bins, ogy, is_half);
                         }
                     }
             }
@@ -281,7 +232,7 @@ int deform_roi_pool_backward_mmcv(const void *grad_output, const void *features,
                     for (long lane = 0; lane < lanes_here; lane++) {
                         const Sample *s = samples + lane;
                         if (s->used)
-                            add(grad_input + s->spatial[k] * C + lanes[lane].c,
+                            mmcv_atomic_add(grad_input + s->spatial[k] * C + lanes[lane].c,
                                 mmcv_in_t(lanes[lane].g * s->weight[k], is_half), is_half);
                     }
                 if (!with_offset)
@@ -294,14 +245,14 @@ int deform_roi_pool_backward_mmcv(const void *grad_output, const void *features,
                     float ogx, ogy;
                     offset_values(geo + t->n, t, s, features, C, is_half, &ogx, &ogy);
                     float *target = grad_offset + t->n * 2 * bins + t->ph * PW + t->pw;
-                    add(target, ogx, is_half);
-                    add(target + bins, ogy, is_half);
+                    mmcv_atomic_add(target, ogx, is_half);
+                    mmcv_atomic_add(target + bins, ogy, is_half);
                 }
             }
     }
 written:
-    write_result(grad_input, input_size, is_half, grad_input_out);
-    write_result(grad_offset, offset_size, is_half, grad_offset_out);
+    mmcv_write_result(grad_input, input_size, is_half, grad_input_out);
+    mmcv_write_result(grad_offset, offset_size, is_half, grad_offset_out);
 done:
     free(grad_input);
     free(grad_offset);
