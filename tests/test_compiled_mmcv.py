@@ -105,6 +105,19 @@ def test_ms_deform_attn_compiled_emulation_is_numpys_bit_for_bit(compiled_ms_def
     assert ran.count(True) == len(calls) - 1 and ran.count(False) == len(calls) - 1, ran   # the last is empty
 
 
+def _answers(monkeypatch, module, name: str) -> list[bool]:
+    """What each call of module.name (a compiled path) answers from now on: True where it computed the outputs,
+    False where it handed the call back to numpy."""
+    ran, original = [], getattr(module, name)
+
+    def recorded(*args):
+        answer = original(*args)
+        ran.append(answer is not None)
+        return answer
+    monkeypatch.setattr(module, name, recorded)
+    return ran
+
+
 @pytest.fixture
 def compiled_deform_roi_pool(fresh_native_cache):
     from gen.kernels.deform_roi_pool import compiled_mmcv_backward
@@ -162,14 +175,7 @@ def test_deform_roi_pool_backward_compiled_emulation_is_numpys_bit_for_bit(compi
     from gen.kernels.deform_roi_pool import compiled_mmcv_backward
     from gen.kernels.deform_roi_pool.mmcv_emulation_backward import deform_roi_pool_backward
     rng = np.random.default_rng(37)
-    ran = []        # what each call of the loop answered: True where it computed the outputs
-    original = compiled_mmcv_backward.deform_roi_pool_backward
-
-    def recorded(*args):
-        answer = original(*args)
-        ran.append(answer is not None)
-        return answer
-    monkeypatch.setattr(compiled_mmcv_backward, "deform_roi_pool_backward", recorded)
+    ran = _answers(monkeypatch, compiled_mmcv_backward, "deform_roi_pool_backward")
     reached = {"grad_input": 0, "grad_offset": 0}
     calls = 0
     for N, H, W, C, R, PH, PW, sampling_ratio, scale, gamma, specials in _DEFORM_ROI_POOL_CALLS:
@@ -255,14 +261,7 @@ def test_border_align_backward_compiled_emulation_is_numpys_bit_for_bit(compiled
     from gen.kernels.border_align import compiled_mmcv_backward
     from gen.kernels.border_align.mmcv_emulation import atomic_adds_thread_by_thread, border_align_backward
     rng = np.random.default_rng(37)
-    ran = []
-    original = compiled_mmcv_backward.border_align_backward
-
-    def recorded(*args):
-        answer = original(*args)
-        ran.append(answer is not None)
-        return answer
-    monkeypatch.setattr(compiled_mmcv_backward, "border_align_backward", recorded)
+    ran = _answers(monkeypatch, compiled_mmcv_backward, "border_align_backward")
     calls, reached = 0, 0
     for N, K, C, H, W, pool_size, specials in _BORDER_ALIGN_CALLS:
         for emulation, boxes_dtype in ((border_align_backward, None), (atomic_adds_thread_by_thread, None),
