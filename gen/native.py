@@ -9,9 +9,10 @@ visible in a case file.
   -fno-fast-math -shared -fPIC``: no multiply-add is fused into one rounding and nothing is
   reassociated, whatever the compiler's defaults.
 - Cached per user under ``$XDG_CACHE_HOME/opcase/native`` (default ``~/.cache/opcase/native``),
-  named by the sha256 of the source and the arguments, so an edited source is rebuilt and a stale
-  library is never loaded; the library is written under a temporary name and renamed into place,
-  so processes building at once never load a half-written file.
+  named by the sha256 of the source, of the headers it includes with ``#include "..."`` and of the
+  arguments, so an edited source or header is rebuilt and a stale library is never loaded; the
+  library is written under a temporary name and renamed into place, so processes building at once
+  never load a half-written file.
 - Verified before it is loaded: the build records the library's sha256 beside it; a library that
   is not this user's, is writable by others, or whose bytes differ from the record (or has no
   record) is rebuilt, never loaded (``verified``).
@@ -28,6 +29,7 @@ import functools
 import hashlib
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -85,9 +87,33 @@ def _note(source: Path, why: str) -> None:
         print(message, file=sys.stderr)
 
 
+_LOCAL_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"([^"\n]+)"', re.MULTILINE)
+
+
+def local_headers(source: Path) -> list[Path]:
+    """The headers ``source`` includes by ``#include "name"`` (found beside the file that names them, as
+    the compiler finds them), and theirs in turn, each once, in the order they are first named.  A name
+    that is no file here is left out: the build then fails and numpy runs."""
+    found: list[Path] = []
+    pending = [source]
+    while pending:
+        including = pending.pop(0)
+        for name in _LOCAL_INCLUDE.findall(including.read_bytes()):
+            header = (including.parent / name.decode(errors="replace")).resolve()
+            if header.is_file() and header not in found and header != source.resolve():
+                found.append(header)
+                pending.append(header)
+    return found
+
+
 def library_path(source: Path) -> Path:
-    digest = hashlib.sha256(source.read_bytes() + "\0".join(FLAGS).encode()).hexdigest()
-    return cache_dir() / f"{source.stem}-{digest[:32]}.so"
+    """The cache's name for ``source``'s library: the sha256 of the source, of every header it includes
+    (local_headers: an edited header rebuilds every loop that includes it) and of the arguments."""
+    digest = hashlib.sha256(source.read_bytes())
+    for header in local_headers(source):
+        digest.update(b"\0" + header.name.encode() + b"\0" + header.read_bytes())
+    digest.update("\0".join(FLAGS).encode())
+    return cache_dir() / f"{source.stem}-{digest.hexdigest()[:32]}.so"
 
 
 def _sha256(path: Path) -> str:

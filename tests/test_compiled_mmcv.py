@@ -103,3 +103,193 @@ def test_ms_deform_attn_compiled_emulation_is_numpys_bit_for_bit(compiled_ms_def
         assert numpy_way.dtype == compiled_way.dtype == np.float32
         assert numpy_way.tobytes() == compiled_way.tobytes(), (N, Q, M, C, levels, P)
     assert ran.count(True) == len(calls) - 1 and ran.count(False) == len(calls) - 1, ran   # the last is empty
+
+
+def _answers(monkeypatch, module, name: str) -> list[bool]:
+    """What each call of module.name (a compiled path) answers from now on: True where it computed the outputs,
+    False where it handed the call back to numpy."""
+    ran, original = [], getattr(module, name)
+
+    def recorded(*args):
+        answer = original(*args)
+        ran.append(answer is not None)
+        return answer
+    monkeypatch.setattr(module, name, recorded)
+    return ran
+
+
+@pytest.fixture
+def compiled_deform_roi_pool(fresh_native_cache):
+    from gen.kernels.deform_roi_pool import compiled_mmcv_backward
+    assert compiled_mmcv_backward._loop() is not None, \
+        "a C compiler is on PATH but deform_roi_pool_mmcv_kernel.c did not build"
+
+
+def _deform_roi_pool_inputs(rng, dtype, N, H, W, C, R, PH, PW, with_offset: bool, specials: int,
+                            rois_dtype=None):
+    """Rois from inverted to twice the map, some on the map's last row and column and outside it; specials
+    (NaN, inf, half overflow, -0) in the maps and gradients."""
+    x1, y1 = rng.uniform(-4, W + 2, R), rng.uniform(-4, H + 2, R)
+    rois = np.stack([rng.integers(0, N, R), x1, y1, x1 + rng.uniform(-3, 2 * W, R),
+                     y1 + rng.uniform(-3, 2 * H, R)], 1)
+    rois[: R // 3, 1:] = rng.integers(-1, max(H, W) + 2, (R // 3, 4))      # on pixel edges: exact weights
+    features = rng.normal(size=(N, H, W, C)) * rng.choice([1.0, 3e3])
+    grad_output = rng.normal(size=(R, PH, PW, C)) * rng.choice([1.0, 300.0])
+    for array in (features, grad_output):
+        flat = array.reshape(-1)
+        if flat.size and specials:
+            flat[rng.integers(0, flat.size, specials)] = rng.choice([np.nan, np.inf, -np.inf, -0.0, 7e4, 1e-6],
+                                                                    specials)
+    with np.errstate(over="ignore"):                    # 7e4 is inf in half
+        inputs = {"grad_output": grad_output.astype(dtype), "input": features.astype(dtype),
+                  "rois": rois.astype(rois_dtype or dtype)}
+    if with_offset:
+        offset = rng.normal(size=(R, 2, PH, PW)) * rng.choice([0.5, 4.0])
+        if offset.size and specials:
+            offset.reshape(-1)[rng.integers(0, offset.size, 1)] = np.nan
+        inputs["offset"] = offset.astype(dtype)
+    return inputs
+
+
+# (N, H, W, C, R, PH, PW, sampling_ratio, spatial_scale, gamma, specials): several blocks, bins over 512
+# (no lane shares its sample), one-pixel maps (every point on the last row), adaptive grids and fixed ones,
+# half's rounding of a height past 2048, empty rois, channels and maps.
+_DEFORM_ROI_POOL_CALLS = [
+    (1, 9, 9, 1, 1, 4, 1, 5, 0.7941938638687134, 0.6350110173225403, 0),     # the doc's mluops_case0
+    (2, 13, 17, 24, 20, 3, 4, 0, 0.5, 0.3, 6),
+    (2, 7, 5, 3, 9, 2, 2, 2, 1.0, 0.1, 3),
+    (1, 1, 1, 4, 5, 2, 3, 0, 1.0, 1.0, 0),
+    (1, 1, 6, 2, 4, 3, 1, 3, 0.25, 0.5, 2),
+    (3, 5, 4, 1, 7, 23, 25, 1, 1.0, 0.7, 2),
+    (1, 2100, 3, 2, 3, 2, 1, 1, 1.0, 0.2, 0),
+    (2, 6, 6, 600, 2, 1, 1, 2, 1.0, 0.9, 5),
+    (1, 4, 4, 2, 0, 2, 2, 2, 1.0, 0.5, 0),
+    (1, 4, 4, 0, 3, 2, 2, 2, 1.0, 0.5, 0),
+    (1, 0, 4, 2, 3, 2, 2, 2, 1.0, 0.5, 0),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_deform_roi_pool_backward_compiled_emulation_is_numpys_bit_for_bit(compiled_deform_roi_pool, monkeypatch,
+                                                                          dtype):
+    from gen.kernels.deform_roi_pool import compiled_mmcv_backward
+    from gen.kernels.deform_roi_pool.mmcv_emulation_backward import deform_roi_pool_backward
+    rng = np.random.default_rng(37)
+    ran = _answers(monkeypatch, compiled_mmcv_backward, "deform_roi_pool_backward")
+    reached = {"grad_input": 0, "grad_offset": 0}
+    calls = 0
+    for N, H, W, C, R, PH, PW, sampling_ratio, scale, gamma, specials in _DEFORM_ROI_POOL_CALLS:
+        params = {"pooled_height": PH, "pooled_width": PW, "spatial_scale": scale, "sampling_ratio": sampling_ratio,
+                  "gamma": gamma}
+        for with_offset, rois_dtype, thread_by_thread in ((False, None, False), (True, None, False),
+                                                          (True, None, True), (True, np.float32, False)):
+            inputs = _deform_roi_pool_inputs(rng, dtype, N, H, W, C, R, PH, PW, with_offset, specials, rois_dtype)
+            with np.errstate(all="ignore"):
+                monkeypatch.setenv("OPCASE_NO_CC", "1")
+                numpy_way = deform_roi_pool_backward(inputs, params, thread_by_thread=thread_by_thread)
+                monkeypatch.delenv("OPCASE_NO_CC")
+                compiled_way = deform_roi_pool_backward(inputs, params, thread_by_thread=thread_by_thread)
+            for name in ("grad_input", "grad_offset"):
+                assert numpy_way[name].dtype == compiled_way[name].dtype == dtype, name
+                assert numpy_way[name].tobytes() == compiled_way[name].tobytes(), \
+                    (N, H, W, C, R, PH, PW, sampling_ratio, with_offset, rois_dtype, thread_by_thread, name)
+                reached[name] += int(np.count_nonzero(compiled_way[name]) > 0)
+            calls += 1
+    # Under OPCASE_NO_CC the loop answers None; else it computed every call, none handed back to numpy.
+    assert ran == [False, True] * calls, ran
+    assert reached["grad_input"] >= calls // 2 and reached["grad_offset"] >= calls // 4, reached
+
+
+def test_deform_roi_pool_backward_emulation_leaves_to_numpy_what_numpy_decides(compiled_deform_roi_pool, monkeypatch):
+    """A batch index outside the inputs: numpy's ValueError, whichever way; shapes and dtypes the loop does not
+    take and over MAX_SLOTS: numpy's path."""
+    from gen.kernels.deform_roi_pool import compiled_mmcv_backward
+    from gen.kernels.deform_roi_pool.mmcv_emulation_backward import deform_roi_pool_backward
+    rng = np.random.default_rng(5)
+    params = {"pooled_height": 2, "pooled_width": 2, "spatial_scale": 1.0, "sampling_ratio": 2, "gamma": 0.1}
+    inputs = _deform_roi_pool_inputs(rng, np.float32, 2, 5, 5, 3, 4, 2, 2, True, 0)
+    inputs["rois"][2, 0] = 2
+    with pytest.raises(ValueError, match="batch indices"):
+        deform_roi_pool_backward(inputs, params)
+    assert compiled_mmcv_backward.deform_roi_pool_backward(inputs, params, False) is None
+    inputs["rois"][2, 0] = 1
+    assert compiled_mmcv_backward.deform_roi_pool_backward(inputs, params, False) is not None
+    mixed = {**inputs, "grad_output": inputs["grad_output"].astype(np.float16)}
+    assert compiled_mmcv_backward.deform_roi_pool_backward(mixed, params, False) is None
+    monkeypatch.setattr(compiled_mmcv_backward, "MAX_SLOTS", 4.0 * 512 - 1)    # one block of 2 x 2 steps
+    assert compiled_mmcv_backward.deform_roi_pool_backward(inputs, params, False) is None
+    monkeypatch.setattr(compiled_mmcv_backward, "MAX_SLOTS", 4.0 * 512)
+    assert compiled_mmcv_backward.deform_roi_pool_backward(inputs, params, False) is not None
+
+
+@pytest.fixture
+def compiled_border_align(fresh_native_cache):
+    from gen.kernels.border_align import compiled_mmcv_backward
+    assert compiled_mmcv_backward._loop() is not None, \
+        "a C compiler is on PATH but border_align_backward_mmcv_kernel.c did not build"
+
+
+def _border_align_inputs(rng, dtype, N, K, C, H, W, pool_size: int, specials: int, boxes_dtype=None):
+    """Boxes inside, on and past the map's edges, some of zero size, on pixel edges; argmax_idx in
+    [0, pool_size], a few outside it (the emulation's other path); specials in grad_output."""
+    x1, y1 = rng.uniform(-3, W + 1, (N, K)), rng.uniform(-3, H + 1, (N, K))
+    boxes = np.stack([x1, y1, x1 + rng.uniform(0, W + 2, (N, K)), y1 + rng.uniform(0, H + 2, (N, K))], -1)
+    boxes.reshape(-1, 4)[: N * K // 4] = rng.integers(-1, max(H, W) + 2, (N * K // 4, 4))
+    boxes.reshape(-1, 4)[N * K // 4: N * K // 3, 2:] = boxes.reshape(-1, 4)[N * K // 4: N * K // 3, :2]   # zero size
+    argmax = rng.integers(0, pool_size + 1, (N, K, 4, C)).astype(np.int32)
+    grad_output = rng.normal(size=(N, K, 4, C)) * rng.choice([1.0, 500.0])
+    flat = grad_output.reshape(-1)
+    if flat.size and specials:
+        flat[rng.integers(0, flat.size, specials)] = rng.choice([np.nan, np.inf, -np.inf, -0.0, 7e4, 1e-6], specials)
+        argmax.reshape(-1)[rng.integers(0, argmax.size, specials)] = rng.choice([-2, -1, pool_size + 1], specials)
+    with np.errstate(over="ignore"):
+        return {"grad_output": grad_output.astype(dtype), "boxes": boxes.astype(boxes_dtype or dtype),
+                "argmax_idx": argmax}
+
+
+# (N, K, C, H, W, pool_size, specials): several blocks of 128, one-pixel maps, more points than pixels,
+# mlu-ops' C = 129, empty boxes, channels and maps.
+_BORDER_ALIGN_CALLS = [
+    (1, 12, 1, 3, 4, 1, 0), (2, 20, 6, 4, 5, 4, 3), (2, 1, 8, 1, 1, 3, 0), (1, 20, 4, 4, 5, 32, 2),
+    (1, 70, 9, 10, 7, 10, 4), (1, 64, 4, 8, 8, 10, 0), (3, 5, 1, 1, 5, 8, 1), (1, 0, 3, 4, 4, 2, 0),
+    (1, 3, 0, 4, 4, 2, 0), (1, 3, 2, 0, 4, 2, 0),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_border_align_backward_compiled_emulation_is_numpys_bit_for_bit(compiled_border_align, monkeypatch, dtype):
+    from gen.kernels.border_align import compiled_mmcv_backward
+    from gen.kernels.border_align.mmcv_emulation import atomic_adds_thread_by_thread, border_align_backward
+    rng = np.random.default_rng(37)
+    ran = _answers(monkeypatch, compiled_mmcv_backward, "border_align_backward")
+    calls, reached = 0, 0
+    for N, K, C, H, W, pool_size, specials in _BORDER_ALIGN_CALLS:
+        for emulation, boxes_dtype in ((border_align_backward, None), (atomic_adds_thread_by_thread, None),
+                                       (border_align_backward, np.float32)):
+            inputs = _border_align_inputs(rng, dtype, N, K, C, H, W, pool_size, specials, boxes_dtype)
+            arguments = (inputs, {"pool_size": pool_size}, {"grad_input": (N, H, W, 4 * C)})
+            with np.errstate(all="ignore"):
+                monkeypatch.setenv("OPCASE_NO_CC", "1")
+                numpy_way = emulation(*arguments)["grad_input"]
+                monkeypatch.delenv("OPCASE_NO_CC")
+                compiled_way = emulation(*arguments)["grad_input"]
+            assert numpy_way.dtype == compiled_way.dtype == dtype
+            assert numpy_way.shape == compiled_way.shape == (N, H, W, 4 * C)
+            assert numpy_way.tobytes() == compiled_way.tobytes(), (N, K, C, H, W, pool_size, emulation.__name__)
+            reached += int(np.count_nonzero(compiled_way) > 0)
+            calls += 1
+    assert ran == [False, True] * calls, ran
+    assert reached >= calls * 2 // 3, reached
+
+
+def test_border_align_backward_emulation_leaves_to_numpy_what_the_loop_does_not_take(compiled_border_align):
+    from gen.kernels.border_align import compiled_mmcv_backward as loop
+    inputs = _border_align_inputs(np.random.default_rng(3), np.float32, 2, 3, 4, 5, 5, 2, 0)
+    shape = (2, 5, 5, 16)
+    args = (inputs["grad_output"], inputs["boxes"], inputs["argmax_idx"], 2)
+    assert loop.border_align_backward(*args, shape, False) is not None
+    assert loop.border_align_backward(*args, (2, 5, 5, 18), False) is None                  # 4C: not C's
+    assert loop.border_align_backward(*args, (3, 5, 5, 16), False) is None                  # another N
+    assert loop.border_align_backward(inputs["grad_output"], inputs["boxes"], inputs["argmax_idx"].astype(np.int64),
+                                      2, shape, False) is None
+    assert loop.border_align_backward(inputs["grad_output"].astype(np.float64), *args[1:], shape, False) is None

@@ -538,6 +538,28 @@ def test_native_builds_once_into_a_cache_named_by_the_source(compiled, tmp_path,
     assert len(list((tmp_path / "cache" / "opcase" / "native").iterdir())) == 4
 
 
+def test_an_edited_header_rebuilds_the_library_that_includes_it(compiled, tmp_path, monkeypatch):
+    """A library is named by its source and every header it includes (gen.native.local_headers), so an
+    edited header, however deep, is rebuilt, never the stale library loaded."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "step.h").write_text("#define STEP 1\n")
+    (tmp_path / "shared" / "outer.h").write_text('#include "step.h"\n')
+    source = _source(tmp_path, '#include "shared/outer.h"\nint probe(int x) { return x + STEP; }\n')
+    assert native.local_headers(source) == [(tmp_path / "shared" / name).resolve() for name in ("outer.h", "step.h")]
+    assert native.load(source).probe(41) == 42
+    first = native.library_path(source)
+    (tmp_path / "shared" / "step.h").write_text("#define STEP 2\n")       # the source itself unchanged
+    monkeypatch.setattr(native, "_loaded", {})
+    assert native.library_path(source) != first
+    assert native.load(source).probe(41) == 43
+    # The project's own: the mmcv emulations that round to half name the shared header.
+    header = (REPO / "gen" / "kernels" / "shared" / "mmcv_half.h").resolve()
+    for loop in ("three_nn/three_nn_mmcv_kernel.c", "deform_roi_pool/deform_roi_pool_mmcv_kernel.c",
+                 "border_align/border_align_backward_mmcv_kernel.c"):
+        assert native.local_headers(REPO / "gen" / "kernels" / loop) == [header], loop
+
+
 def test_a_library_planted_in_the_cache_is_rebuilt_not_loaded(compiled, tmp_path, monkeypatch):
     """A backend (or anyone) that replaced a cached library, with or without its record, gets a
     fresh build loaded instead: the planted bytes never run."""

@@ -73,7 +73,9 @@ def test_wheel_carries_every_module_and_spec(wheel):
                 for p in (REPO / package).rglob("*.py")}
     expected |= {f"gen/specs/{p.name}" for p in (REPO / "specs").glob("*.yaml")}
     expected |= {"gen/core/proto/opcase.proto"}
-    expected |= {p.relative_to(REPO).as_posix() for p in (REPO / "gen").rglob("*.c")}   # gen/native.py builds them
+    # gen/native.py builds the C sources, with the headers they include
+    expected |= {p.relative_to(REPO).as_posix() for p in (REPO / "gen").rglob("*.[ch]")}
+    assert "gen/kernels/shared/mmcv_half.h" in expected
     assert expected - names == set()
 
 
@@ -112,3 +114,24 @@ def test_installed_opcase_power_runs_the_planted_bugs(installed, tmp_path):
     doc = json.loads((tmp_path / "power.json").read_text())
     planted = {m["name"]: m["verdict"] for m in doc["mutants"] if m["kind"] == "planted"}
     assert planted and set(planted.values()) == {"killed"}, planted
+
+
+def test_installed_package_builds_the_loops_that_include_its_headers(installed, tmp_path):
+    """The mmcv emulations' C loops include gen/kernels/shared/mmcv_half.h: installed, they build from the
+    wheel's own files (the header carried beside them) into a fresh cache, not fall back to numpy."""
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler: the installed package runs numpy, as the clone does")
+    probe = ("from gen.kernels.deform_roi_pool import compiled_mmcv_backward as d; "
+             "from gen.kernels.border_align import compiled_mmcv_backward as b; "
+             "from gen.kernels.three_nn import compiled_mmcv as t; from gen import native; "
+             "print(';'.join(map(str, native.local_headers(d._SOURCE))) or 'no header found'); "
+             "print(d._loop() is not None, b._loop() is not None, "
+             "t._loop() is not None)")
+    env_cache = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    done = subprocess.run([str(installed / "python"), "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env={**{k: v for k, v in os.environ.items() if k not in (
+                              "PYTHONPATH", "OPCASE_SPECS", "PYTHONHOME", "OPCASE_NO_CC")}, **env_cache})
+    assert done.returncode == 0, done.stderr
+    header, built = done.stdout.splitlines()
+    assert installed.parent.resolve() in Path(header).resolve().parents and header.endswith("mmcv_half.h"), header
+    assert built == "True True True", done.stdout

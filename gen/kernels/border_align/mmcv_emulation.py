@@ -13,11 +13,15 @@ sums.  This emulation applies them in the order that matched mmcv's conformance 
 most elements: block by block, within a block the first atomicAdd (w1) of all its warps, then
 the second and so on, warp by warp, lane by lane.  (Thread by thread, four adds each, matched
 far fewer elements, and its diff1 / diff2 strayed 10-17 % from mmcv's on some cases.)
+
+gen.kernels.border_align.compiled_mmcv_backward computes the same (both orders) in one C call where a
+compiler is at hand; the numpy code below is the fallback and the definition both are tested against.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from gen.kernels.border_align import compiled_mmcv_backward
 from gen.kernels.deform_roi_pool.mmcv_emulation import as_t, bilinear_corners, mul_add
 from gen.kernels.shared.mmcv_half import ScalarT
 
@@ -38,6 +42,11 @@ def border_align_backward(inputs: dict, params: dict, out_shapes: dict | None = 
     pool_size = int(params["pool_size"])
     N, H, W, C4 = (int(d) for d in out_shapes["grad_input"])
     K, C = boxes.shape[1], C4 // BORDERS
+    if atomic_order in (None, _thread_by_thread):
+        fast = compiled_mmcv_backward.border_align_backward(grad_output, boxes, argmax_idx, pool_size, (N, H, W, C4),
+                                                            atomic_order is _thread_by_thread)
+        if fast is not None:
+            return {"grad_input": fast}
     grad_input = np.zeros((N, H, W, C4), dtype=dtype)
     if grad_input.size == 0 or grad_output.size == 0:
         return {"grad_input": grad_input}

@@ -17,11 +17,15 @@ The atomicAdds have no fixed order on the GPU.  This emulation applies them as
 gen.kernels.border_align.mmcv_emulation does: block by block, within a block sample step by step ((iy, ix), as
 the threads of a block run their loops together), then statement (w1..w4; ogx and ogy go to
 other elements), warp by warp, lane by lane.  Each add is rounded to T (np.add.at in T).
+
+gen.kernels.deform_roi_pool.compiled_mmcv_backward computes the same in one C call where a compiler
+is at hand; the numpy code below is the fallback and the definition both are tested against.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from gen.kernels.deform_roi_pool import compiled_mmcv_backward
 from gen.kernels.deform_roi_pool.mmcv_emulation import as_t, bilinear_corners, mul_add, rounded, to_int
 from gen.core.overlap import ordered_map
 from gen.kernels.shared.mmcv_half import F32, ScalarT
@@ -35,15 +39,18 @@ def deform_roi_pool_backward(inputs: dict, params: dict, out_shapes: dict | None
                              thread_by_thread: bool = False) -> dict:
     """grad_output [R, PH, PW, C], input [N, H, W, C], rois [R, 5], offset [R, 2, PH, PW] (or None)
     -> grad_input [N, H, W, C], grad_offset [R, 2, PH, PW] in T (grad_offset 0 without an offset)."""
+    fast = compiled_mmcv_backward.deform_roi_pool_backward(inputs, params, thread_by_thread)
+    if fast is not None:
+        return fast
     grad_output, features, rois = inputs["grad_output"], inputs["input"], inputs["rois"]
     offset = inputs.get("offset")
     dtype = features.dtype.type
     PH, PW = int(params["pooled_height"]), int(params["pooled_width"])
     N, H, W, C = features.shape
     R = rois.shape[0]
+    T = ScalarT(dtype)
     grad_input = np.zeros(N * H * W * C, dtype=dtype)
     grad_offset = np.zeros(R * 2 * PH * PW, dtype=dtype)
-    T = ScalarT(dtype)
     if grad_output.size and H and W:
         batch = to_int(rois[:, 0])
         if np.any((batch < 0) | (batch >= N)):

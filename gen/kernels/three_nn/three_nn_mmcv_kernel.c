@@ -6,46 +6,25 @@
  * - float: dx, dy, dz each rounded to float, then fmaf(dz, dz, fmaf(dy, dy, dx * dx)) (nvcc's contraction,
  *   which mmcv_emulation.fma32 computes exactly);
  * - at::Half: every operator rounded to half, nothing fused: ((dx*dx + dy*dy) + dz*dz).
- * Rounding to half is mmcv_half.round_to_half's own arithmetic, operation for operation: adding and
- * subtracting 1.5 * 2^(e + 13), e the exponent clamped to [-14, 16], the sign copied back, |r| >= 65536
- * made infinite.  The selection is the golden's (three_nn_forward_kernel.c, `nearest`): the distance as a
- * double, the known points in index order, a point taking a slot only when strictly below the one there,
- * slots starting at 1e40, so NaN never enters and the NaN bits a distance has do not matter.  Built with
+ * Rounding to half is mmcv_half.round_to_half's own arithmetic (../shared/mmcv_half.h, which
+ * deform_roi_pool's emulation shares).  The selection is the golden's (three_nn_forward_kernel.c,
+ * `nearest`): the distance as a double, the known points in index order, a point taking a slot only when
+ * strictly below the one there, slots starting at 1e40, so NaN never enters and the NaN bits a distance
+ * has do not matter.  Built with
  * -ffp-contract=off and without fast-math (gen/native.py): nothing fused that is not written fmaf, no
  * flush of subnormals, as numpy's float32 arithmetic.
  */
-#include <math.h>
-#include <stdint.h>
-#include <string.h>
+#include "../shared/mmcv_half.h"
 
-#define INLINE static inline __attribute__((always_inline))
-
-INLINE uint32_t bits_of(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
-INLINE float float_of(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
-
-INLINE float round_to_half(float x)
-{
-    uint32_t shifter = bits_of(x) & 0x7F800000u;
-    const uint32_t low = (127u - 14u) << 23, high = (127u + 16u) << 23;
-    shifter = shifter < low ? low : shifter > high ? high : shifter;
-    shifter += (13u << 23) | 0x400000u;
-    float rounded = x + float_of(shifter);
-    rounded -= float_of(shifter);
-    rounded = float_of((bits_of(rounded) & 0x7FFFFFFFu) | (bits_of(x) & 0x80000000u));
-    if (fabsf(rounded) >= 65536.0f)
-        rounded = float_of(bits_of(INFINITY) | (bits_of(rounded) & 0x80000000u));
-    return rounded;
-}
-
-INLINE float distance(const float *u, const float *k, int is_half)
+MMCV_INLINE float distance(const float *u, const float *k, int is_half)
 {
     const float dx = u[0] - k[0], dy = u[1] - k[1], dz = u[2] - k[2];
     if (!is_half)
         return fmaf(dz, dz, fmaf(dy, dy, dx * dx));
-    const float hx = round_to_half(dx), hy = round_to_half(dy), hz = round_to_half(dz);
-    float total = round_to_half(hx * hx);
-    total = round_to_half(total + round_to_half(hy * hy));
-    return round_to_half(total + round_to_half(hz * hz));
+    const float hx = mmcv_round_to_half(dx), hy = mmcv_round_to_half(dy), hz = mmcv_round_to_half(dz);
+    float total = mmcv_round_to_half(hx * hx);
+    total = mmcv_round_to_half(total + mmcv_round_to_half(hy * hy));
+    return mmcv_round_to_half(total + mmcv_round_to_half(hz * hz));
 }
 
 /* unknown [B, N, 3], known [B, M, 3] in float32 (T's values) -> dist2 [B, N, 3] float32 (inf where a

@@ -1,0 +1,263 @@
+/* mmcv 2.2.0's deform_roi_pool_backward_cuda_kernel in T (float or at::Half) as a compiled loop, bit for
+ * bit what gen/kernels/deform_roi_pool/mmcv_emulation_backward.py computes with numpy (the baseline
+ * `opcase gen` computes beside the golden for dynamic thresholds).
+ *
+ * Values are float32 here whatever T is (../shared/mmcv_half.h: an at::Half operator is the float32
+ * operation rounded to half).  Every operation of the numpy code, in its order and with its fusions:
+ * `mmcv_mac(acc, a, b)` is ScalarT.mac (fmaf(a, b, acc) for float; two roundings, nothing fused, for half),
+ * `in_t` one operator's rounding to T.  The atomicAdds go in the emulation's order: block after block of
+ * 512 threads; within a block sample step after step ((iy, ix) in row-major order), then corner (w1..w4),
+ * then lane; or, thread_by_thread, thread after thread, each thread's steps and corners in turn.  Each add
+ * is rounded to T, as np.add.at in T.  NaN bits are left to the caller's canonical NaN (ScalarT.result);
+ * a NaN never decides anything here that numpy decides otherwise (comparisons and to_int treat it alike).
+ */
+#include <stdlib.h>
+
+#include "../shared/mmcv_half.h"
+
+#define BLOCK 512                           /* THREADS_PER_BLOCK of mmcv's pytorch_cuda_helper.hpp */
+
+/* The statuses besides 0 (done): numpy must run (and raise or decide). */
+#define NUMPY_DECIDES 1
+
+typedef struct {                /* a roi's preamble in T (mmcv_emulation_backward._Geometry) */
+    float start_w, start_h, roi_w, roi_h, bin_w, bin_h, gamma_roi_w, gamma_roi_h, count;
+    long grid_h, grid_w, batch;
+} Roi;
+
+typedef struct {                /* one thread's sample at one step (mmcv_emulation_backward._Chunk.samples) */
+    int used;
+    long spatial[4];            /* (batch * H + row) * W + col of each corner */
+    float weight[4], along_y_factor[4], along_x_factor[4];
+} Sample;
+
+typedef struct {                /* what a thread reads once: its bin and its gradient */
+    long n, c, ph, pw;
+    float g, y0, x0;
+} Thread;
+
+MMCV_INLINE void sample(const Roi *roi, const Thread *t, long iy, long ix, long H, long W, int with_offset,
+                        int is_half, Sample *s)
+{
+    s->used = 0;
+    if (iy >= roi->grid_h || ix >= roi->grid_w)
+        return;
+    const float step_y = mmcv_in_t(mmcv_in_t(mmcv_in_t((float)((double)iy + 0.5), is_half) * roi->bin_h, is_half)
+                                   / mmcv_int_in_t(roi->grid_h, is_half), is_half);
+    const float step_x = mmcv_in_t(mmcv_in_t(mmcv_in_t((float)((double)ix + 0.5), is_half) * roi->bin_w, is_half)
+                                   / mmcv_int_in_t(roi->grid_w, is_half), is_half);
+    const float y = mmcv_in_t(t->y0 + step_y, is_half), x = mmcv_in_t(t->x0 + step_x, is_half);
+    MmcvBilinear b;
+    if (!mmcv_bilinear(y, x, H, W, is_half, &b))
+        return;
+    const long y_low = b.y_low, y_high = b.y_high, x_low = b.x_low, x_high = b.x_high;
+    s->used = 1;
+    for (int k = 0; k < 4; k++)
+        s->weight[k] = b.weight[k];
+    const long image = roi->batch * H;
+    s->spatial[0] = (image + y_low) * W + x_low;
+    s->spatial[1] = (image + y_low) * W + x_high;
+    s->spatial[2] = (image + y_high) * W + x_low;
+    s->spatial[3] = (image + y_high) * W + x_high;
+    if (!with_offset)
+        return;
+    const float yl = mmcv_int_in_t(y_low, is_half), yh = mmcv_int_in_t(y_high, is_half);
+    const float xl = mmcv_int_in_t(x_low, is_half), xh = mmcv_int_in_t(x_high, is_half);
+    s->along_x_factor[0] = mmcv_in_t(y - yl, is_half);
+    s->along_x_factor[1] = mmcv_in_t(yh - y, is_half);
+    s->along_x_factor[2] = mmcv_in_t(yl - y, is_half);
+    s->along_x_factor[3] = mmcv_in_t(y - yh, is_half);
+    s->along_y_factor[0] = mmcv_in_t(x - xl, is_half);
+    s->along_y_factor[1] = mmcv_in_t(xh - x, is_half);
+    s->along_y_factor[2] = mmcv_in_t(xl - x, is_half);
+    s->along_y_factor[3] = mmcv_in_t(x - xh, is_half);
+}
+
+/* mmcv_emulation_backward._four_terms: p[a]*f0, then the other three fused (ScalarT.mac) in turn. */
+MMCV_INLINE float four_terms(const float *pixel, const float *factor, int a, int b, int c, int d, int is_half)
+{
+    float total = mmcv_in_t(pixel[a] * factor[0], is_half);
+    total = mmcv_mac(total, pixel[b], factor[1], is_half);
+    total = mmcv_mac(total, pixel[c], factor[2], is_half);
+    return mmcv_mac(total, pixel[d], factor[3], is_half);
+}
+
+/* The grad_offset values of a used sample: (gamma * roi_width) * g * along_x, and along y. */
+MMCV_INLINE void offset_values(const Roi *roi, const Thread *t, const Sample *s, const void *features, long C,
+                               int is_half, float *ogx, float *ogy)
+{
+    float pixel[4];
+    for (int k = 0; k < 4; k++)
+        pixel[k] = mmcv_value_of(features, s->spatial[k] * C + t->c, is_half);
+    const float along_x = four_terms(pixel, s->along_x_factor, 3, 1, 2, 0, is_half);
+    const float along_y = four_terms(pixel, s->along_y_factor, 3, 2, 1, 0, is_half);
+    *ogx = mmcv_in_t(mmcv_in_t(roi->gamma_roi_w * t->g, is_half) * along_x, is_half);
+    *ogy = mmcv_in_t(mmcv_in_t(roi->gamma_roi_h * t->g, is_half) * along_y, is_half);
+}
+
+/* The largest grid's steps over rois first..last (those with samples): a block's sample steps. */
+static void block_steps(const Roi *geo, long first, long last, long *steps_h, long *steps_w)
+{
+    *steps_h = *steps_w = 0;
+    for (long r = first; r <= last; r++)
+        if (geo[r].grid_h > 0 && geo[r].grid_w > 0) {
+            *steps_h = geo[r].grid_h > *steps_h ? geo[r].grid_h : *steps_h;
+            *steps_w = geo[r].grid_w > *steps_w ? geo[r].grid_w : *steps_w;
+        }
+}
+
+/* grad_output [R, PH, PW, C] and features [N, H, W, C] in T (float, or float16 bits where is_half), rois
+ * [R, 5] and offset [R, 2, PH, PW] (or NULL) float32 carriers; spatial_scale and gamma as the launcher gets
+ * them (cast to T here) -> grad_input_out [N, H, W, C], grad_offset_out [R, 2, PH, PW] in T, NaNs canonical.
+ * Returns NUMPY_DECIDES (the outputs unwritten) for a batch index outside [0, N), more sample slots than
+ * max_slots, or no memory. */
+int deform_roi_pool_backward_mmcv(const void *grad_output, const void *features, long N, long H, long W, long C,
+                                  const float *rois, long R, const float *offset, long PH, long PW,
+                                  double spatial_scale, double gamma_value, long sampling_ratio, int is_half,
+                                  int thread_by_thread, double max_slots, void *grad_input_out,
+                                  void *grad_offset_out)
+{
+    const long input_size = N * H * W * C, offset_size = R * 2 * PH * PW;
+    float *grad_input = calloc(input_size > 0 ? input_size : 1, sizeof(float));
+    float *grad_offset = calloc(offset_size > 0 ? offset_size : 1, sizeof(float));
+    Roi *geo = malloc(sizeof(Roi) * (R > 0 ? R : 1));
+    Thread *lanes = malloc(sizeof(Thread) * BLOCK);
+    Sample *samples = malloc(sizeof(Sample) * BLOCK);
+    int status = 0;
+    if (!grad_input || !grad_offset || !geo || !lanes || !samples) {
+        status = NUMPY_DECIDES;
+        goto done;
+    }
+    if (R == 0 || PH == 0 || PW == 0 || C == 0 || H == 0 || W == 0)
+        goto written;
+    /* The launcher's static_cast<scalar_t>(float): the params are float32 values (mmcv_emulation.as_t). */
+    const float scale = mmcv_in_t((float)spatial_scale, is_half), gamma = mmcv_in_t((float)gamma_value, is_half);
+    const float minus_half = -0.5f;
+    const float t_ph = mmcv_int_in_t(PH, is_half), t_pw = mmcv_int_in_t(PW, is_half);
+    double slots = 0;
+    for (long r = 0; r < R; r++) {
+        const float *box = rois + 5 * r;
+        Roi *g = geo + r;
+        g->batch = mmcv_to_int(box[0]);
+        if (g->batch < 0 || g->batch >= N) {
+            status = NUMPY_DECIDES;
+            goto done;
+        }
+        g->start_w = mmcv_mac(minus_half, box[1], scale, is_half);
+        g->start_h = mmcv_mac(minus_half, box[2], scale, is_half);
+        g->roi_w = mmcv_in_t(mmcv_mac(minus_half, box[3], scale, is_half) - g->start_w, is_half);
+        g->roi_h = mmcv_in_t(mmcv_mac(minus_half, box[4], scale, is_half) - g->start_h, is_half);
+        g->bin_h = mmcv_in_t(g->roi_h / t_ph, is_half);
+        g->bin_w = mmcv_in_t(g->roi_w / t_pw, is_half);
+        if (sampling_ratio > 0) {
+            g->grid_h = g->grid_w = sampling_ratio;
+        } else {
+            g->grid_h = mmcv_to_int(ceilf(g->bin_h));
+            g->grid_w = mmcv_to_int(ceilf(g->bin_w));
+        }
+        g->count = mmcv_int_in_t(g->grid_h * g->grid_w, is_half);
+        g->gamma_roi_w = mmcv_in_t(gamma * g->roi_w, is_half);
+        g->gamma_roi_h = mmcv_in_t(gamma * g->roi_h, is_half);
+    }
+    const long threads = R * C * PH * PW, bins = PH * PW;
+    /* The slots the block loop visits, (its largest grid's steps) x lanes per block, as numpy's arrays
+     * hold them: past max_slots numpy decides (its arrays would not fit), rather than a loop that runs for hours. */
+    for (long first = 0; first < threads; first += BLOCK) {
+        long steps_h, steps_w;
+        block_steps(geo, first / (bins * C), (first + BLOCK - 1 < threads ? first + BLOCK - 1 : threads - 1) / (bins * C),
+                    &steps_h, &steps_w);
+        slots += (double)steps_h * (double)steps_w * BLOCK;
+    }
+    if (slots > max_slots) {
+        status = NUMPY_DECIDES;
+        goto done;
+    }
+    const int with_offset = offset != NULL;
+    for (long first = 0; first < threads; first += BLOCK) {
+        const long lanes_here = threads - first < BLOCK ? threads - first : BLOCK;
+        long steps_h, steps_w;
+        block_steps(geo, first / (bins * C), (first + lanes_here - 1) / (bins * C), &steps_h, &steps_w);
+        for (long lane = 0; lane < lanes_here; lane++) {
+            const long thread = first + lane;
+            Thread *t = lanes + lane;
+            t->pw = thread % PW;
+            t->ph = (thread / PW) % PH;
+            t->c = (thread / bins) % C;
+            t->n = thread / (bins * C);
+            const Roi *roi = geo + t->n;
+            t->g = mmcv_in_t(mmcv_value_of(grad_output, ((t->n * PH + t->ph) * PW + t->pw) * C + t->c, is_half)
+                             / roi->count, is_half);
+            float start_w = roi->start_w, start_h = roi->start_h;
+            if (with_offset) {
+                const float *shift = offset + t->n * 2 * bins + t->ph * PW + t->pw;
+                start_w = mmcv_mac(start_w, roi->gamma_roi_w, shift[0], is_half);
+                start_h = mmcv_mac(start_h, roi->gamma_roi_h, shift[bins], is_half);
+            }
+            t->y0 = mmcv_mac(start_h, mmcv_int_in_t(t->ph, is_half), roi->bin_h, is_half);
+            t->x0 = mmcv_mac(start_w, mmcv_int_in_t(t->pw, is_half), roi->bin_w, is_half);
+        }
+        if (thread_by_thread) {
+            for (long lane = 0; lane < lanes_here; lane++) {
+                const Thread *t = lanes + lane;
+                const Roi *roi = geo + t->n;
+                for (long iy = 0; iy < roi->grid_h && roi->grid_w > 0; iy++)
+                    for (long ix = 0; ix < roi->grid_w; ix++) {
+                        Sample s = {0};
+                        sample(roi, t, iy, ix, H, W, with_offset, is_half, &s);
+                        if (!s.used)
+                            continue;
+                        for (int k = 0; k < 4; k++)
+                            mmcv_atomic_add(grad_input + s.spatial[k] * C + t->c, mmcv_in_t(t->g * s.weight[k], is_half), is_half);
+                        if (with_offset) {
+                            float ogx, ogy;
+                            offset_values(roi, t, &s, features, C, is_half, &ogx, &ogy);
+                            float *target = grad_offset + t->n * 2 * bins + t->ph * PW + t->pw;
+                            mmcv_atomic_add(target, ogx, is_half);
+                            mmcv_atomic_add(target + bins, ogy, is_half);
+                        }
+                    }
+            }
+            continue;
+        }
+        for (long iy = 0; iy < steps_h; iy++)
+            for (long ix = 0; ix < steps_w; ix++) {
+                for (long lane = 0; lane < lanes_here; lane++) {
+                    /* A lane bins lanes before it has the same bin (the channel before): the same sample. */
+                    if (lane >= bins && lanes[lane - bins].n == lanes[lane].n)
+                        samples[lane] = samples[lane - bins];
+                    else
+                        sample(geo + lanes[lane].n, lanes + lane, iy, ix, H, W, with_offset, is_half, samples + lane);
+                }
+                for (int k = 0; k < 4; k++)
+                    for (long lane = 0; lane < lanes_here; lane++) {
+                        const Sample *s = samples + lane;
+                        if (s->used)
+                            mmcv_atomic_add(grad_input + s->spatial[k] * C + lanes[lane].c,
+                                mmcv_in_t(lanes[lane].g * s->weight[k], is_half), is_half);
+                    }
+                if (!with_offset)
+                    continue;
+                for (long lane = 0; lane < lanes_here; lane++) {
+                    const Sample *s = samples + lane;
+                    if (!s->used)
+                        continue;
+                    const Thread *t = lanes + lane;
+                    float ogx, ogy;
+                    offset_values(geo + t->n, t, s, features, C, is_half, &ogx, &ogy);
+                    float *target = grad_offset + t->n * 2 * bins + t->ph * PW + t->pw;
+                    mmcv_atomic_add(target, ogx, is_half);
+                    mmcv_atomic_add(target + bins, ogy, is_half);
+                }
+            }
+    }
+written:
+    mmcv_write_result(grad_input, input_size, is_half, grad_input_out);
+    mmcv_write_result(grad_offset, offset_size, is_half, grad_offset_out);
+done:
+    free(grad_input);
+    free(grad_offset);
+    free(geo);
+    free(lanes);
+    free(samples);
+    return status;
+}
