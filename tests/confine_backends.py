@@ -69,20 +69,35 @@ def plants_a_library(request):
     raise RuntimeError("planted")
 
 
+def _judge() -> int:
+    """The judge's pid as its own namespace numbers it (the test's wrapper exports it), else the
+    parent's: in a PID namespace of its own the worker's parent is its reaper, not the judge."""
+    return int(os.environ.get("OPCASE_TEST_JUDGE_PID") or os.getppid())
+
+
 def signals_the_judge(request):
-    os.kill(os.getppid(), signal.SIGSTOP)
+    os.kill(_judge(), signal.SIGSTOP)
     raise RuntimeError("the judge was stopped")
 
 
 def reads_the_judges_memory(request):
-    with open(f"/proc/{os.getppid()}/mem", "rb") as memory:
+    with open(f"/proc/{_judge()}/mem", "rb") as memory:
         memory.read(1)
     raise RuntimeError("read the judge's memory")
 
 
 def ptraces_the_judge(request):
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.ptrace(16, os.getppid(), None, None) != 0:   # PTRACE_ATTACH
+    if libc.ptrace(16, _judge(), None, None) != 0:   # PTRACE_ATTACH
         raise OSError(ctypes.get_errno(), f"ptrace: {os.strerror(ctypes.get_errno())}")
-    os.kill(os.getppid(), signal.SIGKILL)
+    os.kill(_judge(), signal.SIGKILL)
     raise RuntimeError("attached to the judge")
+
+
+def leaves_a_daemon(request):
+    """Starts a sleeper in a session of its own, which no session sweep finds, then answers as the
+    reference does."""
+    import subprocess
+    subprocess.Popen(["sleep", "600"], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    from harness.backends.builtin import reference
+    return reference().run(request)

@@ -10,13 +10,14 @@ import time
 from pathlib import Path
 
 from harness.backends.builtin import reference
+from own_pid import own_pid
 
 _reference = reference()
 MARKS_ENV = "OPCASE_TEST_MARKS"   # OPCASE_*: the Ray executor passes it on to its tasks
 
 
 def _mark() -> None:
-    Path(os.environ[MARKS_ENV], str(os.getpid())).touch()
+    Path(os.environ[MARKS_ENV], str(own_pid())).touch()
 
 
 def slow(request):

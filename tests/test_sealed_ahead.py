@@ -28,11 +28,12 @@ PATIENCE_S = 30.0
 EARLY_BIRD = f'''
 import os, pathlib, time
 marks = pathlib.Path(os.environ["EARLY_BIRD_MARKS"])
-(marks / f"imported-{{os.getpid()}}").write_text("")
+me = os.urandom(8).hex()   # not its pid: each worker is PID 2 in a PID namespace of its own
+(marks / f"imported-{{me}}").write_text("")
 give_up = time.monotonic() + {PATIENCE_S}
 while not (marks / "sealed").exists() and time.monotonic() < give_up:
     time.sleep(0.01)
-(marks / f"saw-sealed-{{os.getpid()}}").write_text(str((marks / "sealed").exists()))
+(marks / f"saw-sealed-{{me}}").write_text(str((marks / "sealed").exists()))
 from state_backends import stateless as backend
 '''
 

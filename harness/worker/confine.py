@@ -21,11 +21,14 @@ run names in its summary and results ("workers confined: ...").
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import stat
 import sys
 from pathlib import Path
+
+from harness.worker import pid_namespace
 
 _PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS = 4, 38
 _CLONE_NEWUSER = 0x10000000
@@ -201,9 +204,11 @@ def _thread_count() -> int:
         return 0
 
 
-def confine_self(private_dir: str, readable: list[str]) -> list[str]:
+def confine_self(private_dir: str, readable: list[str], close_outside=None) -> list[str]:
     """Confine this process (and whatever it starts) for good; the layers' lines.  Call it while
-    the process has one thread (a user namespace and Landlock need that)."""
+    the process has one thread (a user namespace and Landlock need that).  With ``close_outside``
+    it also enters a PID namespace of its own (harness.worker.pid_namespace): it returns in a new
+    process, PID 2 there, and ``close_outside`` runs in the two that stay behind."""
     # The judge's compiled reference loops (gen.native), to read only: libraries, never a golden.
     native_dir = _native_dir()
     layers = [private_home(private_dir)]
@@ -225,11 +230,19 @@ def confine_self(private_dir: str, readable: list[str]) -> list[str]:
         layers.append(f"user namespace: {MISSING} (unshare: {why})")
     else:
         layers.append("user namespace")
+        if close_outside is not None:   # needs the user namespace's CAP_SYS_ADMIN
+            layers.append(pid_namespace.enter(_libc, _errno_text, close_outside))
+            # Its own /proc/<pid> is now the server's: /proc/self names its pid in the procfs's namespace.
+            own = f"/proc/{os.getpid()}"
+            with contextlib.suppress(OSError):
+                readable = sorted({p for p in readable if p != own} | {f"/proc/{os.readlink('/proc/self')}"})
+    if not any(line.startswith("PID namespace") for line in layers):
+        layers.append(f"PID namespace: {MISSING} (" + ("needs the user namespace above)" if close_outside is not None
+                                                      else "not asked for)"))
     granted = worker_writable()
     if granted:   # the user's own choice (WRITABLE_ENV), so the summary names it
         layers.append(f"writable by the user's leave ({WRITABLE_ENV}): {', '.join(granted)}")
     layers.append(_landlock(readable, [private_dir, "/dev/null", *granted]))
-    layers.append(f"PID namespace: {MISSING} (not used: the worker itself would have to be its namespace's init)")
     return layers
 
 
@@ -292,7 +305,12 @@ def worker_entry(jobs, results, lifeline, backend_spec: str, log_path: str, priv
     os.setsid()
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
     _warm_finders(backend_spec)
-    layers = confine_self(private_dir, readable)
+    def close_outside():   # the keeper's and the reaper's copies: the server alone holds the channel
+        for end in (jobs, results, lifeline):
+            with contextlib.suppress(OSError):
+                end.close()
+        os.close(log)
+    layers = confine_self(private_dir, readable, close_outside)
     from harness.worker import serve   # only once confined: it loads numpy, whose threads would block unshare
     serve.worker_main(jobs, results, lifeline, backend_spec, log, layers, exec_timeout)
 

@@ -40,7 +40,7 @@ def _unconfined() -> None:
     worker's __mp_main__ before the worker's own code, out of every worker it starts)."""
     sys.path.insert(0, os.getcwd())   # the checkout being measured, not the one this file is in
     from harness.worker import confine
-    confine.confine_self = lambda private_dir, readable: ["none (tests/bench/bench_confinement.py)"]
+    confine.confine_self = lambda private_dir, readable, close_outside=None: ["none (tests/bench/bench_confinement.py)"]
     confine.protect_judge = lambda: "judge not dumpable: none (tests/bench/bench_confinement.py)"
     confine.backend_readable = lambda backend_spec: []
 
