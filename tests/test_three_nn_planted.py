@@ -1,5 +1,6 @@
 """three_nn's planted copy searches its known points block by block; it must give exactly the bits of
-its first form, which sorted each query's whole row of distances (tests/kernels/three_nn.py), for
+its first form, which sorted each query's whole row of distances (tests/kernels/three_nn.py, put in
+the block search's place: the chunking, layouts and knobs around it are the same code), for
 every knob its planted bugs and controls turn, on random, tie-heavy and non-finite inputs, with blocks
 small enough that ties and minima fall across block borders."""
 from __future__ import annotations
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 from gen.kernels.three_nn import planted
-from kernels.three_nn import sorted_three_nn
+from kernels.three_nn import sorted_nearest_three, sorted_three_nn
 
 # Every knob gen/kernels/three_nn/planted.py's PLANTED and CONTROLS turn, and the two tie knobs together.
 KNOBS = [{}, {"tie": "last"}, {"known_batch": "first"}, {"last_point": False}, {"distance_dtype": np.float16},
@@ -51,7 +52,7 @@ def test_segmented_and_uint16_bugs_keep_their_bits(monkeypatch):
     rng = np.random.default_rng(7)
     unknown, known = _inputs(rng, "grid", 2, 60, 700)
     block = planted.segmented_three_nn(unknown, known, 256), planted.counted_in_uint16(unknown, known)
-    monkeypatch.setattr(planted, "three_nn", sorted_three_nn)
+    monkeypatch.setattr(planted, "_nearest_three", sorted_nearest_three)
     assert _same(block[0], planted.segmented_three_nn(unknown, known, 256))
     assert _same(block[1], planted.counted_in_uint16(unknown, known))
 

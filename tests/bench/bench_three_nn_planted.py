@@ -1,5 +1,6 @@
 """three_nn's planted copy, its block search against its first form (each query's whole row of
-distances sorted, tests/kernels/three_nn.py), on the spec's network shapes, in one process.
+distances sorted, tests/kernels/three_nn.py, put in the block search's place), on the spec's network
+shapes, in one process.
 
     python tests/bench/bench_three_nn_planted.py [--repeat R]
 
