@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-_ROWS_ELEMENTS = 1 << 21      # distances sorted at once
+# Unknown points per chunk: about this many distances, the expanded square's matrix product over a
+# chunk's rows and every known point (its shape, and so its bits, as they have always been).
+_ROWS_ELEMENTS = 1 << 21
+# Known points per block: a block's distances (rows x points) about this many, so that the passes
+# that pick its three nearest find it in cache.
+_BLOCK_ELEMENTS = 1 << 15
 
 
 def three_nn(unknown, known, *, tie="first", known_batch="own", last_point=True, distance_dtype=np.float64,
@@ -35,23 +40,58 @@ def three_nn(unknown, known, *, tie="first", known_batch="own", last_point=True,
         points = known[0 if known_batch == "first" else b].astype(distance_dtype)
         for start in range(0, N, step):
             u = unknown[b, start:start + step].astype(distance_dtype)
-            with np.errstate(invalid="ignore", over="ignore"):
-                if order == "expanded":
-                    d = ((u * u).sum(axis=1)[:, None] - 2.0 * (u @ points.T)) + (points * points).sum(axis=1)[None, :]
-                    d = np.maximum(d, 0.0)
-                else:
-                    s = (u[:, None, :] - points[None, :, :]) ** 2
-                    d = s[..., 0] + (s[..., 1] + s[..., 2]) if order == "yz_first" else (s[..., 0] + s[..., 1]) + s[..., 2]
-            d = np.where(d.astype(np.float64) < 1e40, d.astype(np.float64), np.inf)
-            scan = d[:, ::-1] if tie == "last" else d
-            first = np.argsort(scan, axis=1, kind="stable")[:, :3]
-            if tie == "last":
-                first = M - 1 - first
-            found = np.take_along_axis(d, first, axis=1)
-            count = min(3, M)
-            dist2[b, start:start + step, :count] = found
-            idx[b, start:start + step, :count] = np.where(np.isfinite(found), first, 0)
+            found, first = _nearest_three(u, points, order, tie)
+            dist2[b, start:start + step], idx[b, start:start + step] = found, np.where(np.isfinite(found), first, 0)
     return (np.sqrt(dist2) if sqrt else dist2), idx
+
+
+def _block_distances(u, points, order):
+    """[rows, points] squared distances in the points' dtype, each operation rounded to it."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = [np.subtract.outer(u[:, axis], points[:, axis]) for axis in range(3)]
+        s = [diff * diff for diff in s]
+        return s[0] + (s[1] + s[2]) if order == "yz_first" else (s[0] + s[1]) + s[2]
+
+
+def _nearest_three(u, points, order, tie):
+    """The chunk's three nearest per row, (float64 distances, indices), ordered by distance and then
+    by index (tie "first") or by index the other way (tie "last"), searched block by block of known
+    points: each block's three by three argmins, merged into the running three (the earlier points'
+    three first on a tie for "first", the block's first for "last")."""
+    rows, M = len(u), len(points)
+    best = np.full((rows, 3), np.inf)
+    best_idx = np.zeros((rows, 3), dtype=np.int64)
+    cross = None
+    if order == "expanded":
+        with np.errstate(invalid="ignore", over="ignore"):
+            cross = 2.0 * (u @ points.T)
+            u_sq, points_sq = (u * u).sum(axis=1)[:, None], (points * points).sum(axis=1)[None, :]
+    width = max(3, _BLOCK_ELEMENTS // rows)
+    row_of = np.arange(rows)[:, None]
+    for lo in range(0, M, width):
+        hi = min(M, lo + width)
+        if cross is None:
+            d = _block_distances(u, points[lo:hi], order)
+        else:
+            with np.errstate(invalid="ignore", over="ignore"):
+                d = np.maximum((u_sq - cross[:, lo:hi]) + points_sq[:, lo:hi], 0.0)
+        d = d.astype(np.float64)
+        d[~(d < 1e40)] = np.inf                                   # NaN compares false: out too
+        scan = d[:, ::-1] if tie == "last" else d
+        picks = min(3, hi - lo)
+        block = np.full((rows, 3), np.inf)
+        block_idx = np.zeros((rows, 3), dtype=np.int64)
+        for slot in range(picks):
+            j = np.argmin(scan, axis=1)[:, None]                 # argmin: the first of equal minima
+            block[:, slot:slot + 1] = np.take_along_axis(scan, j, axis=1)
+            np.put_along_axis(scan, j, np.inf, axis=1)
+            block_idx[:, slot:slot + 1] = (hi - 1 - j) if tie == "last" else (lo + j)
+        merged = [best, block] if tie == "first" else [block, best]
+        merged_idx = [best_idx, block_idx] if tie == "first" else [block_idx, best_idx]
+        values, indices = np.concatenate(merged, axis=1), np.concatenate(merged_idx, axis=1)
+        keep = np.argsort(values, axis=1, kind="stable")[:, :3]
+        best, best_idx = values[row_of, keep], indices[row_of, keep]
+    return best, best_idx
 
 
 def segmented_three_nn(unknown, known, segment: int):
