@@ -37,9 +37,11 @@ def three_nn(unknown, known, *, tie="first", known_batch="own", last_point=True,
         return dist2, idx
     step = max(1, _ROWS_ELEMENTS // M)
     for b in range(B):
-        points = known[0 if known_batch == "first" else b].astype(distance_dtype)
+        with np.errstate(over="ignore"):   # a coordinate past the dtype's range is inf there, as on the device
+            points = known[0 if known_batch == "first" else b].astype(distance_dtype)
         for start in range(0, N, step):
-            u = unknown[b, start:start + step].astype(distance_dtype)
+            with np.errstate(over="ignore"):
+                u = unknown[b, start:start + step].astype(distance_dtype)
             found, first = _nearest_three(u, points, order, tie)
             dist2[b, start:start + step], idx[b, start:start + step] = found, np.where(np.isfinite(found), first, 0)
     return (np.sqrt(dist2) if sqrt else dist2), idx
