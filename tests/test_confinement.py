@@ -63,18 +63,19 @@ def _namespaces_given(as_nobody: bool) -> set[str]:
     return {0: {"user", "PID"}, 2: {"user"}}.get(subprocess.run(probe, timeout=30).returncode, set())
 
 
-def _unshare_works(as_nobody: bool) -> bool:
-    return "user" in _namespaces_given(as_nobody)
+def _layers_and_given(done) -> tuple[str, set[str]]:
+    """The run's "workers confined" line, and the namespaces this machine gives the worker's user."""
+    line = next(line for line in done.stdout.splitlines() if line.startswith("workers confined: "))
+    dropped = os.geteuid() == 0 and "unprivileged user: missing" not in line
+    return line, _namespaces_given(as_nobody=dropped)
 
 
 def test_the_worker_takes_a_user_namespace_where_the_machine_gives_one(tmp_path, marker):
     """The worker unshares while it still has one thread: an import that starts numpy's BLAS threads
     first made unshare fail with EINVAL, and the run said 'user namespace: missing' on a machine that
     gives every process one."""
-    done, _ = _run(tmp_path, marker, "reads_by_path")
-    line = next(line for line in done.stdout.splitlines() if line.startswith("workers confined: "))
-    dropped = os.geteuid() == 0 and "unprivileged user: missing" not in line
-    if not _unshare_works(as_nobody=dropped):
+    line, given = _layers_and_given(_run(tmp_path, marker, "reads_by_path")[0])
+    if "user" not in given:
         assert "user namespace: missing (unshare: " in line, line
         pytest.skip("no user namespace for the worker's user here: the run says 'user namespace: missing'")
     assert re.search(r"(^|; )user namespace(;|$)", line.removeprefix("workers confined: ")), line
@@ -83,9 +84,8 @@ def test_the_worker_takes_a_user_namespace_where_the_machine_gives_one(tmp_path,
 def test_the_worker_enters_a_pid_namespace_where_the_machine_gives_one(tmp_path, marker):
     """PID 2 under a reaper of its own (harness/worker/pid_namespace.py): the judge has no pid there."""
     done, doc = _run(tmp_path, marker, "reads_by_path")
-    line = next(line for line in done.stdout.splitlines() if line.startswith("workers confined: "))
-    dropped = os.geteuid() == 0 and "unprivileged user: missing" not in line
-    if "PID" not in _namespaces_given(as_nobody=dropped):
+    line, given = _layers_and_given(done)
+    if "PID" not in given:
         assert "PID namespace: missing (" in line, line
         pytest.skip("no PID namespace for the worker's user here: the run says 'PID namespace: missing'")
     assert "PID namespace (the worker is PID 2" in line, line

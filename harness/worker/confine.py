@@ -222,23 +222,24 @@ def confine_self(private_dir: str, readable: list[str], close_outside=None) -> l
     dropped = _drop_root(readable, private_dir)
     if dropped:
         layers.append(dropped)
+    pid_layer = f"PID namespace: {MISSING} (not asked for)"
     if _libc.unshare(_CLONE_NEWUSER) != 0:
         why = _errno_text()
         threads = _thread_count()
         if threads > 1:   # the kernel refuses a multithreaded process a user namespace (EINVAL)
             why += f"; the worker already ran {threads} threads"
         layers.append(f"user namespace: {MISSING} (unshare: {why})")
+        if close_outside is not None:
+            pid_layer = f"PID namespace: {MISSING} (needs the user namespace above)"
     else:
         layers.append("user namespace")
         if close_outside is not None:   # needs the user namespace's CAP_SYS_ADMIN
-            layers.append(pid_namespace.enter(_libc, _errno_text, close_outside))
+            pid_layer = pid_namespace.enter(_libc, _errno_text, close_outside)
             # Its own /proc/<pid> is now the server's: /proc/self names its pid in the procfs's namespace.
             own = f"/proc/{os.getpid()}"
             with contextlib.suppress(OSError):
                 readable = sorted({p for p in readable if p != own} | {f"/proc/{os.readlink('/proc/self')}"})
-    if not any(line.startswith("PID namespace") for line in layers):
-        layers.append(f"PID namespace: {MISSING} (" + ("needs the user namespace above)" if close_outside is not None
-                                                      else "not asked for)"))
+    layers.append(pid_layer)
     granted = worker_writable()
     if granted:   # the user's own choice (WRITABLE_ENV), so the summary names it
         layers.append(f"writable by the user's leave ({WRITABLE_ENV}): {', '.join(granted)}")
@@ -250,11 +251,23 @@ def _module_finder_path() -> list[str]:
     return sys.path + ([os.getcwd()] if os.getcwd() not in sys.path else [])
 
 
+def _find_top_module(module_name: str):
+    """The standard library's path finder's spec of ``module_name``'s top-level module on the worker's
+    module path (sys.path and the current directory), or None; nothing is imported."""
+    import importlib.machinery
+    top = module_name.split(".")[0]
+    if not top.isidentifier():
+        return None
+    try:
+        return importlib.machinery.PathFinder.find_spec(top, _module_finder_path())
+    except (ImportError, ValueError):
+        return None
+
+
 def backend_readable(backend_spec: str) -> list[str]:
     """What a ``module:attr`` backend's own code lives in (the judge asks, in the worker's current
     directory): its top package's directory, or a single-file module's directory (it may import what
     lies beside it), never more."""
-    import importlib.machinery
     if backend_spec.startswith("exec:"):   # the command's own files: its program, its script
         import shlex
         try:
@@ -266,11 +279,7 @@ def backend_readable(backend_spec: str) -> list[str]:
     module_name, is_module, _ = module_and_attr(backend_spec)   # module:attr, or a bare module (its run)
     if not is_module:
         return []   # built-in and plugin backends live in opcase's packages and site-packages
-    top = module_name.split(".")[0]
-    try:
-        found = importlib.machinery.PathFinder.find_spec(top, _module_finder_path()) if top.isidentifier() else None
-    except (ImportError, ValueError):
-        return []
+    found = _find_top_module(module_name)
     if found is None or not found.origin:
         return []
     if found.submodule_search_locations:
@@ -285,15 +294,8 @@ def _warm_finders(backend_spec: str) -> None:
     backend's top module: once confined it may open the files it is allowed, not list the current
     directory.  Only the standard library's finder: harness.backends (which parses a backend's name
     in full) loads numpy, whose BLAS threads would make unshare(CLONE_NEWUSER) fail with EINVAL."""
-    if backend_spec.startswith("exec:"):
-        return
-    top = backend_spec.partition(":")[0].split(".")[0]
-    if top.isidentifier():
-        import importlib.machinery
-        try:
-            importlib.machinery.PathFinder.find_spec(top, _module_finder_path())
-        except (ImportError, ValueError):
-            pass
+    if not backend_spec.startswith("exec:"):
+        _find_top_module(backend_spec.partition(":")[0])
 
 
 def worker_entry(jobs, results, lifeline, backend_spec: str, log_path: str, private_dir: str,
