@@ -10,9 +10,10 @@ import sys
 import numpy as np
 
 from gen.core.backend import InvalidArgument
+from gen.core import case_keys
 from gen.core.casefile import (Case, CaseFileError, DEFAULT_SIDECAR_BYTES, PrewrittenSidecar, SidecarWriter,
                                SpillFile, Tensor, Threshold, Undetermined, drop_pages, element_count, find,
-                               read_envelope, save)
+                               key_state, read_checked, read_envelope, save)
 from gen.core.checks import failures, first_failure
 from gen.core.descriptor import case_seed
 from gen.core.metrics import StreamingCompare, compare
@@ -527,15 +528,17 @@ def input_bytes_in_memory(spec: Spec, plan: Plan) -> int:
 
 def written_whole(path: Path, spec: Spec, plan: Plan, baseline: str | None) -> bool:
     """Whether ``path`` already holds the case of ``plan``, whole, as this generator would write it
-    now: its envelope's checksum holds, it names the same spec version, generator, suite, name and
+    now: its envelope's checksum holds (and its keyed one, where this user's ledger has it), it names the same spec version, generator, suite, name and
     seed (and baseline, for dynamic thresholds), and its sidecars have their recorded lengths.
     How an interrupted `opcase gen` resumes without writing those cases again."""
     if not path.is_file():
         return False
     try:
-        msg = read_envelope(path)
+        checksum, msg = read_checked(path)
     except CaseFileError:
         return False
+    if key_state(path, checksum) == case_keys.REFUSED:
+        return False              # rewritten since this user's opcase wrote it: written again
     if (msg.op, msg.suite, msg.name, msg.seed, msg.spec_sha256, msg.generator_version) != \
             (spec.op, plan.suite, plan.name, plan.seed, spec.sha256, GENERATOR_VERSION):
         return False

@@ -207,6 +207,20 @@ def assert_each_missing_check_caught(invalid_dir: Path, op: str) -> None:
 def pytest_configure(config):
     config.addinivalue_line("markers", "needs(name): the test needs what tests/needs.py calls `name` "
                                        "(torch, ray, chromium, protoc, g++, cuda); it skips without it")
+    _private_case_keys(config)
+
+
+def _private_case_keys(config) -> None:
+    """The cases the tests write are keyed in a ledger of the run's own (gen.core.case_keys), not in
+    the user's: set in the first process (pytest-xdist's workers inherit it), removed at its end."""
+    import shutil
+    import tempfile
+    from gen.core.case_keys import KEY_DIR_VARIABLE
+    if os.environ.get(KEY_DIR_VARIABLE):
+        return
+    directory = tempfile.mkdtemp(prefix="opcase-test-keys-")
+    os.environ[KEY_DIR_VARIABLE] = os.path.join(directory, "keys")
+    config.add_cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))
 
 
 def pytest_runtest_setup(item):

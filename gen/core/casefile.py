@@ -23,6 +23,7 @@ import stat
 from google.protobuf.message import DecodeError
 import numpy as np
 
+from gen.core import case_keys
 from gen.core.file_writes import atomic_write, blocks, drop_pages, element_count, le_bytes_view, temporary_beside
 from gen.core.proto import opcase_pb2 as pb
 from gen.core.sidecars import PrewrittenSidecar, SidecarWriter, SpillFile, write_sidecar
@@ -166,6 +167,7 @@ class Case:
     # it was not judged by), and outputs not judged at all (mlu-ops' threshold_use 0).
     informative: dict[str, list[Threshold]] = field(default_factory=dict)
     not_compared: tuple[str, ...] = ()
+    key_state: str = ""   # read with load(keyed=True): gen.core.case_keys' KEYED or UNKEYED; never written
 
 
 def value_to_pb(value) -> pb.Value:
@@ -252,7 +254,19 @@ def save(case: Case, path: str | os.PathLike, sidecar_bytes: int = DEFAULT_SIDEC
     envelope = pb.CaseFile(format_version=FORMAT_VERSION, case_bytes=case_bytes,
                            case_sha256=hashlib.sha256(case_bytes).digest())
     atomic_write(path, envelope.SerializeToString())
+    _record_written(path, envelope.case_sha256)
     return path
+
+
+def _record_written(path: Path, case_sha256: bytes) -> None:
+    """Key the file just written (gen.core.case_keys); without a ledger it stays unkeyed, which the
+    commands that write cases say once (``case_keys.unavailable_reason``)."""
+    keys = case_keys.ledger_or_none(create=True)
+    if keys is not None:
+        try:
+            keys.record(path, case_sha256)
+        except OSError:
+            pass   # a full or read-only key directory: the case is written, unkeyed, and runs as such
 
 
 def _dtype_of(name: str, where: str) -> np.dtype:
@@ -351,6 +365,20 @@ def _read_case_file(path: Path) -> bytes:
 
 
 def read_envelope(path: Path) -> pb.Case:
+    return read_checked(path)[1]
+
+
+class CaseRewritten(CaseFileError):
+    """A keyed case file whose content is not what opcase wrote there (gen.core.case_keys); with the
+    names the file gives (unchecked: for the report's grouping only, each made plain)."""
+
+    def __init__(self, message: str, op: str = "", suite: str = "", name: str = ""):
+        super().__init__(message)
+        self.op, self.suite, self.name = (n if is_plain_name(n) else "" for n in (op, suite, name))
+
+
+def read_checked(path: Path) -> tuple[bytes, pb.Case]:
+    """(the envelope's checksum, once checked against its bytes; the Case message)."""
     raw = _read_case_file(path)
     envelope = pb.CaseFile()
     try:
@@ -367,7 +395,7 @@ def read_envelope(path: Path) -> pb.Case:
         msg.ParseFromString(envelope.case_bytes)
     except DecodeError:
         raise CaseFileError(f"{path}: case payload does not parse") from None
-    return msg
+    return envelope.case_sha256, msg
 
 
 def from_proto(msg: pb.Case, path: Path, verify: bool = True, goldens: bool = True) -> Case:
@@ -443,15 +471,42 @@ def _check_undetermined(case: Case, path: Path) -> None:
             raise CaseFileError(f"{where}: offsets must give each element at least one acceptable answer")
 
 
-def load(path: str | os.PathLike, verify: bool = True, goldens: bool = True) -> Case:
+def load(path: str | os.PathLike, verify: bool = True, goldens: bool = True, keyed: bool = False) -> Case:
     """Read a case; raise CaseFileError for anything that does not check out.
 
     ``verify`` re-hashes sidecars: set it False only for data you have just written, or read
     again.  ``goldens`` False leaves every output's data None (its shape and dtype stay): what
     a process that only calls a backend reads (harness.judge.workers), never the answers.
+    ``keyed`` looks the file up in this user's ledger (gen.core.case_keys): the case's ``key_state``
+    says what it found, and a file rewritten since opcase wrote it raises CaseRewritten.
     """
     path = Path(path)
-    return from_proto(read_envelope(path), path, verify, goldens)
+    checksum, msg = read_checked(path)
+    state = key_state(path, checksum) if keyed else ""
+    if state == case_keys.REFUSED:
+        raise CaseRewritten(f"{path}: not the file opcase wrote here: its content changed after it was generated "
+                            f"(its keyed checksum in {case_keys.key_dir()} does not match); regenerate it",
+                            msg.op, msg.suite, msg.name)
+    case = from_proto(msg, path, verify, goldens)
+    case.key_state = state
+    return case
+
+
+def key_copy(source: Path, target: Path) -> None:
+    """Key ``target``, a byte-for-byte copy of ``source`` just made, if ``source`` is keyed."""
+    try:
+        checksum = read_checked(Path(target))[0]
+    except CaseFileError:
+        return
+    if key_state(Path(source), checksum) == case_keys.KEYED:
+        _record_written(Path(target), checksum)
+
+
+def key_state(path: Path, case_sha256: bytes) -> str:
+    """case_keys' KEYED, UNKEYED or REFUSED for a file whose checked envelope checksum is ``case_sha256``;
+    UNKEYED where this user has no ledger."""
+    keys = case_keys.ledger_or_none()
+    return keys.state(path, case_sha256) if keys is not None else case_keys.UNKEYED
 
 
 def find(paths) -> list[Path]:

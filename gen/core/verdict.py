@@ -63,6 +63,7 @@ class CaseResult:
     informative: dict = field(default_factory=dict)  # output -> verdicts of thresholds reported, not judged
     not_compared: list = field(default_factory=list)  # outputs the case does not judge (mlu-ops threshold_use 0)
     explanation: str = ""                            # with `run --explain`: the variant(s) a failing case's outputs match
+    keyed: str = ""                                  # gen.core.case_keys: keyed, unkeyed or refused ("": not looked up)
 
     @property
     def key(self) -> str:

@@ -22,6 +22,7 @@ import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from gen.core.casefile import key_copy
 from gen.core.registry import spec_for
 from gen.descriptor import explicit_of
 from gen.generate import case_path, plan_suite
@@ -51,11 +52,13 @@ def draw_seed() -> int:
     return secrets.randbits(SEED_BITS)
 
 
-def write_fresh(ops, count: int, seed: int, out_dir: Path) -> Fresh:
+def write_fresh(ops, count: int, seed: int, out_dir: Path, files: list | None = None) -> Fresh:
     """``count`` cases of each kernel in ``ops``, drawn with base seed ``seed`` from its installed
-    spec's random suite, built with goldens and thresholds under ``out_dir``.  Raises SpecError,
-    UnknownOp, GenerationError or BackendLoadError."""
-    kernels, without, files, descriptors = [], [], [], {}
+    spec's random suite, built with goldens and thresholds under ``out_dir``, each appended to
+    ``files`` once written (what to clean up if a later one fails).  Raises SpecError, UnknownOp,
+    GenerationError or BackendLoadError."""
+    kernels, without, descriptors = [], [], {}
+    files = [] if files is None else files
     for op in sorted(ops):
         spec = spec_for(op)
         plans = plan_suite(spec, "random", count, seed) if spec.suites.get("random") else []
@@ -87,4 +90,5 @@ def keep(path, fresh: Fresh, keep_dir: Path) -> Path:
         partial = target.parent / f".{part.name}.partial"
         shutil.copyfile(part, partial)
         os.replace(partial, target.parent / part.name)
+    key_copy(source, target)   # judged from the keyed original: the copy is opcase's too
     return target

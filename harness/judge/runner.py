@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gen.core.backend import Backend
-from gen.core.casefile import Case, CaseFileError, load
+from gen.core import case_keys
+from gen.core.casefile import Case, CaseFileError, CaseRewritten, load
 from gen.core.descriptor import describe
 from gen.core.timing import TimingPlan
 from gen.core.verdict import (ERROR, FAILED, MISTRUSTED, NONDETERMINISTIC, PASSED, SKIPPED, WRONGLY_ACCEPTED,
@@ -60,6 +61,7 @@ class Judgement:
         self.check: RepeatCheck | None = None
         self.judged = False   # the outputs were compared with the goldens
         result.op, result.suite, result.name, result.dtype = case.op, case.suite, case.name, case.dtype
+        result.keyed = case.key_state
         result.descriptor = describe(case.op, case.suite, case.name, case.seed, case.note)
         no_golden = [n for n, t in case.outputs.items() if t.data is None] if case.expect == "ok" else []
         # Set before any call: a case that cannot be judged is not given to the backend.
@@ -168,10 +170,13 @@ def run_case(path: Path, backend: Backend, backend_spec: str, options: RunOption
     result = new_result(path, backend_spec, options)
     started = time.monotonic()
     try:
-        case = load(path)
+        case = load(path, keyed=True)
     except CaseFileError as exc:
         result.status, result.message = ERROR, str(exc)
         result.name = Path(path).name
+        if isinstance(exc, CaseRewritten):
+            result.keyed, result.op, result.suite = case_keys.REFUSED, exc.op, exc.suite
+            result.name = exc.name or result.name
     else:
         run_loaded(case, backend, result, options)
     result.wall_seconds = time.monotonic() - started

@@ -50,7 +50,8 @@ import traceback
 import numpy as np
 
 from gen.core.backend import BackendLoadError
-from gen.core.casefile import CaseFileError, load, read_envelope
+from gen.core import case_keys
+from gen.core.casefile import CaseFileError, CaseRewritten, load, read_envelope
 from gen.core.descriptor import describe
 from gen.core.verdict import CaseResult, ERROR
 from harness.judge.cold_pass import COLD_PASS, WARM_PASS, Passes, Pending, SharedLoads
@@ -314,9 +315,12 @@ class _Pool:
         options, path = self.passes.options_of(index), self.files[self.passes.file_of(index)]
         result = new_result(self.shown[self.passes.file_of(index)], self.backend_spec, options)
         try:
-            case = self.loads.case_of(index, lambda file: load(self.files[file]))
+            case = self.loads.case_of(index, lambda file: load(self.files[file], keyed=True))
         except CaseFileError as exc:
             result.status, result.message, result.name = ERROR, str(exc), Path(path).name
+            if isinstance(exc, CaseRewritten):
+                result.keyed, result.op, result.suite = case_keys.REFUSED, exc.op, exc.suite
+                result.name = exc.name or result.name
             return None, result
         except Exception:  # noqa: BLE001 - the harness's own failure costs only this case
             return None, _internal_error(self.shown[self.passes.file_of(index)], self.backend_spec, options)

@@ -289,6 +289,16 @@ def backend_readable(backend_spec: str) -> list[str]:
     return [os.path.dirname(os.path.realpath(found.origin))]
 
 
+def readable_within(path: str, backend_spec: str) -> str:
+    """The directory the workers of ``backend_spec`` may read that holds ``path`` (the judge asks, of
+    its case keys' directory), or ""."""
+    real = os.path.realpath(path)
+    for place in [*system_readable(), *backend_readable(backend_spec)]:
+        if real == place or real.startswith(place.rstrip("/") + "/"):
+            return place
+    return ""
+
+
 def _warm_finders(backend_spec: str) -> None:
     """Let the import finders list, while the worker still may, the directories they search for the
     backend's top module: once confined it may open the files it is allowed, not list the current

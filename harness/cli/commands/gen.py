@@ -13,6 +13,7 @@ from concurrent.futures.process import BrokenProcessPool
 import click
 
 from gen.core.backend import BackendLoadError
+from gen.core import case_keys
 from gen.core.casefile import physical_memory
 from gen.core.descriptor import DescriptorError
 from gen.core.registry import UnknownOp
@@ -245,6 +246,9 @@ def _summarise(planned: _Planned, written: int, verbose: bool, select, out_dir) 
     n_written = sum(sum(c.values()) for c in planned.counts.values()) - kept
     click.echo(f"wrote {n_written} cases ({written / 1e6:.1f} MB) to {out_dir}"
                + (f"; kept {kept} already there whole (same spec, suite and seed)" if kept else ""))
+    unkeyed = case_keys.unavailable_reason()
+    if unkeyed and n_written:
+        click.echo(f"note: the cases are not keyed (a rewritten file will not be told from opcase's): {unkeyed}", err=True)
     if n_written + kept == 0:   # as `opcase run`: a step that made nothing is not a success
         why = "every case is over --max-size" if planned.skipped else \
             f"--select {select!r} matches no case" if select else "the suites chosen hold no case"

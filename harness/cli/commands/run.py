@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from gen.core.backend import BackendLoadError
+from gen.core import case_keys
 from gen.core.casefile import CaseFileError, atomic_write, find, mixed_versions, recorded_versions
 from gen.core.registry import UnknownOp, known_ops, spec_for
 from gen.core.spec import MAX_RANDOM_COUNT, SpecError
@@ -333,6 +334,8 @@ def _report(args: RunArguments, files, n_selected: int, outcome: _Outcome, backe
     runs_here = backend is not None and args.jobs is None and pool_timeout is None   # else in workers (run_cases)
     confined = confine.run_summary(args.backend_spec, runs_here)
     click.echo(confined)
+    keyed_line, keyed = keyed_summary(results, "" if runs_here else _key_dir_exposed(args.backend_spec))
+    click.echo(keyed_line)
     _echo_attention(results, args.quiet, args.verbose)   # as pytest's short summary: before the totals, which stay the last line
     if outcome.stopped_early:
         click.echo(f"stopped after {args.maxfail} failing case(s) (--maxfail/-x): {len(files) - len(results)} of "
@@ -344,7 +347,8 @@ def _report(args: RunArguments, files, n_selected: int, outcome: _Outcome, backe
                                keep_dir_of(args.keep_fresh, args.json_path, args.junit_path, args.html_path)):
             click.echo(line)
     adjoint_broken = _echo_adjoint(files, args.backend_spec, args.timeout) if args.adjoint else False
-    run_info = {"backend_origin": outcome.origin, "workers_confined": confined, "in_process": runs_here,
+    run_info = {"backend_origin": outcome.origin, "workers_confined": confined, "cases_keyed": keyed,
+                "in_process": runs_here,
                 "jobs": args.jobs, "timeout": args.timeout,
                 "repeat": args.repeat, "warmup": args.warmup if args.repeat else None, "bitwise": args.bitwise,
                 "shard": args.shard_text, "filter": args.filter_text, "exclude": args.exclude_text,
@@ -369,6 +373,34 @@ def _report(args: RunArguments, files, n_selected: int, outcome: _Outcome, backe
                        f"(--allow-empty accepts it)", err=True)
             sys.exit(EXIT_NOTHING_JUDGED)
     sys.exit(0)
+
+
+def keyed_summary(results, exposed: str = "") -> tuple[str, dict]:
+    """The run's "cases keyed: ..." line and its results-file record (gen.core.case_keys); ``exposed``:
+    the directory the workers may read that holds the key, if one does."""
+    counts = Counter(r.keyed for r in results)
+    reason = case_keys.unavailable_reason()
+    record = {"keyed": counts[case_keys.KEYED], "refused": counts[case_keys.REFUSED], "of": len(results),
+              "ledger": None if reason else str(case_keys.key_dir()), "unavailable": reason or None}
+    line = f"cases keyed: {record['keyed']} of {len(results)}; {record['refused']} refused"
+    if record["refused"]:
+        line += " (rewritten after opcase wrote them: errors)"
+    if reason:
+        line += f" (no key ledger: {reason})"
+    elif record["keyed"] + record["refused"] < len(results):
+        line += " (the others were not written at their path by this user's opcase: committed, copied or moved)"
+    if exposed and not reason:
+        record["key_readable_by_workers"] = exposed
+        line += (f"; warning: the key directory lies within {exposed}, which the workers may read "
+                 f"(set ${case_keys.KEY_DIR_VARIABLE} elsewhere)")
+    return line, record
+
+
+def _key_dir_exposed(backend_spec: str) -> str:
+    try:
+        return confine.readable_within(str(case_keys.key_dir()), backend_spec)
+    except case_keys.KeysUnavailable:
+        return ""
 
 
 def _incomplete(option: str, backend_spec: str) -> str:
@@ -472,11 +504,17 @@ def _fresh_cases(files, count: int, seed: int | None, executor: str | None):
     kernels = sorted(recorded_versions(files))
     seed = draw_seed() if seed is None else seed
     where = tempfile.mkdtemp(prefix="opcase-fresh-", dir=os.getcwd() if executor == "ray" else None)
-    click.get_current_context().call_on_close(lambda: shutil.rmtree(where, ignore_errors=True))
+    written: list = []
+    def remove():   # the directory and the ledger's entries for its files (gen.core.case_keys)
+        keys = case_keys.ledger_or_none()
+        for path in written if keys is not None else ():
+            keys.forget(path)
+        shutil.rmtree(where, ignore_errors=True)
+    click.get_current_context().call_on_close(remove)
     click.echo(f"fresh: drawing {count} new case(s) per kernel ({', '.join(kernels) or 'none found'}) with "
                f"--fresh-seed {seed}")
     try:
-        fresh = write_fresh(kernels, count, seed, Path(where))
+        fresh = write_fresh(kernels, count, seed, Path(where), written)
     except (SpecError, UnknownOp, GenerationError, BackendLoadError) as exc:
         raise InputError(f"--fresh: {exc}") from None
     if fresh.without:
