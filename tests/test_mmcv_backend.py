@@ -89,7 +89,7 @@ def test_run_makes_the_specs_checks_first(change, check):
 def test_run_refuses_a_kernel_it_has_not(monkeypatch):
     request = SimpleNamespace(op="carafe_forward", params={}, inputs={}, outputs={})
     monkeypatch.setattr(mmcv_backend, "check_request", lambda request: None)
-    monkeypatch.setattr(mmcv_backend, "kernel", lambda op: None)
+    monkeypatch.setattr(mmcv_backend, "kernel", lambda op, known=False: None)
     with pytest.raises(InvalidArgument, match="no kernel 'carafe_forward'"):
         mmcv_backend.run(request)
 

@@ -16,9 +16,10 @@ from harness.backends.builtin import check_request
 DTYPES = ("float16", "float32")   # mmcv's scalar_t: at::Half or float
 
 
-def kernel(op: str):
-    """The emulation of ``op`` (a function of inputs and params), or None where there is none."""
-    return kernel_function(MMCV_EMULATION, op)
+def kernel(op: str, known: bool = False):
+    """The emulation of ``op`` (a function of inputs and params), or None where there is none
+    (``known``: see gen.core.registry.kernel_module)."""
+    return kernel_function(MMCV_EMULATION, op, known)
 
 
 def supports(op: str, dtype: str) -> bool:
@@ -31,7 +32,8 @@ def supports(op: str, dtype: str) -> bool:
 
 def run(request: Request) -> dict:
     check_request(request)
-    function = kernel(request.op)
+    # check_request found the op's spec (spec_for), so the op is a spec's: no listing of the specs again.
+    function = kernel(request.op, known=True)
     if function is None:
         raise InvalidArgument(f"mmcv backend has no kernel {request.op!r}")
     # Some outputs have dims no input carries (border_align_backward's H and W).
