@@ -268,3 +268,28 @@ def test_a_tensor_infos_size_is_the_exact_element_count(shape):
     assert info.size == element_count(shape) and type(info.size) is int
     exact = TensorInfo.exactly(info.shape, info.dtype, info.layout)
     assert exact == info and repr(exact) == repr(info) and hash(exact) == hash(info)
+
+
+# ----------------------------------------------------------------------------- gen's baseline call
+
+@pytest.mark.parametrize("op", known_ops())
+def test_the_call_gen_hands_its_baseline_unchecked_is_the_call_its_plan_checked(op):
+    """gen.generate.of_checked_calls: the baseline's call describes to the checks exactly what
+    Generator._expect_valid checked of its plan, so checking it again could only agree."""
+    from gen.core.verdict import request_for
+    from gen.generate import Generator
+    from gen.plan import total_bytes
+    spec = spec_for(op)
+    generator = Generator(spec)
+    compared = 0
+    for suite in ("boundary", "random"):
+        for plan in plan_suite(spec, suite):
+            if plan.violation is not None or total_bytes(spec, plan) > 1 << 20:
+                continue
+            plan = replace(plan, params=interface_params(spec, plan.params))
+            lay = layout_of(spec, plan)
+            request = request_for(generator._with_inputs(plan))
+            assert check_env(spec, request_tensors(spec, request), request.params) == \
+                check_env(spec, tensor_infos(spec, lay.shapes, lay.dtypes, lay.layouts, plan.omit), plan.params)
+            compared += 1
+    assert compared

@@ -90,6 +90,9 @@ class Backend:
     run: Callable[[Request], dict]
     supports: Callable[[str, str], bool] = lambda op, dtype: True
     measures_time: bool = False   # run() returns (outputs, seconds) with its own kernel time
+    # run() less the spec's parameter checks, for a caller that has made them on this very call (gen,
+    # which checks every case when it plans it); None where run() is all there is.
+    run_checked: Callable[[Request], dict] | None = None
 
 
 # The backends gen and the harness know by name (harness.backends.load_backend loads them); a

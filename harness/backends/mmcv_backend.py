@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gen.core.registry import MMCV_EMULATION, kernel_function
+from gen.core.registry import MMCV_EMULATION, kernel_function, spec_for
 from gen.core.backend import Backend, InvalidArgument, Request
 from harness.backends.builtin import check_request
 
@@ -32,7 +32,14 @@ def supports(op: str, dtype: str) -> bool:
 
 def run(request: Request) -> dict:
     check_request(request)
-    # check_request found the op's spec (spec_for), so the op is a spec's: no listing of the specs again.
+    return run_checked(request)
+
+
+def run_checked(request: Request) -> dict:
+    """run() for a call that meets the spec's checks (Backend.run_checked): the emulation alone."""
+    # An op without a spec is refused as check_request refuses it (UnknownOp); one with a spec is a
+    # spec's op, so its kernel is looked up without listing the specs again.
+    spec_for(request.op)
     function = kernel(request.op, known=True)
     if function is None:
         raise InvalidArgument(f"mmcv backend has no kernel {request.op!r}")
@@ -46,4 +53,4 @@ def backend() -> Backend:
     return Backend(name="mmcv", origin=f"built-in: spec checks + numpy emulation of mmcv 2.2.0's CUDA arithmetic "
                                        "in float16/float32, bit for bit where mmcv's order is fixed "
                                        "(gen/kernels/*/mmcv_emulation*.py)",
-                   run=run, supports=supports)
+                   run=run, supports=supports, run_checked=run_checked)
