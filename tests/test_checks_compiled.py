@@ -59,18 +59,17 @@ def _old_holds(check, env) -> bool:
 
 
 def _old_first_failure(spec, tensors, params, spec_errors=False):
+    """main's first_failure, written apart from the loop it keeps for a check that raises: the first
+    check that does not hold, the error of one that raises being the spec's with ``spec_errors``."""
     env = check_env(spec, tensors, params)
-    for check in spec.checks:
+    failing = next((check for check in spec.checks if not _old_holds(check, env)), None)
+    if spec_errors and failing is not None:
         try:
-            holds = bool(_old_evaluate(check.require, env))
+            _old_evaluate(failing.require, env)
         except ExprError as exc:
-            if spec_errors:
-                raise SpecError(spec.path, check.line, f"check '{check.id}' cannot be evaluated on a call that "
-                                                       f"meets every check before it: {exc}") from None
-            holds = False
-        if not holds:
-            return check
-    return None
+            raise SpecError(spec.path, failing.line, f"check '{failing.id}' cannot be evaluated on a call that "
+                                                     f"meets every check before it: {exc}") from None
+    return failing
 
 
 def _outcome(function, *args, **kwargs):
