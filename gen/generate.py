@@ -134,6 +134,7 @@ class Generator:
     def __init__(self, spec: Spec, baseline=None):
         self.spec = spec
         self.baseline = baseline
+        self._baseline_of_checked_calls = None if baseline is None else of_checked_calls(baseline)
 
     def _expect_valid(self, plan: Plan, lay: Layout) -> None:
         infos = tensor_infos(self.spec, lay.shapes, lay.dtypes, lay.layouts, plan.omit)
@@ -322,7 +323,9 @@ class Generator:
 
     def complete(self, case: Case, ready=lambda tensors: None) -> Case:
         """Fill in the goldens (rounded once from float64) and the thresholds of a case that has its
-        inputs; ``ready(outputs)`` is called once the goldens are rounded, before the thresholds."""
+        inputs; ``ready(outputs)`` is called once the goldens are rounded, before the thresholds.
+        Its call must meet the spec's checks (a plan's does, _expect_valid; complete_imported checks
+        an imported case first): the baseline does not make them again (of_checked_calls)."""
         baseline = self._baseline_beside_golden(case)
         try:
             golden64 = self._golden(case)
@@ -429,7 +432,7 @@ class Generator:
         """The baseline's outputs for a valid case, called and checked as `opcase run` calls and
         checks a backend's (its own timing, if it measures it, is dropped)."""
         try:
-            outputs, _, _ = call(self.baseline, request_for(case))
+            outputs, _, _ = call(self._baseline_of_checked_calls, request_for(case))
         except InvalidArgument as exc:
             raise self._baseline_error(case, f"rejected a valid call: {exc}") from None
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever the baseline raises ends generation
@@ -488,6 +491,16 @@ class Generator:
         found = estimate(units, capture, {n: t.dtype for n, t in case.outputs.items()}, self.spec.criteria.metrics,
                          lambda name, mismatches: self._refuse_baseline_output(case, name, False, mismatches))
         return self._dynamic_criteria(case, found.stats, found.note)
+
+
+def of_checked_calls(baseline):
+    """``baseline`` (a Backend) as gen calls it: its run_checked as its run where it has one.  Every case gen
+    completes meets the spec's checks before its baseline runs (each plan is checked before its inputs
+    are drawn), so they are not made again there: they cost more than a small case's baseline arithmetic.
+    `opcase run` calls run(), the checks and all."""
+    if getattr(baseline, "run_checked", None) is None:
+        return baseline
+    return replace(baseline, run=baseline.run_checked)
 
 
 def baseline_units_fn(baseline: str, spec: Spec):

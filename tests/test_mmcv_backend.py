@@ -89,7 +89,7 @@ def test_run_makes_the_specs_checks_first(change, check):
 def test_run_refuses_a_kernel_it_has_not(monkeypatch):
     request = SimpleNamespace(op="carafe_forward", params={}, inputs={}, outputs={})
     monkeypatch.setattr(mmcv_backend, "check_request", lambda request: None)
-    monkeypatch.setattr(mmcv_backend, "kernel", lambda op: None)
+    monkeypatch.setattr(mmcv_backend, "kernel", lambda op, known=False: None)
     with pytest.raises(InvalidArgument, match="no kernel 'carafe_forward'"):
         mmcv_backend.run(request)
 
@@ -103,3 +103,22 @@ def test_opcase_backends_lists_mmcv():
     described = "\n".join(lines[at + 1:at + 2 + len(known_ops())])
     assert re.search(r"^ +carafe_forward +float16 float32$", described, re.M), described
     assert re.search(r"^ +psamask_forward +not supported$", described, re.M), described
+
+
+def test_gen_calls_its_baseline_without_the_checks_its_plan_made_and_run_still_makes_them(monkeypatch):
+    from gen.core.verdict import request_for
+    from gen.generate import Generator
+    from gen.plan import plan_suite
+    spec = registry.spec_for("carafe_forward")
+    plan = next(p for p in plan_suite(spec, "boundary") if p.name.startswith("mluops_case"))
+    checked = []
+    real_check = mmcv_backend.check_request
+    monkeypatch.setattr(mmcv_backend, "check_request", lambda request: checked.append(request.op) or real_check(request))
+    case = Generator(spec, load_backend("mmcv")).build(plan)
+    assert checked == [] and case.criteria                       # thresholds set from the unchecked baseline
+    outputs = load_backend("mmcv").run(request_for(case))
+    assert checked == ["carafe_forward"]
+    unchecked = mmcv_backend.run_checked(request_for(case))
+    assert all(np.array_equal(outputs[n].view(np.uint8), unchecked[n].view(np.uint8)) for n in outputs)
+    with pytest.raises(registry.UnknownOp):                       # no spec, no kernel looked up
+        mmcv_backend.run_checked(SimpleNamespace(op="roi_align_forward", params={}, inputs={}, outputs={}))

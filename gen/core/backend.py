@@ -2,12 +2,11 @@
 backend is (Backend); what gen hands its baseline and the harness any implementation."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
-
-from gen.core.casefile import element_count
 
 
 class InvalidArgument(Exception):
@@ -44,13 +43,25 @@ class TensorInfo:
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
         object.__setattr__(self, "dtype", np.dtype(self.dtype))
 
+    @classmethod
+    def exactly(cls, shape: tuple, dtype: np.dtype, layout: str) -> "TensorInfo":
+        """TensorInfo(shape, dtype, layout) where ``shape`` is a tuple of Python ints already (an
+        ndarray's or a TensorInfo's) and ``dtype`` a numpy dtype: what __post_init__ would store, without
+        its conversions, which were a fifth of a small call's checks (one TensorInfo per tensor)."""
+        info = object.__new__(cls)
+        object.__setattr__(info, "shape", shape)
+        object.__setattr__(info, "dtype", dtype)
+        object.__setattr__(info, "layout", layout)
+        return info
+
     @property
     def ndim(self) -> int:
         return len(self.shape)
 
     @property
     def size(self) -> int:
-        return element_count(self.shape)
+        # The exact count as casefile.element_count gives it: the shape holds Python ints (__post_init__).
+        return math.prod(self.shape)
 
 
 @dataclass
@@ -79,6 +90,9 @@ class Backend:
     run: Callable[[Request], dict]
     supports: Callable[[str, str], bool] = lambda op, dtype: True
     measures_time: bool = False   # run() returns (outputs, seconds) with its own kernel time
+    # run() less the spec's parameter checks, for a caller that has made them on this very call (gen,
+    # which checks every case when it plans it); None where run() is all there is.
+    run_checked: Callable[[Request], dict] | None = None
 
 
 # The backends gen and the harness know by name (harness.backends.load_backend loads them); a

@@ -1,8 +1,10 @@
 """Evaluating a spec's parameter checks on the tensors and params of a call."""
 from __future__ import annotations
 
+from operator import attrgetter
+
 from gen.core.backend import REFUSALS, TensorInfo
-from gen.core.expr import ExprError, evaluate
+from gen.core.expr import ExprError, evaluate, falsy, first_false
 from gen.core.spec import CHECK_STATUSES, Check, Spec, SpecError
 
 
@@ -16,7 +18,21 @@ def check_env(spec: Spec, tensors: dict[str, TensorInfo | None], params: dict) -
 def failures(spec: Spec, tensors: dict[str, TensorInfo | None], params: dict) -> list[Check]:
     """Every check the call violates, in the doc's order."""
     env = check_env(spec, tensors, params)
-    return [check for check in spec.checks if not _holds(check, env)]
+    checks = spec.checks
+    failed = falsy(_requires(checks), env)
+    if failed is not None:
+        return [check for check, fails in zip(checks, failed) if fails]
+    # A check raised (the call is malformed): which ones fail, one at a time.
+    return [check for check in checks if not _holds(check, env)]
+
+
+# The checks' expressions, the key of their code compiled together (gen.core.expr): read from the
+# checks at every call, so that a spec whose checks are replaced or edited is never judged by old code.
+_REQUIRE = attrgetter("require")
+
+
+def _requires(checks) -> tuple:
+    return tuple(map(_REQUIRE, checks))
 
 
 def _holds(check: Check, env: dict) -> bool:
@@ -44,7 +60,12 @@ def first_failure(spec: Spec, tensors: dict[str, TensorInfo | None], params: dic
     (``x.dtype.shape == 1``).
     """
     env = check_env(spec, tensors, params)
-    for check in spec.checks:
+    checks = spec.checks
+    index = first_false(_requires(checks), env)
+    if index is not None:
+        return checks[index] if index < len(checks) else None
+    # A check raised: the loop finds the same first failure and says why it cannot be evaluated.
+    for check in checks:
         try:
             holds = bool(evaluate(check.require, env))
         except ExprError as exc:

@@ -91,12 +91,34 @@ class _Guarded(ast.NodeTransformer):
         guard = {ast.Pow: "_power", ast.Mult: "_times", ast.Mod: "_modulo"}.get(type(node.op))
         if guard is None:
             return node
+        folded = _folded(_GUARDS[guard], node.left, node.right)
+        if folded is not None:
+            return ast.copy_location(folded, node)
         return ast.copy_location(ast.Call(ast.Name(guard, ast.Load()), [node.left, node.right], []), node)
+
+
+def _folded(guard, left: ast.expr, right: ast.expr) -> ast.Constant | None:
+    """``guard(left, right)`` computed now where both are numbers written in the text (``2**31``): the
+    guard of pure numbers gives the same value at every evaluation, and the checks' size limits write
+    such powers in almost every spec.  None (the call stays, to raise when evaluated) where the guard
+    raises or either side is no int or float."""
+    if not all(isinstance(side, ast.Constant) and type(side.value) in (int, float) for side in (left, right)):
+        return None
+    try:
+        return ast.Constant(guard(left.value, right.value))
+    except Exception:  # noqa: BLE001 - the evaluation raises it again, with its expression's text
+        return None
 
 
 @lru_cache(maxsize=None)
 def compile_expr(text: str):
     """Parse and vet ``text``; return a code object.  Raises ExprError."""
+    return compile(_vetted(text), "<spec expression>", "eval")
+
+
+def _vetted(text) -> ast.Expression:
+    """``text`` parsed, vetted and with the guards of ``**``, ``*`` and ``%`` in place: a fresh tree
+    each time (compile_expr's and first_false's own).  Raises ExprError."""
     text = str(text)
     if len(text) > MAX_EXPR_CHARS:
         raise ExprError(f"expression {text[:40]!r}...: {len(text)} characters, over the limit of {MAX_EXPR_CHARS}")
@@ -122,8 +144,7 @@ def compile_expr(text: str):
         if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS):
             raise ExprError(f"expression {text!r}: only these functions may be called: "
                             f"{', '.join(sorted(FUNCTIONS))}")
-    guarded = ast.fix_missing_locations(_Guarded().visit(tree))
-    return compile(guarded, "<spec expression>", "eval")
+    return ast.fix_missing_locations(_Guarded().visit(tree))
 
 
 def _depth(tree: ast.AST) -> int:
@@ -165,3 +186,63 @@ def evaluate(text, env: dict):
         raise ExprError(f"expression {text!r}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - whatever a spec's expression raises is the spec's error
         raise ExprError(f"expression {text!r}: {type(exc).__name__}: {exc}") from None
+
+
+# --------------------------------------------------------------------------- many expressions at once
+
+def _operand(text) -> ast.expr:
+    """The tree evaluate(text, env) evaluates: a plain number passes through as itself."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return ast.Constant(text)
+    return _vetted(text).body
+
+
+@lru_cache(maxsize=512)
+def _together_code(texts: tuple, every: bool):
+    """One code object for ``texts``, each vetted and guarded as compile_expr does it; None where one
+    does not vet (evaluate() raises that ExprError when the caller's loop gets to it).  ``every``: the
+    tuple of ``not text`` for each; else 1 + the index of the first falsy one, or 0, evaluated in
+    order and none after the first falsy one, as a loop of evaluate() calls goes.  (``texts`` equal
+    as tuples may hold 1 where the other holds 1.0 or True: the same constant to ``not``.)"""
+    try:
+        negated = [ast.UnaryOp(ast.Not(), _operand(text)) for text in texts]
+    except ExprError:
+        return None
+    if every:
+        body = ast.Tuple(negated, ast.Load())
+    else:
+        # (not e0 and 1) or (not e1 and 2) or ... or 0: one flat BoolOp, no deeper than the deepest text.
+        firsts = [ast.BoolOp(ast.And(), [test, ast.Constant(index + 1)]) for index, test in enumerate(negated)]
+        body = ast.BoolOp(ast.Or(), [*firsts, ast.Constant(0)]) if firsts else ast.Constant(0)
+    return compile(ast.fix_missing_locations(ast.Expression(body)), "<spec expressions>", "eval")
+
+
+def _together(texts: tuple, env: dict, every: bool):
+    try:
+        code = _together_code(texts, every)
+    except TypeError:   # a text no spec could hold (unhashable): evaluate() alone says what becomes of it
+        return None
+    if code is None:
+        return None
+    try:
+        return eval(code, _EVAL_GLOBALS, env)  # noqa: S307 - every text vetted by _vetted
+    except Exception:  # noqa: BLE001 - one text raised: the caller evaluates them one at a time
+        return None
+
+
+def first_false(texts: tuple, env: dict) -> int | None:
+    """The index of the first of ``texts`` whose value on ``env`` is falsy (``len(texts)`` where none
+    is), in one evaluation instead of one per text; None where one raised or does not vet: then only
+    evaluate(), one text at a time, can say which and with what ExprError.
+
+    It is ``not evaluate(text, env)`` text by text up to the first falsy one: the same vetted trees
+    and guards, the same globals, ``env`` as the locals; and since no text can assign (_ALLOWED_NODES),
+    what one evaluates cannot change what the next one sees, together or apart."""
+    found = _together(texts, env, every=False)
+    return None if found is None else found - 1 if found else len(texts)
+
+
+def falsy(texts: tuple, env: dict) -> tuple[bool, ...] | None:
+    """``not evaluate(text, env)`` for each of ``texts``, in one evaluation; None where one raised or
+    does not vet (as first_false)."""
+    return _together(texts, env, every=True)

@@ -77,10 +77,16 @@ COST = "cost"
 
 def part_module_names(part: str, op: str) -> list[str]:
     """The modules that may hold ``op``'s ``part``, the more specific first."""
+    return list(_part_module_names(part, op))
+
+
+@lru_cache(maxsize=1024)
+def _part_module_names(part: str, op: str) -> tuple[str, ...]:
+    # Remembered: a function of the two names only, asked at every backend call.
     family = family_of(op)
     direction = op[len(family) + 1:]
-    names = [f"{KERNELS_PACKAGE}.{family}.{part}_{direction}"] if direction else []
-    return names + [f"{KERNELS_PACKAGE}.{family}.{part}"]
+    names = (f"{KERNELS_PACKAGE}.{family}.{part}_{direction}",) if direction else ()
+    return names + (f"{KERNELS_PACKAGE}.{family}.{part}",)
 
 
 # Part modules found absent, not looked for again in this process: every backend call asks, and a failed
@@ -88,12 +94,14 @@ def part_module_names(part: str, op: str) -> list[str]:
 _ABSENT: set[str] = set()
 
 
-def kernel_module(part: str, op: str):
+def kernel_module(part: str, op: str, known: bool = False):
     """The module that holds ``op``'s ``part`` (see part_module_names), or None.  Only the specs' op
-    names are looked up: a name read from a case file never picks a module itself."""
-    if op not in known_ops():
+    names are looked up: a name read from a case file never picks a module itself.  ``known``: the
+    caller holds spec_for(op), which took only a plain name with a spec file, so the specs need not
+    be listed again (a listing's stat of their folder was a tenth of a small call of the mmcv backend)."""
+    if not known and op not in known_ops():
         return None
-    names = part_module_names(part, op)
+    names = _part_module_names(part, op)
     for module_name in names:
         if module_name in _ABSENT:
             continue
@@ -116,9 +124,9 @@ def _holds_tables_for(module, op: str) -> bool:
     return any(isinstance(table, dict) and op in table for table in vars(module).values())
 
 
-def kernel_function(part: str, op: str):
+def kernel_function(part: str, op: str, known: bool = False):
     """The function named ``op`` in ``op``'s module of ``part`` (see kernel_module), or None."""
-    module = kernel_module(part, op)
+    module = kernel_module(part, op, known)
     function = getattr(module, op, None) if module is not None else None
     return function if callable(function) else None
 

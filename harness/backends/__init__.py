@@ -75,7 +75,7 @@ def checked(backend: Backend) -> Backend:
         check_request(request)
         return backend.run(request)
     return Backend(name=backend.name, origin=backend.origin, run=run, supports=backend.supports,
-                   measures_time=backend.measures_time)
+                   measures_time=backend.measures_time, run_checked=backend.run)
 
 
 

@@ -22,18 +22,34 @@ from gen.core.rounding import round_to
 
 
 @functools.lru_cache(maxsize=64)
-def _dtype_name(dtype: np.dtype) -> str:
-    """dtype.name, remembered: numpy computes it in Python on every read (a fifth of a small call's checks)."""
-    return dtype.name
+def _checked_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype the checks see of a tensor of ``dtype``: np.dtype(dtype.name), as a TensorInfo of the name
+    holds it; remembered, since numpy computes dtype.name in Python at every read."""
+    return np.dtype(dtype.name)
+
+
+# Arrays whose .shape is numpy's own, a tuple of Python ints (what TensorInfo.exactly takes).
+_PLAIN_ARRAYS = (np.ndarray, np.memmap)
+
+
+def _input_info(array, layout: str) -> TensorInfo:
+    if type(array) in _PLAIN_ARRAYS:
+        return TensorInfo.exactly(array.shape, _checked_dtype(array.dtype), layout)
+    return TensorInfo(tuple(array.shape), _checked_dtype(array.dtype), layout)
+
+
+def _output_info(output) -> TensorInfo:
+    if type(output) is TensorInfo:
+        return TensorInfo.exactly(output.shape, _checked_dtype(output.dtype), output.layout)
+    return TensorInfo(tuple(output.shape), _checked_dtype(np.dtype(output.dtype)), output.layout)
 
 
 def request_tensors(spec, request: Request) -> dict:
-    """What the spec's checks see of a call: each tensor's shape, dtype name and layout."""
-
-    tensors = {name: TensorInfo(tuple(a.shape), _dtype_name(a.dtype), request.layouts.get(name, spec.inputs[name].layout))
+    """What the spec's checks see of a call: each tensor's shape, dtype (by its name) and layout."""
+    layouts = request.layouts
+    tensors = {name: _input_info(a, layouts.get(name, spec.inputs[name].layout))
                for name, a in request.inputs.items() if name in spec.inputs}
-    tensors.update({name: TensorInfo(tuple(o.shape), _dtype_name(np.dtype(o.dtype)), o.layout)
-                    for name, o in request.outputs.items()})
+    tensors.update({name: _output_info(o) for name, o in request.outputs.items()})
     return tensors
 
 

@@ -28,8 +28,9 @@ opcase is faster); the load average is printed beside each row, since only ratio
 run mean anything on a shared machine.  The peer's time includes a few microseconds of ctypes call
 and stand-in setup, which only matters on the smallest cases (it makes them look better for opcase by
 that much).  --baseline adds two columns: the mmcv baseline that `opcase gen` calls beside the golden
-of a kernel whose spec takes it for dynamic thresholds (the spec's checks and the emulation, in the
-case's own dtype), its time and its ratio to the peer's; "-" where the spec takes no such baseline.
+of a kernel whose spec takes it for dynamic thresholds (as gen calls it: the emulation, in the case's own
+dtype; the spec's checks are made once per case when gen plans it, not again by the baseline), its time
+and its ratio to the peer's; "-" where the spec takes no such baseline.
 """
 
 import argparse
@@ -329,13 +330,14 @@ def _golden_call(spec, plan, case, streamed):
 
 
 def _baseline_call(spec, case):
-    """The mmcv baseline's call as `opcase gen` makes it beside the golden (the spec's checks, then the
-    emulation, on the case's own inputs), where the spec's dynamic thresholds take it; else None."""
+    """The mmcv baseline's call as `opcase gen` makes it beside the golden (gen.generate.of_checked_calls:
+    the emulation on the case's own inputs), where the spec's dynamic thresholds take it; else None."""
     from gen.core.verdict import request_for
+    from gen.generate import of_checked_calls
     from harness.backends import load_backend
     if spec.criteria.mode != "dynamic" or spec.criteria.baseline != "mmcv" or case.expect != "ok":
         return None
-    baseline = load_backend("mmcv")
+    baseline = of_checked_calls(load_backend("mmcv"))
     if not baseline.supports(spec.op, np.dtype(case.dtype).name):
         return None
     request = request_for(case)
