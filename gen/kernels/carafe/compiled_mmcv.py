@@ -19,6 +19,7 @@ from gen import native
 _SOURCE = Path(__file__).with_name("carafe_mmcv_kernel.c")
 _P, _L, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
 _FORWARD_ARGTYPES = [_P, _P, _L, _L, _L, _L, _L, _L, _L, _I, _P, _L, _P]
+_BACKWARD_ARGTYPES = [_P, _P, _P, _L, _L, _L, _L, _L, _L, _L, _I, _P, _L, _P, _P]
 _T = (np.dtype(np.float16), np.dtype(np.float32))
 
 
@@ -78,3 +79,30 @@ def forward(inputs: dict, k: int, G: int, s: int, units=None):
     status = function(image.ctypes.data, mask.ctypes.data, N, H, W, C, G, k, s, int(image.dtype == _T[0]),
                       pointer, count, out.ctypes.data)
     return out if status == 0 else None
+
+
+def backward(inputs: dict, k: int, G: int, s: int, units=None):
+    """mmcv_emulation.carafe_backward's (grad_input, grad_mask) (units None: [N, H, W, C] and [N, Hs, Ws, G k k])
+    or its units' ([units, C] and [units, s, s, G k k]) in T with the GPU's NaN, or None where numpy must run."""
+    names = ("input", "mask", "grad_output")
+    shape = _shapes(inputs, names, k, G, s)
+    function = _function("carafe_backward_mmcv", _BACKWARD_ARGTYPES) if shape is not None else None
+    if function is None:
+        return None
+    N, H, W, C = shape
+    arrays = [inputs[name] for name in names]
+    if units is not None:
+        units = _units(units, N, H, W)
+        if units is None or not all(a.flags.c_contiguous for a in arrays):    # as forward's
+            return None
+    image, mask, grad_output = (np.ascontiguousarray(a) for a in arrays)
+    if units is None:
+        grad_input, grad_mask = np.empty((N, H, W, C), image.dtype), np.empty(mask.shape, image.dtype)
+        count, pointer = N * H * W, None
+    else:
+        grad_input = np.empty((units.size, C), image.dtype)
+        grad_mask = np.empty((units.size, s, s, G * k * k), image.dtype)
+        count, pointer = units.size, units.ctypes.data
+    status = function(image.ctypes.data, mask.ctypes.data, grad_output.ctypes.data, N, H, W, C, G, k, s,
+                      int(image.dtype == _T[0]), pointer, count, grad_input.ctypes.data, grad_mask.ctypes.data)
+    return (grad_input, grad_mask) if status == 0 else None
