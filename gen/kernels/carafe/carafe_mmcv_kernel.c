@@ -13,17 +13,27 @@
  * output [N, Hs, Ws, C]) or a list of them (the units of gen.sampled, output [units, s, s, C]).  NaN bits
  * are the caller's canonical NaN as ScalarT.result writes them (mmcv_write_result); a NaN decides nothing.
  * The channel loops run in fixed-length chunks so that GCC's -O2 vectorizer takes them (its cost model
- * vectorizes only loops with no scalar remainder), and the loops are built twice (target_clones): for
- * x86-64-v3 (AVX2 and FMA: fmaf is one instruction) and for the baseline, the same operations either way.
+ * vectorizes only loops with no scalar remainder), and the loops are built twice: for x86-64-v3 (AVX2 and
+ * FMA: fmaf is one instruction), run where the CPU has it, and for the baseline (fmaf a libm call); the
+ * same operations either way, so the same bits.
  */
 #include <stdlib.h>
 
 #include "../shared/mmcv_half.h"
 
+/* Set to 1 (from Python, by ctypes) to run the baseline x86-64 build on any CPU: the tests check its bits too. */
+int carafe_mmcv_generic_only = 0;
+
 #if defined(__x86_64__) && defined(__GNUC__)
-#define CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define V3 __attribute__((target("arch=x86-64-v3")))
+static int v3(void)
+{
+    __builtin_cpu_init();
+    return !carafe_mmcv_generic_only && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
 #else
-#define CLONES
+#define V3
+static int v3(void) { return 0; }
 #endif
 
 #define CHUNK 16                   /* channels per vectorized step */
@@ -136,12 +146,17 @@ MMCV_INLINE int forward_body(const Shape *d, const void *input, const void *mask
 /* input [N, H, W, C] and mask [N, Hs, Ws, G k k] in T (float, or float16 bits where is_half) -> output in T,
  * NaNs canonical: [N, Hs, Ws, C] for units NULL (count = N H W), else [count, s, s, C] for the input pixels
  * units[0..count) (flat in [N, H, W]).  C is a multiple of G >= 1.  Returns NUMPY_DECIDES (no memory). */
-CLONES int carafe_forward_mmcv(const void *input, const void *mask, long N, long H, long W, long C, long G, long k,
-                               long s, int is_half, const long *units, long count, void *out)
+#define FORWARD_ARGS const void *input, const void *mask, const Shape *d, int is_half, const long *units, long count, \
+    void *out
+#define FORWARD(is_half) forward_body(d, input, mask, units, count, is_half, out)
+static int forward_generic(FORWARD_ARGS) { return is_half ? FORWARD(1) : FORWARD(0); }
+V3 static int forward_v3(FORWARD_ARGS) { return is_half ? FORWARD(1) : FORWARD(0); }
+
+int carafe_forward_mmcv(const void *input, const void *mask, long N, long H, long W, long C, long G, long k, long s,
+                        int is_half, const long *units, long count, void *out)
 {
     const Shape d = {N, H, W, C, G, k, s};
-    return is_half ? forward_body(&d, input, mask, units, count, 1, out)
-                   : forward_body(&d, input, mask, units, count, 0, out);
+    return (v3() ? forward_v3 : forward_generic)(input, mask, &d, is_half, units, count, out);
 }
 
 /* acc[c] = acc[c] + x[c] in T for c < n (ScalarT.add). */
@@ -294,11 +309,17 @@ done:
  * is_half) -> grad_input and grad_mask in T, NaNs canonical: [N, H, W, C] and [N, Hs, Ws, G k k] for units
  * NULL (count = N H W), else [count, C] and [count, s, s, G k k] for the input pixels units[0..count) (flat in
  * [N, H, W]).  C is a multiple of G >= 1.  Returns NUMPY_DECIDES (no memory). */
-CLONES int carafe_backward_mmcv(const void *input, const void *mask, const void *grad_output, long N, long H, long W,
-                                long C, long G, long k, long s, int is_half, const long *units, long count,
-                                void *grad_input, void *grad_mask)
+#define BACKWARD_ARGS const void *input, const void *mask, const void *grad_output, const Shape *d, int is_half, \
+    const long *units, long count, void *grad_input, void *grad_mask
+#define BACKWARD(is_half) backward_body(d, input, mask, grad_output, units, count, is_half, grad_input, grad_mask)
+static int backward_generic(BACKWARD_ARGS) { return is_half ? BACKWARD(1) : BACKWARD(0); }
+V3 static int backward_v3(BACKWARD_ARGS) { return is_half ? BACKWARD(1) : BACKWARD(0); }
+
+int carafe_backward_mmcv(const void *input, const void *mask, const void *grad_output, long N, long H, long W,
+                         long C, long G, long k, long s, int is_half, const long *units, long count,
+                         void *grad_input, void *grad_mask)
 {
     const Shape d = {N, H, W, C, G, k, s};
-    return is_half ? backward_body(&d, input, mask, grad_output, units, count, 1, grad_input, grad_mask)
-                   : backward_body(&d, input, mask, grad_output, units, count, 0, grad_input, grad_mask);
+    return (v3() ? backward_v3 : backward_generic)(input, mask, grad_output, &d, is_half, units, count, grad_input,
+                                                    grad_mask);
 }

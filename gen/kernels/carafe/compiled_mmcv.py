@@ -1,7 +1,7 @@
 """carafe's mmcv emulation as compiled loops (carafe_mmcv_kernel.c, gen.native).
 
 The operations of gen.kernels.carafe.mmcv_emulation, element by element, each sum in its order: the same
-bits, NaNs the GPU's canonical one as the emulation's are (tests/test_compiled_mmcv_carafe.py compares the
+bits, NaNs the GPU's canonical one as the emulation's are (tests/test_compiled_mmcv.py compares the
 two on random and boundary inputs of both dtypes).  numpy's way costs a few numpy calls per tap and block
 (0.5 ms on the doc's 3 x 3 mluops_case_0, over 200x mlu-ops' CPU loop); the loop is one call, for the
 whole kernel or for the units gen.sampled asks for.  numpy runs where there is no compiler (or
