@@ -289,7 +289,8 @@ MMCV_INLINE int backward_body(const Shape *d, const void *input, const void *mas
         grad_input_pixel(d, grad_rows, mask, as_float, n, i, j, b.rows, &b, b.total, is_half);
         write_t(b.total, C, is_half, grad_input_out, (whole ? p : u) * C);
         for (long q = 0; q < ss; q++)
-            write_t(gm + q * G * kk, G * kk, is_half, grad_mask_out, out_pixel(d, u, n, i, j, q / s, q % s, whole) * G * kk);
+            write_t(gm + q * G * kk, G * kk, is_half, grad_mask_out,
+                    out_pixel(d, u, n, i, j, q / s, q % s, whole) * G * kk);
     }
     status = 0;
 done:

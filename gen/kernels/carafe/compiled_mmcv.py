@@ -38,10 +38,10 @@ def _shapes(arrays: dict, names: tuple, k: int, G: int, s: int):
     N, H, W, C = image.shape
     if C % G:
         return None
-    for name in names:
+    for name in names[1:]:
         value = arrays.get(name)
         wanted = (N, H * s, W * s, G * k * k if name == "mask" else C)
-        if name != "input" and (not isinstance(value, np.ndarray) or value.dtype != image.dtype or value.shape != wanted):
+        if not isinstance(value, np.ndarray) or value.dtype != image.dtype or value.shape != wanted:
             return None
     return N, H, W, C
 
@@ -67,7 +67,8 @@ def forward(inputs: dict, k: int, G: int, s: int, units=None):
     if units is not None:
         units = _units(units, N, H, W)
         # A unit reads a few pixels of what may be a map of many GB: only a contiguous one is taken as it is.
-        if units is None or not (image.flags.c_contiguous and mask.flags.c_contiguous):
+        # No units: numpy's reshape of its empty list of blocks raises, and still does.
+        if units is None or not (image.flags.c_contiguous and mask.flags.c_contiguous) or not units.size:
             return None
     image, mask = np.ascontiguousarray(image), np.ascontiguousarray(mask)
     if units is None:
