@@ -8,6 +8,14 @@
  * sum, so only the order within one sum matters, and it is the emulation's:
  *
  * forward     output[n, ho, wo, c] from +0, one mac per tap inside the map, kh outer, kw inner.
+ * grad_input  per output pixel (ph, pw) = (i s + a, j s + b) from +0, one mac of grad_output by the mask
+ *             entry (k-1-kh, k-1-kw) of output pixel (ph + (kh - r) s, pw + (kw - r) s) per tap whose pixel
+ *             is in the map, kh outer, kw inner (CARAFEBackward_Feature); then grad_input[n, i, j, c] from +0
+ *             adds those s x s sums, a outer, b inner (FeatureSum).
+ * grad_mask   per (output pixel, group, tap inside the map) one warp: lane l from +0 macs grad_output by
+ *             input over channels l, l + L, l + 2L, ... (L = 32, or the power of two at or above a smaller
+ *             group's channels), then warpReduceSum's tree v[l] += v[l + o], o = L/2, ..., 1; lane 0's sum.
+ *             A tap outside the map: 0.
  *
  * The loops run per input pixel (n, i, j) and its s x s output pixels: all of them (the whole kernel,
  * output [N, Hs, Ws, C]) or a list of them (the units of gen.sampled, output [units, s, s, C]).  NaN bits
