@@ -293,3 +293,121 @@ def test_border_align_backward_emulation_leaves_to_numpy_what_the_loop_does_not_
     assert loop.border_align_backward(inputs["grad_output"], inputs["boxes"], inputs["argmax_idx"].astype(np.int64),
                                       2, shape, False) is None
     assert loop.border_align_backward(inputs["grad_output"].astype(np.float64), *args[1:], shape, False) is None
+
+
+@pytest.fixture
+def compiled_carafe(fresh_native_cache):
+    from gen.kernels.carafe import compiled_mmcv as carafe_compiled
+    assert carafe_compiled._function("carafe_forward_mmcv", carafe_compiled._FORWARD_ARGTYPES) is not None, \
+        "a C compiler is on PATH but carafe_mmcv_kernel.c did not build"
+
+
+def _carafe_inputs(rng, dtype, N, H, W, C, k, G, s, specials: int):
+    """input, mask (uniform [-1, 1]: cancellation, or a few spiked taps) and grad_output at scales where half
+    sums overflow; specials (NaN, inf, half overflow, -0, half subnormals) in each."""
+    Ho, Wo = H * s, W * s
+    arrays = {"input": rng.normal(size=(N, H, W, C)) * rng.choice([1.0, 300.0]),
+              "mask": rng.uniform(-1, 1, (N, Ho, Wo, G * k * k)) * rng.choice([1.0, 40.0]),
+              "grad_output": rng.normal(size=(N, Ho, Wo, C)) * rng.choice([1.0, 300.0])}
+    for array in arrays.values():
+        flat = array.reshape(-1)
+        if flat.size and specials:
+            flat[rng.integers(0, flat.size, specials)] = rng.choice(
+                [np.nan, np.inf, -np.inf, -0.0, 7e4, 6e4, 1e-6, -3e-8], specials)
+    with np.errstate(over="ignore"):                    # 7e4 is inf in half
+        return {name: array.astype(dtype) for name, array in arrays.items()}
+
+
+# (N, H, W, C, kernel_size, group_size, scale_factor, specials): the docs' mluops_case_0 of the forward and
+# the backward, one-pixel and one-row maps (most taps outside), windows wider than the map, k = 1, s = 1 and 4,
+# groups of 3, 5 (8 lanes, 3 of them padding), 32, 33 and 70 channels (a last partial step of the warp),
+# 4 groups, several images, and empty batches, channels and maps.
+_CARAFE_CALLS = [
+    (1, 3, 3, 1, 5, 1, 2, 0), (1, 3, 3, 2148, 5, 1, 3, 6), (1, 1, 1, 4, 3, 1, 2, 1), (1, 1, 5, 10, 5, 2, 2, 2),
+    (1, 2, 2, 33, 7, 1, 1, 3), (2, 4, 3, 12, 1, 4, 4, 2), (1, 5, 4, 15, 3, 3, 2, 3), (2, 5, 6, 64, 3, 2, 2, 4),
+    (1, 4, 4, 70, 5, 1, 3, 3), (1, 6, 5, 128, 3, 4, 2, 5), (0, 4, 4, 8, 3, 2, 2, 0), (1, 4, 4, 0, 3, 2, 2, 0),
+    (2, 0, 5, 8, 3, 2, 2, 0),
+]
+
+
+def _carafe_both_ways(monkeypatch, function, inputs, params, units=None):
+    """function's outputs (the whole kernel, or units' values) under OPCASE_NO_CC and with the loop; the
+    exception's type where one raises."""
+    from gen.kernels.carafe import mmcv_emulation
+    ways = []
+    for no_cc in (True, False):
+        if no_cc:
+            monkeypatch.setenv("OPCASE_NO_CC", "1")
+        try:
+            with np.errstate(all="ignore"):
+                if units is None:
+                    ways.append(getattr(mmcv_emulation, function)(inputs, params))
+                else:
+                    ways.append(getattr(mmcv_emulation, function + "_units")(inputs, params).values(units))
+        except ValueError as error:
+            ways.append(type(error))
+        monkeypatch.delenv("OPCASE_NO_CC", raising=False)
+    return ways
+
+
+@pytest.mark.parametrize("generic", [False, True], ids=["this_cpu", "generic_x86_64"])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_carafe_compiled_emulation_is_numpys_bit_for_bit(compiled_carafe, monkeypatch, dtype, generic):
+    """Both directions, whole and by units (in an order of their own, one repeated), on both builds of the loop
+    (x86-64-v3 where this CPU has it, and the baseline one forced)."""
+    import ctypes
+    from gen import native
+    from gen.kernels.carafe import compiled_mmcv as carafe_compiled
+    monkeypatch.setattr(ctypes.c_int.in_dll(native.load(carafe_compiled._SOURCE), "carafe_mmcv_generic_only"),
+                        "value", int(generic))
+    rng = np.random.default_rng(37)
+    ran = {name: _answers(monkeypatch, carafe_compiled, name) for name in ("forward", "backward")}
+    calls, reached, raised = 0, 0, 0
+    for N, H, W, C, k, G, s, specials in _CARAFE_CALLS:
+        inputs = _carafe_inputs(rng, dtype, N, H, W, C, k, G, s, specials)
+        params = {"kernel_size": k, "group_size": G, "scale_factor": s}
+        units = rng.permutation(N * H * W)[:7]
+        units = np.concatenate([units, units[:1]])
+        for function, whole in (("carafe_forward", True), ("carafe_backward", True),
+                                ("carafe_forward", False), ("carafe_backward", False)):
+            numpy_way, compiled_way = _carafe_both_ways(monkeypatch, function, inputs, params, None if whole else units)
+            if numpy_way is ValueError:     # the forward's units of an empty map (numpy's reshape of no blocks)
+                assert compiled_way is ValueError and not whole and N * H * W == 0, (N, H, W, C, function)
+                raised += 1
+                continue
+            assert numpy_way.keys() == compiled_way.keys()
+            for name in numpy_way:
+                assert numpy_way[name].dtype == compiled_way[name].dtype == dtype, name
+                assert numpy_way[name].shape == compiled_way[name].shape, name
+                assert numpy_way[name].tobytes() == compiled_way[name].tobytes(), (N, H, W, C, k, G, s, function,
+                                                                                   whole, name)
+                reached += int(np.count_nonzero(compiled_way[name]) > 0)
+            calls += 1
+    # Under OPCASE_NO_CC the loop answers None; else it computed every call but the 2 it leaves numpy to raise.
+    answers = [pair for name in ran for pair in zip(ran[name][::2], ran[name][1::2])]
+    assert len(answers) == calls + raised and not any(no_cc for no_cc, _ in answers), ran
+    assert sum(loop for _, loop in answers) == calls, ran
+    assert reached >= calls and raised == 2, (reached, raised)
+
+
+def test_carafe_emulation_leaves_to_numpy_what_the_loop_does_not_take(compiled_carafe):
+    """Mixed dtypes, float64, a mask or gradient of another shape, channels no multiple of the groups (numpy's
+    ValueError), pixels outside the map and non-contiguous maps for units: numpy's path."""
+    from gen.kernels.carafe import compiled_mmcv as loop
+    from gen.kernels.carafe.mmcv_emulation import carafe_forward
+    inputs = _carafe_inputs(np.random.default_rng(3), np.float32, 1, 4, 5, 6, 3, 2, 2, 0)
+    assert loop.forward(inputs, 3, 2, 2) is not None and loop.backward(inputs, 3, 2, 2) is not None
+    assert loop.forward(inputs, 3, 2, 2, np.array([0, 19])) is not None
+    assert loop.forward({**inputs, "mask": inputs["mask"].astype(np.float16)}, 3, 2, 2) is None
+    assert loop.forward({name: a.astype(np.float64) for name, a in inputs.items()}, 3, 2, 2) is None
+    assert loop.forward(inputs, 3, 1, 2) is None and loop.forward(inputs, 5, 2, 2) is None        # mask's channels
+    assert loop.backward({**inputs, "grad_output": inputs["grad_output"][:, :-1]}, 3, 2, 2) is None
+    assert loop.forward(inputs, 3, 4, 2) is None and loop.forward(inputs, 3, 0, 2) is None
+    with pytest.raises(ValueError):
+        carafe_forward({**inputs, "mask": np.zeros((1, 8, 10, 36), np.float32)}, {"kernel_size": 3, "group_size": 4,
+                                                                                   "scale_factor": 2})
+    assert loop.forward(inputs, 3, 2, 2, np.array([0, 20])) is None
+    assert loop.forward(inputs, 3, 2, 2, np.array([-1])) is None
+    assert loop.forward(inputs, 3, 2, 2, np.array([0.0])) is None
+    strided = {**inputs, "input": np.asfortranarray(inputs["input"])}
+    assert loop.forward(strided, 3, 2, 2, np.array([0])) is None and loop.forward(strided, 3, 2, 2) is not None

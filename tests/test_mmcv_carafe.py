@@ -30,8 +30,21 @@ def assert_same_bits(actual: dict, expected: dict, label: str):
                                   f"{differ[0]}: {got.flat[differ[0]]!r} != {want.flat[differ[0]]!r}")
 
 
+@pytest.fixture(params=["numpy", "compiled"])
+def emulation_path(request, monkeypatch):
+    """The emulation's numpy code (OPCASE_NO_CC=1), or its compiled loop (gen.kernels.carafe.compiled_mmcv,
+    skipped without a C compiler): each is held to mmcv's bits on its own."""
+    if request.param == "numpy":
+        monkeypatch.setenv("OPCASE_NO_CC", "1")
+        return request.param
+    request.getfixturevalue("fresh_native_cache")
+    from gen.kernels.carafe import compiled_mmcv
+    assert compiled_mmcv._function("carafe_forward_mmcv", compiled_mmcv._FORWARD_ARGTYPES) is not None
+    return request.param
+
+
 @pytest.mark.parametrize("kernel, case", conformance_cases("carafe_forward") + conformance_cases("carafe_backward"))
-def test_bit_exact_with_mmcv_cuda(kernel, case):
+def test_bit_exact_with_mmcv_cuda(kernel, case, emulation_path):
     meta, inputs, outputs = mmcv_cuda_case(kernel, case)
     assert meta["op"] == kernel
     assert_same_bits(getattr(carafe, kernel)(inputs, meta["params"]), outputs, meta["name"])
@@ -47,7 +60,9 @@ def test_conformance_data_covers_both_dtypes():
 @pytest.mark.parametrize("kernel, case", [("carafe_forward", "45"), ("carafe_backward", "25"),
                                           ("carafe_backward", "38")])
 def test_blocks_smaller_than_the_map_give_the_same_bits(monkeypatch, kernel, case, block_elements):
-    """The conformance maps fit one block: cut them into many, down to one pixel a block."""
+    """The conformance maps fit one block: cut them into many, down to one pixel a block (numpy's blocks: the
+    compiled loop has none)."""
+    monkeypatch.setenv("OPCASE_NO_CC", "1")
     meta, inputs, outputs = mmcv_cuda_case(kernel, case)
     monkeypatch.setattr(carafe, "_BLOCK_ELEMENTS", block_elements)
     assert_same_bits(getattr(carafe, kernel)(inputs, meta["params"]), outputs, meta["name"])
@@ -269,7 +284,7 @@ SHAPES = [(1, 2, 3, 70, 3, 1, 2), (2, 2, 2, 66, 1, 2, 3), (1, 3, 2, 4, 3, 4, 1),
 
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda shape: "N{}-H{}-W{}-C{}-k{}-G{}-s{}".format(*shape))
-def test_matches_a_literal_transcription_of_the_kernels(dtype, shape):
+def test_matches_a_literal_transcription_of_the_kernels(dtype, shape, emulation_path):
     N, H, W, C, k, G, s = shape
     inputs = random_inputs(np.random.default_rng(sum(shape)), dtype, *shape)
     params = {"kernel_size": k, "group_size": G, "scale_factor": s}
@@ -281,7 +296,7 @@ def test_matches_a_literal_transcription_of_the_kernels(dtype, shape):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
-def test_nan_and_inf_follow_the_kernels(dtype):
+def test_nan_and_inf_follow_the_kernels(dtype, emulation_path):
     """Taps outside the map are skipped (an inf there is never multiplied); NaNs come out canonical."""
     shape = (1, 3, 4, 6, 3, 2, 2)
     N, H, W, C, k, G, s = shape
@@ -298,7 +313,7 @@ def test_nan_and_inf_follow_the_kernels(dtype):
                      "backward")
 
 
-def test_empty_tensors():
+def test_empty_tensors(emulation_path):
     params = {"kernel_size": 3, "group_size": 2, "scale_factor": 2}
     for N, H, C in ((0, 4, 8), (1, 4, 0), (2, 0, 8)):
         inputs = random_inputs(np.random.default_rng(0), "float16", N, H, 5, C, 3, 2, 2)

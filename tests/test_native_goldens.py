@@ -556,7 +556,7 @@ def test_an_edited_header_rebuilds_the_library_that_includes_it(compiled, tmp_pa
     # The project's own: the mmcv emulations that round to half name the shared header.
     header = (REPO / "gen" / "kernels" / "shared" / "mmcv_half.h").resolve()
     for loop in ("three_nn/three_nn_mmcv_kernel.c", "deform_roi_pool/deform_roi_pool_mmcv_kernel.c",
-                 "border_align/border_align_backward_mmcv_kernel.c"):
+                 "border_align/border_align_backward_mmcv_kernel.c", "carafe/carafe_mmcv_kernel.c"):
         assert native.local_headers(REPO / "gen" / "kernels" / loop) == [header], loop
 
 

@@ -124,9 +124,10 @@ def test_installed_package_builds_the_loops_that_include_its_headers(installed, 
     probe = ("from gen.kernels.deform_roi_pool import compiled_mmcv_backward as d; "
              "from gen.kernels.border_align import compiled_mmcv_backward as b; "
              "from gen.kernels.three_nn import compiled_mmcv as t; from gen import native; "
+             "from gen.kernels.carafe import compiled_mmcv as c; "
              "print(';'.join(map(str, native.local_headers(d._SOURCE))) or 'no header found'); "
-             "print(d._loop() is not None, b._loop() is not None, "
-             "t._loop() is not None)")
+             "print(d._loop() is not None, b._loop() is not None, t._loop() is not None, "
+             "c._function('carafe_forward_mmcv', c._FORWARD_ARGTYPES) is not None)")
     env_cache = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
     done = subprocess.run([str(installed / "python"), "-c", probe], cwd=tmp_path, capture_output=True, text=True,
                           timeout=300, env={**{k: v for k, v in os.environ.items() if k not in (
@@ -134,4 +135,4 @@ def test_installed_package_builds_the_loops_that_include_its_headers(installed, 
     assert done.returncode == 0, done.stderr
     header, built = done.stdout.splitlines()
     assert installed.parent.resolve() in Path(header).resolve().parents and header.endswith("mmcv_half.h"), header
-    assert built == "True True True", done.stdout
+    assert built == "True True True True", done.stdout

@@ -1,6 +1,6 @@
 /* The scalar arithmetic of mmcv's kernels in T (float or at::Half) for the compiled mmcv emulations
- * (the *_mmcv_kernel.c files of three_nn, deform_roi_pool and border_align), as gen/kernels/shared/mmcv_half.py
- * and the bilinear sampling of gen/kernels/deform_roi_pool/mmcv_emulation.py compute it.
+ * (the *_mmcv_kernel.c files of three_nn, deform_roi_pool, border_align and carafe), as
+ * gen/kernels/shared/mmcv_half.py and the bilinear sampling of gen/kernels/deform_roi_pool/mmcv_emulation.py compute it.
  *
  * Values are carried in float32 whatever T is (a half value is exact in float32); an at::Half operator
  * is the float32 operation rounded to half (float32 has enough bits that this double rounding is the
