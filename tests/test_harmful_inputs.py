@@ -179,3 +179,24 @@ def test_the_hunt_writes_through_a_symlink_and_never_into_a_spec_edited_meanwhil
     assert real.read_bytes() == before
     assert write_hunt(link, found, spec_digest(link)) >= 0
     assert link.is_symlink() and b"a_bug_of_this_test" in real.read_bytes()
+
+
+@pytest.mark.parametrize("direction", ["forward", "backward"])
+def test_the_mmcv_emulation_refuses_a_bin_of_hours_of_samples_at_once(direction, monkeypatch):
+    """A roi of 10^6 pixels on a 1x1 map with sampling_ratio 0: few enough bins for the reference's
+    bound, but each bin's samples are added one numpy pass at a time (the fuzzer's hang of 2026-12-02)."""
+    import numpy as np
+    monkeypatch.setenv("OPCASE_NO_CC", "1")   # the numpy emulations (the compiled loop has its own bound)
+    from gen.kernels.deform_roi_pool import mmcv_emulation, mmcv_emulation_backward
+    from gen.kernels.shared.reference import MAX_EMULATED_STEPS
+    features = np.ones((1, 1, 1, 2), np.float32)
+    rois = np.array([[0, 0, 0, 1e6, 1e6]], np.float32)
+    params = {"pooled_height": 1, "pooled_width": 1, "sampling_ratio": 0, "spatial_scale": 1.0, "gamma": 0.1}
+    started = time.monotonic()
+    with pytest.raises(ValueError, match=f"over the {MAX_EMULATED_STEPS} the mmcv emulation adds one at a time"):
+        if direction == "forward":
+            mmcv_emulation.deform_roi_pool_forward({"input": features, "rois": rois}, params)
+        else:
+            mmcv_emulation_backward.deform_roi_pool_backward(
+                {"grad_output": np.ones((1, 1, 1, 2), np.float32), "input": features, "rois": rois}, params)
+    assert time.monotonic() - started < 5

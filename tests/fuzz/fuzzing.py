@@ -191,13 +191,19 @@ def fuzzing(fmt: str):
         sandbox.close()
 
 
+_alarmed = False
+
+
 def _on_alarm(signum, frame):
+    global _alarmed
+    _alarmed = True   # what the command does with Hang (a `finally` raising anew) does not hide it
     raise Hang()
 
 
 def opcase(sandbox: Sandbox, figures: Figures, *args: str) -> int:
     """Run `opcase ARGS` in process in the sandbox's working directory; assert it ended well.
     Returns its exit status."""
+    global _alarmed
     from harness.cli import main
 
     before = sandbox.snapshot()
@@ -206,9 +212,12 @@ def opcase(sandbox: Sandbox, figures: Figures, *args: str) -> int:
     os.chdir(sandbox.work)
     start = time.monotonic()
     figures.commands += 1
+    _alarmed = False
     try:
         signal.setitimer(signal.ITIMER_REAL, SECONDS_PER_INPUT)
         result = CliRunner().invoke(main, list(args))
+        if _alarmed:
+            raise Hang()
     except Hang:
         figures.hangs += 1
         raise AssertionError(f"hang: `opcase {' '.join(args)}` ran over {SECONDS_PER_INPUT:g} s") from None

@@ -74,8 +74,8 @@ def mutate_tensor(draw, case: pb.Case, work_files: dict):
         if how == "sidecar_path":
             t.sidecar.path = draw(st.sampled_from(SIDECAR_PATHS))
         elif how == "sidecar_length":
-            t.sidecar.length = draw(st.sampled_from([0, 1, t.sidecar.length + 1, max(t.sidecar.length - 1, 0),
-                                                     2**40, 2**64 - 1]))
+            t.sidecar.length = draw(st.sampled_from([0, 1, min(t.sidecar.length + 1, 2**64 - 1), max(t.sidecar.length - 1, 0),
+                                                     2**40, 2**64 - 1]))   # a uint64: a length mutated before may be its max
         elif how == "sidecar_sha":
             t.sidecar.sha256 = draw(st.binary(max_size=32))
         elif how == "sidecar_file" and t.sidecar.path in work_files:

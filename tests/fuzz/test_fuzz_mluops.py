@@ -176,8 +176,11 @@ def _with_data_path(source: str, path: str) -> tuple:
     return "case.pb", {"case.pb": node.SerializeToString()}
 
 
-# Inputs the fuzzer found that once ended in a traceback (each its own fix).
-REGRESSIONS = [_with_data_path("masked_im2col_forward__case_0.prototxt", "in\0put.raw")]
+# Inputs the fuzzer found that once ended in a traceback or a hang (each its own fix): the last, a binary
+# deform_roi_pool_forward case with rois of 10^19 sample points on a 1x1 map, whose mmcv emulation
+# looped for hours while its reference refused it (gen.kernels.shared.reference.MAX_EMULATED_STEPS).
+REGRESSIONS = [_with_data_path("masked_im2col_forward__case_0.prototxt", "in\0put.raw"),
+               ("case.txt", {"case.txt": (DATA / "hang_deform_roi_pool_forward_huge_rois.txt").read_bytes()})]
 
 
 def test_the_mluops_files_import_unmutated():

@@ -22,6 +22,7 @@ import numpy as np
 
 from gen.core.overlap import ordered_map
 from gen.kernels.shared.mmcv_half import F32, ScalarT, round_to_half
+from gen.kernels.shared.reference import check_emulated_steps
 from gen.sampled import Units
 
 # Rois per chunk are chosen so that the per-sample values [rois, PH, PW, C] stay near this size.
@@ -165,6 +166,7 @@ def _pool(features, rois, batch, offset, params) -> np.ndarray:
 
     total = np.zeros((R, PH, PW, C), dtype=F32)
     steps_h, steps_w = int(grid_h.max(initial=0)), int(grid_w.max(initial=0))
+    check_emulated_steps("deform_roi_pool_forward", float(max(steps_h, 0)) * max(steps_w, 0))
     if _one_grid(grid_h, grid_w, steps_h, steps_w):
         # One grid for all (a sampling_ratio): every roi has every sample, and a few steps' samples
         # are computed in one pass, then added step by step as below.

@@ -29,6 +29,7 @@ from gen.kernels.deform_roi_pool import compiled_mmcv_backward
 from gen.kernels.deform_roi_pool.mmcv_emulation import as_t, bilinear_corners, mul_add, rounded, to_int
 from gen.core.overlap import ordered_map
 from gen.kernels.shared.mmcv_half import F32, ScalarT
+from gen.kernels.shared.reference import check_emulated_steps
 
 _BLOCK = 512                        # THREADS_PER_BLOCK of mmcv's pytorch_cuda_helper.hpp
 # Elements of the per-chunk arrays [blocks, steps, 4 corners, 512 lanes].
@@ -159,6 +160,7 @@ def _block_chunk(T: ScalarT, thread, grad_output, features, batch, geo: _Geometr
 
     # Slots [block, step, corner, lane]; a slot a thread does not fill adds nothing.
     steps_h, steps_w = int(chunk.grid_h.max(initial=0)), int(chunk.grid_w.max(initial=0))
+    check_emulated_steps("deform_roi_pool_backward", float(max(steps_h, 0)) * max(steps_w, 0))
     steps = steps_h * steps_w
     slots = (blocks, max(steps, 1), _BLOCK)
     input_target = np.zeros(slots[:2] + (4, _BLOCK), dtype=np.int64)

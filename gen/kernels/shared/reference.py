@@ -22,6 +22,22 @@ def check_sample_points(kernel: str, points: float) -> None:
                          f"a reference evaluates")
 
 
+# The most samples per bin the numpy emulations of mmcv's sampling kernels take: they add a bin's
+# samples one step at a time, as mmcv's threads do (its roundings in order), a numpy pass per step, so
+# that a grid of 30000 x 30000 (a roi of a million pixels on a one-pixel map, sampling_ratio 0) would
+# take hours even where the reference's sample points are few enough.  The spec suites' largest
+# grid is about 300 steps (deform_roi_pool_forward's, --suite all), and mmcv's CUDA threads take
+# about as long per step.
+MAX_EMULATED_STEPS = 1 << 16
+
+
+def check_emulated_steps(kernel: str, steps: float) -> None:
+    """Refuse (ValueError) an emulated call whose bins have more than MAX_EMULATED_STEPS samples each."""
+    if not (math.isfinite(steps) and steps <= MAX_EMULATED_STEPS):
+        raise ValueError(f"{kernel}: a bin of the call has {steps:.3g} samples, over the {MAX_EMULATED_STEPS} "
+                         f"the mmcv emulation adds one at a time")
+
+
 def assemble(blocks, shapes: dict, dtype) -> dict:
     """Whole outputs from a reference's pieces.
 
