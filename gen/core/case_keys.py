@@ -111,6 +111,10 @@ def _new_key(path: Path) -> None:
             pass
 
 
+# The ledger's folders this process made or found (record's mkdir at most once each).
+_made: set = set()
+
+
 @dataclass(frozen=True)
 class Ledger:
     directory: Path
@@ -143,7 +147,9 @@ class Ledger:
         """Record that opcase wrote ``path`` with this envelope checksum.  Raises OSError."""
         real = os.fsencode(os.path.realpath(path))
         entry = self._entry(real)
-        entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if entry.parent not in _made:   # a mkdir that finds the folder there costs as much as the write
+            entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _made.add(entry.parent)
         fd, tmp = tempfile.mkstemp(prefix=".entry.", dir=entry.parent)
         try:
             with os.fdopen(fd, "wb") as f:
