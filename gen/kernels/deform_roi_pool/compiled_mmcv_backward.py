@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from gen import native
+from gen.kernels.deform_roi_pool import compiled_mmcv_forward
 
 _SOURCE = Path(__file__).with_name("deform_roi_pool_mmcv_kernel.c")
 _P, _L, _D, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_double, ctypes.c_int
@@ -32,17 +33,11 @@ def _loop():
 
 
 def _takes(grad_output, features, rois, offset, PH: int, PW: int) -> bool:
-    """Whether the loop takes these arrays: T maps, the shapes the emulation reads, float rois and offsets."""
-    if not (isinstance(grad_output, np.ndarray) and isinstance(features, np.ndarray) and isinstance(rois, np.ndarray)
-            and (offset is None or isinstance(offset, np.ndarray))):
+    """Whether the loop takes these arrays: the forward loop's (compiled_mmcv_forward.takes) and a grad_output
+    [R, PH, PW, C] in T."""
+    if not (compiled_mmcv_forward.takes(features, rois, offset, PH, PW) and isinstance(grad_output, np.ndarray)):
         return False
-    if features.ndim != 4 or features.dtype not in _T or grad_output.dtype != features.dtype:
-        return False
-    N, H, W, C = features.shape
-    R = rois.shape[0] if rois.ndim == 2 else -1
-    if rois.shape != (R, 5) or grad_output.shape != (R, PH, PW, C) or rois.dtype.kind != "f":
-        return False
-    return offset is None or (offset.shape == (R, 2, PH, PW) and offset.dtype.kind == "f")
+    return grad_output.dtype == features.dtype and grad_output.shape == (rois.shape[0], PH, PW, features.shape[3])
 
 
 def deform_roi_pool_backward(inputs: dict, params: dict, thread_by_thread: bool) -> dict | None:
