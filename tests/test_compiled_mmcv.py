@@ -246,13 +246,47 @@ def _forward_both_ways(monkeypatch, inputs, params, units=None, step_loop: bool 
     return ways
 
 
+def _deform_roi_pool_build(monkeypatch, generic: bool):
+    """Run the forward's baseline x86-64 build (generic) or the one this CPU takes (x86-64-v3 where it has it)."""
+    import ctypes
+    from gen import native
+    from gen.kernels.deform_roi_pool import compiled_mmcv_forward
+    monkeypatch.setattr(ctypes.c_int.in_dll(native.load(compiled_mmcv_forward._SOURCE),
+                                            "deform_roi_pool_mmcv_generic_only"), "value", int(generic))
+
+
+@pytest.mark.parametrize("generic", [False, True], ids=["this_cpu", "generic_x86_64"])
+def test_deform_roi_pool_forward_reads_every_half_as_the_scalar_conversion(compiled_deform_roi_pool, monkeypatch,
+                                                                          generic):
+    """The vectorized half reads (half_row): all 2^16 bit patterns, as mmcv_half_to_float's exact bits (NaN
+    payloads kept, signalling ones too), in 16-lane steps and the remainder (65536 - 3 values)."""
+    import ctypes
+    from gen import native
+    from gen.kernels.deform_roi_pool import compiled_mmcv_forward
+    _deform_roi_pool_build(monkeypatch, generic)
+    convert = native.load(compiled_mmcv_forward._SOURCE).deform_roi_pool_mmcv_half_row
+    bits = np.arange(1 << 16, dtype=np.uint32)
+    sign, exponent, fraction = (bits & 0x8000) << 16, (bits >> 10) & 0x1F, bits & 0x3FF
+    with np.errstate(invalid="ignore"):
+        expected = bits.astype(np.uint16).view(np.float16).astype(np.float32).view(np.uint32).copy()
+    expected[exponent == 0x1F] = (sign | 0x7F800000 | (fraction << 13))[exponent == 0x1F]
+    for first in (0, 3):
+        source = np.ascontiguousarray(bits[first:].astype(np.uint16))
+        out = np.empty(source.size, np.float32)
+        convert(ctypes.c_void_p(source.ctypes.data), ctypes.c_long(source.size), ctypes.c_void_p(out.ctypes.data))
+        assert np.array_equal(out.view(np.uint32), expected[first:]), np.flatnonzero(out.view(np.uint32) != expected[first:])[:5]
+
+
+@pytest.mark.parametrize("generic", [False, True], ids=["this_cpu", "generic_x86_64"])
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
 def test_deform_roi_pool_forward_compiled_emulation_is_numpys_bit_for_bit(compiled_deform_roi_pool, monkeypatch,
-                                                                         dtype):
+                                                                         dtype, generic):
     """The whole call and gen.sampled's units (an order of their own, one repeated), against numpy's one-grid
     pass and its step loop, on the backward's calls: specials in the map and offsets, rois on and past the
-    edges and inverted, adaptive grids that differ per roi, one-pixel maps, empty rois, channels and maps."""
+    edges and inverted, adaptive grids that differ per roi, one-pixel maps, empty rois, channels and maps;
+    on both builds of the loop."""
     from gen.kernels.deform_roi_pool import compiled_mmcv_forward
+    _deform_roi_pool_build(monkeypatch, generic)
     rng = np.random.default_rng(41)
     ran = _answers(monkeypatch, compiled_mmcv_forward, "deform_roi_pool_forward")
     calls, reached, empty = 0, 0, 0

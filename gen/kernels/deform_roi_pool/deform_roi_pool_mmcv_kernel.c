@@ -296,12 +296,93 @@ static double steps_over(const Roi *geo, long R, long chunk_rois, double max_ste
     return -1;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define V3 __attribute__((target("arch=x86-64-v3")))
+/* Set to 1 (from Python, by ctypes) to run the forward's baseline x86-64 build on any CPU: the tests check its bits too. */
+int deform_roi_pool_mmcv_generic_only = 0;
+static int v3(void)
+{
+    __builtin_cpu_init();
+    return !deform_roi_pool_mmcv_generic_only && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#else
+#define V3
+int deform_roi_pool_mmcv_generic_only = 0;
+static int v3(void) { return 0; }
+#endif
+
+#define CHUNK 16                   /* channels per vectorized step (GCC's -O2 vectorizes loops without remainder) */
+
+typedef struct {                   /* the forward's arrays and shapes */
+    const void *features;          /* [N, H, W, C] in T */
+    const float *offset;           /* [R, 2, PH, PW] or NULL */
+    long H, W, C, R, PH, PW;
+} Forward;
+
+/* total[c] += the sample of corner rows v[0..3] (float32) with weights w, c < n: mmcv_emulation._sample (w1 * v1
+ * rounded, then the other three corners by ScalarT.mac), then ScalarT.add. */
+MMCV_INLINE void add_sample(float *restrict total, const float *restrict v0, const float *restrict v1,
+                            const float *restrict v2, const float *restrict v3_, const float *w, long n,
+                            const int is_half)
+{
+    const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
+    long c = 0;
+#define ADD_SAMPLE(i) do { \
+        float value = mmcv_in_t(w0 * v0[i], is_half); \
+        value = mmcv_mac(value, w1, v1[i], is_half); \
+        value = mmcv_mac(value, w2, v2[i], is_half); \
+        value = mmcv_mac(value, w3, v3_[i], is_half); \
+        total[i] = mmcv_in_t(total[i] + value, is_half); \
+    } while (0)
+    for (; c + CHUNK <= n; c += CHUNK)
+        for (int l = 0; l < CHUNK; l++)
+            ADD_SAMPLE(c + l);
+    for (; c < n; c++)
+        ADD_SAMPLE(c);
+#undef ADD_SAMPLE
+}
+
+/* n float16 bits as float32, mmcv_half_to_float's bits (NaN payloads too), in a form GCC vectorizes (the
+ * scalar conversion's branches were most of a half call): the bits below the sign moved into float32's
+ * place and scaled by 2^112, exact for normal and subnormal halves alike (float32 subnormals are exact
+ * without fast-math); inf and NaN rebuilt; the sign copied.  tests/test_compiled_mmcv.py checks all 2^16. */
+MMCV_INLINE float half_value(uint32_t h)
+{
+    const uint32_t magnitude = (h & 0x7FFFu) << 13;
+    const uint32_t finite = mmcv_bits_of(mmcv_float_of(magnitude) * 0x1p112f);
+    /* All ones where the exponent is 31 (inf, NaN), by arithmetic: GCC's -O2 vectorizer takes no branch. */
+    const uint32_t special = 0u - (((h & 0x7C00u) + 0x0400u) >> 15);
+    const uint32_t u = (finite & ~special) | ((magnitude | 0x7F800000u) & special);
+    return mmcv_float_of(u | ((h & 0x8000u) << 16));
+}
+
+MMCV_INLINE void half_row(const uint16_t *restrict bits, long n, float *restrict out)
+{
+    long c = 0;
+    for (; c + CHUNK <= n; c += CHUNK)
+        for (int l = 0; l < CHUNK; l++)
+            out[c + l] = half_value(bits[c + l]);
+    for (; c < n; c++)
+        out[c] = half_value(bits[c]);
+}
+
+static void half_row_generic(const uint16_t *bits, long n, float *out) { half_row(bits, n, out); }
+V3 static void half_row_v3(const uint16_t *bits, long n, float *out) { half_row(bits, n, out); }
+
+/* half_row of the build the forward runs, for the tests. */
+void deform_roi_pool_mmcv_half_row(const uint16_t *bits, long n, float *out)
+{
+    (v3() ? half_row_v3 : half_row_generic)(bits, n, out);
+}
+
 /* One bin's sums [C] (mmcv_emulation._pool's total[r, ph, pw]): its samples in (iy, ix) order, each added
  * to every channel's sum with one rounding to T.  A sample outside the map adds 0, as numpy's np.where
- * makes it (the same as adding nothing, since a sum of halves from +0 is never -0, but numpy's operation). */
-static void bin_sums(const Roi *roi, float y0, float x0, const void *features, long H, long W, long C, int is_half,
-                     float *total)
+ * makes it (the same as adding nothing, since a sum of halves from +0 is never -0, but numpy's operation).
+ * Half rows are read into rows (4 C floats). */
+MMCV_INLINE void bin_sums(const Forward *f, const Roi *roi, float y0, float x0, const int is_half, float *rows,
+                          float *total)
 {
+    const long H = f->H, W = f->W, C = f->C;
     for (long c = 0; c < C; c++)
         total[c] = 0.0f;
     for (long iy = 0; iy < roi->grid_h; iy++) {
@@ -321,16 +402,56 @@ static void bin_sums(const Roi *roi, float y0, float x0, const void *features, l
             const long image = roi->batch * H;
             const long corner[4] = {((image + b.y_low) * W + b.x_low) * C, ((image + b.y_low) * W + b.x_high) * C,
                                     ((image + b.y_high) * W + b.x_low) * C, ((image + b.y_high) * W + b.x_high) * C};
-            for (long c = 0; c < C; c++) {
-                /* mmcv_emulation._sample: w1 * v1 rounded, then the other three corners by ScalarT.mac. */
-                float value = mmcv_in_t(b.weight[0] * mmcv_value_of(features, corner[0] + c, is_half), is_half);
-                for (int k = 1; k < 4; k++)
-                    value = mmcv_mac(value, b.weight[k], mmcv_value_of(features, corner[k] + c, is_half), is_half);
-                total[c] = mmcv_in_t(total[c] + value, is_half);
+            const float *v[4];
+            for (int k = 0; k < 4; k++) {
+                if (is_half) {
+                    half_row((const uint16_t *)f->features + corner[k], C, rows + k * C);
+                    v[k] = rows + k * C;
+                } else {
+                    v[k] = (const float *)f->features + corner[k];
+                }
             }
+            add_sample(total, v[0], v[1], v[2], v[3], b.weight, C, is_half);
         }
     }
 }
+
+/* Every output element of the rois geo [R]: out [R, PH, PW, C] in T, NaNs canonical. */
+MMCV_INLINE void forward_body(const Forward *f, const Roi *geo, const int is_half, float *rows, float *total, void *out)
+{
+    const long PH = f->PH, PW = f->PW, C = f->C, bins = PH * PW;
+    for (long r = 0; r < f->R; r++) {
+        const Roi *roi = geo + r;
+        for (long ph = 0; ph < PH; ph++)
+            for (long pw = 0; pw < PW; pw++) {
+                float start_w = roi->start_w, start_h = roi->start_h;
+                if (f->offset != NULL) {
+                    const float *shift = f->offset + r * 2 * bins + ph * PW + pw;
+                    start_w = mmcv_mac(start_w, roi->gamma_roi_w, shift[0], is_half);
+                    start_h = mmcv_mac(start_h, roi->gamma_roi_h, shift[bins], is_half);
+                }
+                const float y0 = mmcv_mac(start_h, mmcv_int_in_t(ph, is_half), roi->bin_h, is_half);
+                const float x0 = mmcv_mac(start_w, mmcv_int_in_t(pw, is_half), roi->bin_w, is_half);
+                bin_sums(f, roi, y0, x0, is_half, rows, total);
+                const long base = ((r * PH + ph) * PW + pw) * C;
+                for (long c = 0; c < C; c++) {
+                    const float value = mmcv_in_t(total[c] / roi->count, is_half);
+                    if (is_half)
+                        ((uint16_t *)out)[base + c] = mmcv_half_bits(value);
+                    else
+                        ((float *)out)[base + c] = mmcv_canonical_float(value);
+                }
+            }
+    }
+}
+
+/* Built twice: for x86-64-v3 (AVX2 and FMA: fmaf is one instruction), run where the CPU has it, and for the
+ * baseline (fmaf a libm call); the same operations either way, so the same bits. */
+#define FORWARD_ARGS const Forward *f, const Roi *geo, int is_half, float *rows, float *total, void *out
+static void forward_generic(FORWARD_ARGS) { is_half ? forward_body(f, geo, 1, rows, total, out)
+                                                    : forward_body(f, geo, 0, rows, total, out); }
+V3 static void forward_v3(FORWARD_ARGS) { is_half ? forward_body(f, geo, 1, rows, total, out)
+                                                  : forward_body(f, geo, 0, rows, total, out); }
 
 /* deform_roi_pool_forward_cuda_kernel as mmcv_emulation.deform_roi_pool_forward computes it: features
  * [N, H, W, C] in T (float, or float16 bits where is_half), rois [R, 5] and offset [R, 2, PH, PW] (or NULL)
@@ -342,16 +463,17 @@ int deform_roi_pool_forward_mmcv(const void *features, long N, long H, long W, l
                                  long sampling_ratio, int is_half, long chunk_rois, double max_steps,
                                  double *refused_steps, void *out)
 {
-    const long bins = PH * PW, out_size = R * bins * C;
+    const long out_size = R * PH * PW * C;
     if (out_size == 0 || H == 0 || W == 0) {
         /* An empty map: numpy's zeros, before it looks at the rois. */
         memset(out, 0, (size_t)(out_size > 0 ? out_size : 0) * (is_half ? 2 : 4));
         return 0;
     }
     Roi *geo = malloc(sizeof(Roi) * R);
-    float *total = malloc(sizeof(float) * C);
+    float *total = malloc(sizeof(float) * C), *rows = malloc(sizeof(float) * 4 * C);
     int status = 0;
-    if (!geo || !total || !preamble(rois, R, N, PH, PW, spatial_scale, gamma_value, sampling_ratio, 1, is_half, geo)) {
+    if (!geo || !total || !rows
+        || !preamble(rois, R, N, PH, PW, spatial_scale, gamma_value, sampling_ratio, 1, is_half, geo)) {
         status = NUMPY_DECIDES;
         goto done;
     }
@@ -360,31 +482,11 @@ int deform_roi_pool_forward_mmcv(const void *features, long N, long H, long W, l
         status = STEPS_OVER;
         goto done;
     }
-    for (long r = 0; r < R; r++) {
-        const Roi *roi = geo + r;
-        for (long ph = 0; ph < PH; ph++)
-            for (long pw = 0; pw < PW; pw++) {
-                float start_w = roi->start_w, start_h = roi->start_h;
-                if (offset != NULL) {
-                    const float *shift = offset + r * 2 * bins + ph * PW + pw;
-                    start_w = mmcv_mac(start_w, roi->gamma_roi_w, shift[0], is_half);
-                    start_h = mmcv_mac(start_h, roi->gamma_roi_h, shift[bins], is_half);
-                }
-                const float y0 = mmcv_mac(start_h, mmcv_int_in_t(ph, is_half), roi->bin_h, is_half);
-                const float x0 = mmcv_mac(start_w, mmcv_int_in_t(pw, is_half), roi->bin_w, is_half);
-                bin_sums(roi, y0, x0, features, H, W, C, is_half, total);
-                const long base = ((r * PH + ph) * PW + pw) * C;
-                for (long c = 0; c < C; c++) {
-                    const float value = mmcv_in_t(total[c] / roi->count, is_half);
-                    if (is_half)
-                        ((uint16_t *)out)[base + c] = mmcv_half_bits(value);
-                    else
-                        ((float *)out)[base + c] = mmcv_canonical_float(value);
-                }
-            }
-    }
+    const Forward f = {features, offset, H, W, C, R, PH, PW};
+    (v3() ? forward_v3 : forward_generic)(&f, geo, is_half, rows, total, out);
 done:
     free(geo);
     free(total);
+    free(rows);
     return status;
 }
