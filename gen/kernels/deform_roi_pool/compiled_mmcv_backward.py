@@ -32,31 +32,24 @@ def _loop():
     return native.function(_SOURCE, "deform_roi_pool_backward_mmcv", _ARGTYPES, ctypes.c_int)
 
 
-def _takes(grad_output, features, rois, offset, PH: int, PW: int) -> bool:
-    """Whether the loop takes these arrays: the forward loop's (compiled_mmcv_forward.takes) and a grad_output
-    [R, PH, PW, C] in T."""
-    if not (compiled_mmcv_forward.takes(features, rois, offset, PH, PW) and isinstance(grad_output, np.ndarray)):
-        return False
-    return grad_output.dtype == features.dtype and grad_output.shape == (rois.shape[0], PH, PW, features.shape[3])
-
-
 def deform_roi_pool_backward(inputs: dict, params: dict, thread_by_thread: bool) -> dict | None:
     """{grad_input [N, H, W, C], grad_offset [R, 2, PH, PW]} in T with the GPU's NaN, as
-    mmcv_emulation_backward.deform_roi_pool_backward returns them, or None where numpy must run."""
-    grad_output, features, rois = inputs["grad_output"], inputs["input"], inputs["rois"]
-    offset = inputs.get("offset")
-    PH, PW = int(params["pooled_height"]), int(params["pooled_width"])
-    if not _takes(grad_output, features, rois, offset, PH, PW):
+    mmcv_emulation_backward.deform_roi_pool_backward returns them, or None where numpy must run: where the
+    forward's loop would (compiled_mmcv_forward.ready) or grad_output is no [R, PH, PW, C] array in T."""
+    grad_output = inputs["grad_output"]
+
+    def fits(features, PH: int, PW: int) -> bool:
+        return (isinstance(grad_output, np.ndarray) and grad_output.dtype == features.dtype
+                and grad_output.shape == (inputs["rois"].shape[0], PH, PW, features.shape[3]))
+    arrays = compiled_mmcv_forward.ready(inputs, params, _loop, fits)
+    if arrays is None:
         return None
-    function = _loop()
-    if function is None:
-        return None
+    function, features, rois, offset, PH, PW = arrays
     N, H, W, C = features.shape
     R = rois.shape[0]
-    # The maps are read in T (float16 bits or float); rois and offsets, used in float32 (mul_add), as float32.
-    grads, pixels = np.ascontiguousarray(grad_output), np.ascontiguousarray(features)
-    corners = np.ascontiguousarray(rois, dtype=np.float32)
-    shifts = None if offset is None else np.ascontiguousarray(offset, dtype=np.float32)
+    # grad_output is read in T, as the map (compiled_mmcv_forward.carriers).
+    grads = np.ascontiguousarray(grad_output)
+    pixels, corners, shifts = compiled_mmcv_forward.carriers(features, rois, offset)
     grad_input = np.empty((N, H, W, C), dtype=features.dtype)
     grad_offset = np.empty((R, 2, PH, PW), dtype=features.dtype)
     status = function(grads.ctypes.data, pixels.ctypes.data, N, H, W, C, corners.ctypes.data, R,

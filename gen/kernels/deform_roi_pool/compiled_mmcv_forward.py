@@ -49,30 +49,42 @@ def takes(features, rois, offset, PH: int, PW: int) -> bool:
     return offset is None or (offset.shape == (R, 2, PH, PW) and offset.dtype.kind == "f")
 
 
+def ready(inputs: dict, params: dict, loop, also=None) -> tuple | None:
+    """(loop(), input, rois, offset, PH, PW) where the loops take these inputs (takes, and also(input, PH, PW)
+    where given) and loop() gives a built function; else None: numpy runs."""
+    features, rois, offset = inputs["input"], inputs["rois"], inputs.get("offset")
+    PH, PW = int(params["pooled_height"]), int(params["pooled_width"])
+    if not takes(features, rois, offset, PH, PW) or (also is not None and not also(features, PH, PW)):
+        return None
+    function = loop()
+    return None if function is None else (function, features, rois, offset, PH, PW)
+
+
+def carriers(features, rois, offset) -> tuple:
+    """What the loops read: the map in T (float16 bits or float); rois and offsets, used in float32 (mul_add),
+    as float32 (offsets None where there are none)."""
+    return (np.ascontiguousarray(features), np.ascontiguousarray(rois, dtype=np.float32),
+            None if offset is None else np.ascontiguousarray(offset, dtype=np.float32))
+
+
 def deform_roi_pool_forward(inputs: dict, params: dict, chunk_elements: int) -> dict | None:
     """{output [R, PH, PW, C]} in T with the GPU's NaN, as mmcv_emulation.deform_roi_pool_forward returns it
     (chunk_elements: its _CHUNK_ELEMENTS, by which it pools rois and so bounds their grids), or None where
     numpy must run.  Raises check_emulated_steps' ValueError where numpy would."""
-    features, rois, offset = inputs["input"], inputs["rois"], inputs.get("offset")
-    PH, PW = int(params["pooled_height"]), int(params["pooled_width"])
-    if not takes(features, rois, offset, PH, PW):
+    arrays = ready(inputs, params, _loop)
+    if arrays is None:
         return None
-    function = _loop()
-    if function is None:
-        return None
+    function, features, rois, offset, PH, PW = arrays
     N, H, W, C = features.shape
     R = rois.shape[0]
-    # The map is read in T (float16 bits or float); rois and offsets, used in float32 (mul_add), as float32.
-    pixels = np.ascontiguousarray(features)
-    corners = np.ascontiguousarray(rois, dtype=np.float32)
-    shifts = None if offset is None else np.ascontiguousarray(offset, dtype=np.float32)
+    pixels, corners, shifts = carriers(features, rois, offset)
     output = np.empty((R, PH, PW, C), dtype=features.dtype)
     refused = ctypes.c_double(-1.0)
     status = function(pixels.ctypes.data, N, H, W, C, corners.ctypes.data, R,
-                      None if shifts is None else shifts.ctypes.data, PH, PW, float(params["spatial_scale"]),
-                      float(params["gamma"]), int(params["sampling_ratio"]), int(features.dtype == _T[0]),
-                      max(1, chunk_elements // max(1, PH * PW * C)), float(reference.MAX_EMULATED_STEPS),
-                      ctypes.byref(refused), output.ctypes.data)
+                      None if shifts is None else shifts.ctypes.data, PH, PW,
+                      float(params["spatial_scale"]), float(params["gamma"]), int(params["sampling_ratio"]),
+                      int(features.dtype == _T[0]), max(1, chunk_elements // max(1, PH * PW * C)),
+                      float(reference.MAX_EMULATED_STEPS), ctypes.byref(refused), output.ctypes.data)
     if status == _STEPS_OVER:
         reference.check_emulated_steps("deform_roi_pool_forward", refused.value)
     return {"output": output} if status == 0 else None
