@@ -3,6 +3,8 @@ baseline's rounding is what dynamic thresholds rest on, so a faster baseline mus
 OPCASE_NO_CC=1 forces numpy."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -220,6 +222,126 @@ def test_deform_roi_pool_backward_emulation_leaves_to_numpy_what_numpy_decides(c
     assert compiled_mmcv_backward.deform_roi_pool_backward(inputs, params, False) is None
     monkeypatch.setattr(compiled_mmcv_backward, "MAX_SLOTS", 4.0 * 512)
     assert compiled_mmcv_backward.deform_roi_pool_backward(inputs, params, False) is not None
+
+
+def _forward_both_ways(monkeypatch, inputs, params, units=None, step_loop: bool = False):
+    """mmcv_emulation's forward output (units None) or its units' under OPCASE_NO_CC (numpy's one-grid pass, or
+    its step-by-step loop forced) and with the loop; the ValueError's text where one raises."""
+    from gen.kernels.deform_roi_pool import mmcv_emulation
+    ways = []
+    for no_cc in (True, False):
+        with monkeypatch.context() as patched:
+            if no_cc:
+                patched.setenv("OPCASE_NO_CC", "1")
+                if step_loop:
+                    patched.setattr(mmcv_emulation, "_one_grid", lambda *grid: False)
+            try:
+                with np.errstate(all="ignore"):
+                    if units is None:
+                        ways.append(mmcv_emulation.deform_roi_pool_forward(inputs, params)["output"])
+                    else:
+                        chosen = mmcv_emulation.deform_roi_pool_forward_units(inputs, params).values(units)
+                        ways.append(chosen["output"])
+            except ValueError as error:
+                ways.append(str(error))
+    return ways
+
+
+def _deform_roi_pool_build(monkeypatch, generic: bool):
+    """Run the forward's baseline x86-64 build (generic) or the one this CPU takes (x86-64-v3 where it has it)."""
+    import ctypes
+    from gen import native
+    from gen.kernels.deform_roi_pool import compiled_mmcv_forward
+    monkeypatch.setattr(ctypes.c_int.in_dll(native.load(compiled_mmcv_forward._SOURCE),
+                                            "deform_roi_pool_mmcv_generic_only"), "value", int(generic))
+
+
+@pytest.mark.parametrize("generic", [False, True], ids=["this_cpu", "generic_x86_64"])
+def test_deform_roi_pool_forward_reads_every_half_as_the_scalar_conversion(compiled_deform_roi_pool, monkeypatch,
+                                                                          generic):
+    """The vectorized half reads (half_row): all 2^16 bit patterns, as mmcv_half_to_float's exact bits (NaN
+    payloads kept, signalling ones too), in 16-lane steps and the remainder (65536 - 3 values)."""
+    import ctypes
+    from gen import native
+    from gen.kernels.deform_roi_pool import compiled_mmcv_forward
+    _deform_roi_pool_build(monkeypatch, generic)
+    convert = native.load(compiled_mmcv_forward._SOURCE).deform_roi_pool_mmcv_half_row
+    bits = np.arange(1 << 16, dtype=np.uint32)
+    sign, exponent, fraction = (bits & 0x8000) << 16, (bits >> 10) & 0x1F, bits & 0x3FF
+    with np.errstate(invalid="ignore"):
+        expected = bits.astype(np.uint16).view(np.float16).astype(np.float32).view(np.uint32).copy()
+    expected[exponent == 0x1F] = (sign | 0x7F800000 | (fraction << 13))[exponent == 0x1F]
+    for first in (0, 3):
+        source = np.ascontiguousarray(bits[first:].astype(np.uint16))
+        out = np.empty(source.size, np.float32)
+        convert(ctypes.c_void_p(source.ctypes.data), ctypes.c_long(source.size), ctypes.c_void_p(out.ctypes.data))
+        wrong = np.flatnonzero(out.view(np.uint32) != expected[first:])
+        assert not wrong.size, wrong[:5] + first
+
+
+@pytest.mark.parametrize("generic", [False, True], ids=["this_cpu", "generic_x86_64"])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_deform_roi_pool_forward_compiled_emulation_is_numpys_bit_for_bit(compiled_deform_roi_pool, monkeypatch,
+                                                                         dtype, generic):
+    """The whole call and gen.sampled's units (an order of their own, one repeated), against numpy's one-grid
+    pass and its step loop, on the backward's calls: specials in the map and offsets, rois on and past the
+    edges and inverted, adaptive grids that differ per roi, one-pixel maps, empty rois, channels and maps;
+    on both builds of the loop."""
+    from gen.kernels.deform_roi_pool import compiled_mmcv_forward
+    _deform_roi_pool_build(monkeypatch, generic)
+    rng = np.random.default_rng(41)
+    ran = _answers(monkeypatch, compiled_mmcv_forward, "deform_roi_pool_forward")
+    calls, reached, empty = 0, 0, 0
+    for N, H, W, C, R, PH, PW, sampling_ratio, scale, gamma, specials in _DEFORM_ROI_POOL_CALLS:
+        params = {"pooled_height": PH, "pooled_width": PW, "spatial_scale": scale, "sampling_ratio": sampling_ratio,
+                  "gamma": gamma}
+        units = np.concatenate([rng.permutation(R)[:5], [R - 1]]) if R else None
+        variants = ((False, None, False, False), (True, None, False, False), (True, None, True, False),
+                    (True, np.float32, False, False), (False, None, False, True), (True, None, True, True))
+        for with_offset, rois_dtype, step_loop, by_units in variants:
+            if by_units and units is None:
+                continue
+            inputs = _deform_roi_pool_inputs(rng, dtype, N, H, W, C, R, PH, PW, with_offset, specials, rois_dtype)
+            del inputs["grad_output"]
+            numpy_way, compiled_way = _forward_both_ways(monkeypatch, inputs, params, units if by_units else None,
+                                                         step_loop)
+            assert numpy_way.dtype == compiled_way.dtype == dtype and numpy_way.shape == compiled_way.shape
+            assert numpy_way.tobytes() == compiled_way.tobytes(), \
+                (N, H, W, C, R, PH, PW, sampling_ratio, with_offset, rois_dtype, step_loop, by_units)
+            reached += int(np.count_nonzero(compiled_way) > 0)
+            empty += int(compiled_way.size == 0 or H * W == 0)      # zeros by the empty-map rule
+            calls += 1
+    # Under OPCASE_NO_CC the loop answers None; else it computed every call, none handed back to numpy.
+    assert ran == [False, True] * calls, ran
+    assert reached >= (calls - empty) * 2 // 3 and empty == 16, (reached, empty, calls)
+
+
+def test_deform_roi_pool_forward_emulation_keeps_numpys_refusals(compiled_deform_roi_pool, monkeypatch):
+    """Batch indices outside the inputs (numpy raises), and bins of over MAX_EMULATED_STEPS samples: the largest
+    grid_h times the largest grid_w of each chunk of rois as numpy pools them (two rois of 300 x 1 and 1 x 300
+    steps pass alone, not together), raised by the loop as by numpy and at once; arrays it does not take."""
+    from gen.kernels.deform_roi_pool import compiled_mmcv_forward, mmcv_emulation
+    features = (np.arange(12, dtype=np.float32) - 5).reshape(1, 2, 3, 2)
+    rois = np.array([[0, 0, 0, 0.5, 299.5], [0, 0, 0, 299.5, 0.5]], np.float32)
+    params = {"pooled_height": 1, "pooled_width": 1, "sampling_ratio": 0, "spatial_scale": 1.0, "gamma": 0.1}
+    inputs = {"input": features, "rois": rois}
+    refused = _forward_both_ways(monkeypatch, inputs, params)
+    assert refused[0] == refused[1] and "a bin of the call has 9e+04 samples" in refused[0], refused
+    monkeypatch.setattr(mmcv_emulation, "_CHUNK_ELEMENTS", 2)                  # one roi a chunk
+    numpy_way, compiled_way = _forward_both_ways(monkeypatch, inputs, params)
+    assert numpy_way.tobytes() == compiled_way.tobytes() and np.count_nonzero(compiled_way) == 4
+    monkeypatch.setattr(mmcv_emulation, "_CHUNK_ELEMENTS", 4)                  # both rois again
+    assert _forward_both_ways(monkeypatch, inputs, params) == refused
+    started = time.monotonic()
+    huge = _forward_both_ways(monkeypatch, {**inputs, "rois": np.array([[0, 0, 0, 1e6, 1e6]], np.float32)}, params)
+    assert huge[0] == huge[1] and "over the" in huge[0] and time.monotonic() - started < 5, huge
+    outside = _forward_both_ways(monkeypatch, {**inputs, "rois": np.array([[1, 0, 0, 1, 1]], np.float32)}, params)
+    assert outside[0] == outside[1] and "batch indices" in outside[0], outside
+    assert compiled_mmcv_forward.deform_roi_pool_forward({**inputs, "rois": rois[:1]}, params, 1 << 20) is not None
+    for changed in ({"input": features.astype(np.float64)}, {"rois": rois.astype(np.int64)},
+                    {"rois": rois[:, :4]}, {"offset": np.zeros((2, 2, 1, 2), np.float32)},
+                    {"offset": np.zeros((2, 2, 1, 1), np.int32)}):
+        assert compiled_mmcv_forward.deform_roi_pool_forward({**inputs, **changed}, params, 1 << 20) is None, changed
 
 
 @pytest.fixture

@@ -34,8 +34,22 @@ def _mismatched_elements(op: str, case_id: str) -> int:
 
 # ----------------------------------------------------------------------------- deform_roi_pool: bit for bit
 
+@pytest.fixture(params=["numpy", "compiled"])
+def forward_path(request, monkeypatch):
+    """The forward emulation's numpy code (OPCASE_NO_CC=1), or its compiled loop
+    (gen.kernels.deform_roi_pool.compiled_mmcv_forward, which answers first where it is built): each is held to
+    mmcv's bits on its own."""
+    if request.param == "numpy":
+        monkeypatch.setenv("OPCASE_NO_CC", "1")
+        return request.param
+    request.getfixturevalue("fresh_native_cache")
+    from gen.kernels.deform_roi_pool import compiled_mmcv_forward
+    assert compiled_mmcv_forward._loop() is not None, "a C compiler is on PATH but the forward's loop did not build"
+    return request.param
+
+
 @pytest.mark.parametrize("case_id", _case_ids("deform_roi_pool_forward"))
-def test_deform_roi_pool_forward_is_bit_exact(case_id):
+def test_deform_roi_pool_forward_is_bit_exact(case_id, forward_path):
     meta, inputs, _ = _case("deform_roi_pool_forward", case_id)
     mismatched = _mismatched_elements("deform_roi_pool_forward", case_id)
     assert mismatched == 0, f"{meta['name']}: {mismatched} elements differ from mmcv's bits"
@@ -53,7 +67,9 @@ def test_conformance_covers_both_dtypes_and_offsets():
 
 def test_float32_without_fused_multiply_adds_is_not_bit_exact(monkeypatch):
     """nvcc's fmas show in mmcv's float32 bits: rounding each product separately breaks bit-exactness
-    (so the conformance data decides them, and the bit-exact test can fail)."""
+    (so the conformance data decides them, and the bit-exact test can fail).  numpy's code: the compiled
+    loop, which would answer first, is held to the same bits by tests/test_compiled_mmcv.py's mutants."""
+    monkeypatch.setenv("OPCASE_NO_CC", "1")
     monkeypatch.setattr(deform_roi_pool, "mul_add", lambda a, b, c: np.asarray(a) * np.asarray(b) + np.asarray(c))
     float32_cases = [p.values[0] for p in _case_ids("deform_roi_pool_forward")
                      if _case("deform_roi_pool_forward", p.values[0])[1]["input"].dtype == np.float32]

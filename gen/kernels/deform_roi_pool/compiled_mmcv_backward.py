@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from gen import native
+from gen.kernels.deform_roi_pool import compiled_mmcv_forward
 
 _SOURCE = Path(__file__).with_name("deform_roi_pool_mmcv_kernel.c")
 _P, _L, _D, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_double, ctypes.c_int
@@ -31,37 +32,24 @@ def _loop():
     return native.function(_SOURCE, "deform_roi_pool_backward_mmcv", _ARGTYPES, ctypes.c_int)
 
 
-def _takes(grad_output, features, rois, offset, PH: int, PW: int) -> bool:
-    """Whether the loop takes these arrays: T maps, the shapes the emulation reads, float rois and offsets."""
-    if not (isinstance(grad_output, np.ndarray) and isinstance(features, np.ndarray) and isinstance(rois, np.ndarray)
-            and (offset is None or isinstance(offset, np.ndarray))):
-        return False
-    if features.ndim != 4 or features.dtype not in _T or grad_output.dtype != features.dtype:
-        return False
-    N, H, W, C = features.shape
-    R = rois.shape[0] if rois.ndim == 2 else -1
-    if rois.shape != (R, 5) or grad_output.shape != (R, PH, PW, C) or rois.dtype.kind != "f":
-        return False
-    return offset is None or (offset.shape == (R, 2, PH, PW) and offset.dtype.kind == "f")
-
-
 def deform_roi_pool_backward(inputs: dict, params: dict, thread_by_thread: bool) -> dict | None:
     """{grad_input [N, H, W, C], grad_offset [R, 2, PH, PW]} in T with the GPU's NaN, as
-    mmcv_emulation_backward.deform_roi_pool_backward returns them, or None where numpy must run."""
-    grad_output, features, rois = inputs["grad_output"], inputs["input"], inputs["rois"]
-    offset = inputs.get("offset")
-    PH, PW = int(params["pooled_height"]), int(params["pooled_width"])
-    if not _takes(grad_output, features, rois, offset, PH, PW):
+    mmcv_emulation_backward.deform_roi_pool_backward returns them, or None where numpy must run: where the
+    forward's loop would (compiled_mmcv_forward.ready) or grad_output is no [R, PH, PW, C] array in T."""
+    grad_output = inputs["grad_output"]
+
+    def fits(features, PH: int, PW: int) -> bool:
+        return (isinstance(grad_output, np.ndarray) and grad_output.dtype == features.dtype
+                and grad_output.shape == (inputs["rois"].shape[0], PH, PW, features.shape[3]))
+    arrays = compiled_mmcv_forward.ready(inputs, params, _loop, fits)
+    if arrays is None:
         return None
-    function = _loop()
-    if function is None:
-        return None
+    function, features, rois, offset, PH, PW = arrays
     N, H, W, C = features.shape
     R = rois.shape[0]
-    # The maps are read in T (float16 bits or float); rois and offsets, used in float32 (mul_add), as float32.
-    grads, pixels = np.ascontiguousarray(grad_output), np.ascontiguousarray(features)
-    corners = np.ascontiguousarray(rois, dtype=np.float32)
-    shifts = None if offset is None else np.ascontiguousarray(offset, dtype=np.float32)
+    # grad_output is read in T, as the map (compiled_mmcv_forward.carriers).
+    grads = np.ascontiguousarray(grad_output)
+    pixels, corners, shifts = compiled_mmcv_forward.carriers(features, rois, offset)
     grad_input = np.empty((N, H, W, C), dtype=features.dtype)
     grad_offset = np.empty((R, 2, PH, PW), dtype=features.dtype)
     status = function(grads.ctypes.data, pixels.ctypes.data, N, H, W, C, corners.ctypes.data, R,

@@ -15,12 +15,17 @@ matching mmcv's outputs bit for bit (each alternative breaks some conformance ca
 Each output element (roi, ph, pw, c) is one thread: it sums its bin's samples in (iy, ix)
 order, one rounding per addition, and divides by the sample count at the end.  Nothing is
 shared between threads, so the result is deterministic and so is this emulation.
+
+gen.kernels.deform_roi_pool.compiled_mmcv_forward computes the forward in one C call where a compiler is
+at hand (the whole call and so gen.sampled's units, which are calls on a few rois); the numpy code below
+is the fallback and the definition both are tested against.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from gen.core.overlap import ordered_map
+from gen.kernels.deform_roi_pool import compiled_mmcv_forward
 from gen.kernels.shared.mmcv_half import F32, ScalarT, round_to_half
 from gen.kernels.shared.reference import check_emulated_steps
 from gen.sampled import Units
@@ -93,6 +98,9 @@ def _bilinear_axis(coord, size: int):
 
 def deform_roi_pool_forward(inputs: dict, params: dict, out_shapes: dict | None = None) -> dict:
     """input [N, H, W, C], rois [R, 5], offset [R, 2, PH, PW] (optional) -> output [R, PH, PW, C], all in T."""
+    fast = compiled_mmcv_forward.deform_roi_pool_forward(inputs, params, _CHUNK_ELEMENTS)
+    if fast is not None:
+        return fast
     features, rois, offset = inputs["input"], inputs["rois"], inputs.get("offset")
     dtype = features.dtype.type
     PH, PW = int(params["pooled_height"]), int(params["pooled_width"])
