@@ -200,3 +200,24 @@ def test_the_mmcv_emulation_refuses_a_bin_of_hours_of_samples_at_once(direction,
             mmcv_emulation_backward.deform_roi_pool_backward(
                 {"grad_output": np.ones((1, 1, 1, 2), np.float32), "input": features, "rois": rois}, params)
     assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("compiler", ["numpy", "compiled"])
+def test_the_backward_emulation_refuses_the_same_grids_with_and_without_a_compiler(compiler, monkeypatch):
+    """A bin of 300 x 300 samples (sampling_ratio 0): over MAX_EMULATED_STEPS, refused by both paths, so that
+    no case differs between a machine with a C compiler and one without."""
+    import numpy as np
+    from gen import native
+    if compiler == "numpy":
+        monkeypatch.setenv("OPCASE_NO_CC", "1")
+    elif native.compiler() is None:
+        pytest.skip("no C compiler here")
+    from gen.kernels.deform_roi_pool import mmcv_emulation_backward
+    features = np.ones((1, 4, 4, 2), np.float32)
+    rois = np.array([[0, 0, 0, 300, 300], [0, 0, 0, 1, 1]], np.float32)
+    params = {"pooled_height": 1, "pooled_width": 1, "sampling_ratio": 0, "spatial_scale": 1.0, "gamma": 0.1}
+    inputs = {"grad_output": np.ones((2, 1, 1, 2), np.float32), "input": features, "rois": rois}
+    with pytest.raises(ValueError, match="the mmcv emulation adds one at a time"):
+        mmcv_emulation_backward.deform_roi_pool_backward(inputs, params)
+    rois[0, 3:] = 200   # 201 x 201 = 40401 steps: within the bound, computed by both
+    assert mmcv_emulation_backward.deform_roi_pool_backward(inputs, params)["grad_input"].shape == (1, 4, 4, 2)

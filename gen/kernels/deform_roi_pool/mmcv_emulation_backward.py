@@ -40,6 +40,7 @@ def deform_roi_pool_backward(inputs: dict, params: dict, out_shapes: dict | None
                              thread_by_thread: bool = False) -> dict:
     """grad_output [R, PH, PW, C], input [N, H, W, C], rois [R, 5], offset [R, 2, PH, PW] (or None)
     -> grad_input [N, H, W, C], grad_offset [R, 2, PH, PW] in T (grad_offset 0 without an offset)."""
+    _check_steps(inputs, params)
     fast = compiled_mmcv_backward.deform_roi_pool_backward(inputs, params, thread_by_thread)
     if fast is not None:
         return fast
@@ -96,24 +97,48 @@ def _chunks(geo, blocks: int, threads_per_roi: int):
     yield first, blocks
 
 
+def _check_steps(inputs: dict, params: dict) -> None:
+    """Refuse a call whose rois' largest grids (rows and columns apart, as a chunk of rois holding both
+    would take them) exceed MAX_EMULATED_STEPS, before either path: the compiled loop would compute what
+    numpy cannot, and a case would differ between machines with and without a compiler."""
+    grad_output, features, rois = inputs["grad_output"], inputs["input"], inputs["rois"]
+    if not (grad_output.size and features.shape[1] and features.shape[2]) or rois.shape[0] == 0:
+        return
+    sampling_ratio = int(params["sampling_ratio"])
+    if sampling_ratio > 0:
+        steps = float(sampling_ratio) ** 2
+    else:
+        grid_h, grid_w = _adaptive_grids(rois, params, features.dtype.type)[6:]
+        steps = float(max(int(grid_h.max()), 0)) * max(int(grid_w.max()), 0)
+    check_emulated_steps("deform_roi_pool_backward", steps)
+
+
+def _adaptive_grids(rois, params, dtype) -> tuple:
+    """(start_w, start_h, roi_w, roi_h, bin_h, bin_w, grid_h, grid_w) per roi, in T: the kernel's preamble, with
+    sampling_ratio 0's grids (ceil of the bin size)."""
+    PH, PW = int(params["pooled_height"]), int(params["pooled_width"])
+    scale, minus_half = as_t(params["spatial_scale"], dtype), dtype(-0.5)
+    start_w, start_h = mul_add(rois[:, 1], scale, minus_half), mul_add(rois[:, 2], scale, minus_half)
+    roi_w = mul_add(rois[:, 3], scale, minus_half) - start_w
+    roi_h = mul_add(rois[:, 4], scale, minus_half) - start_h
+    bin_h, bin_w = roi_h / as_t(PH, dtype), roi_w / as_t(PW, dtype)
+    return start_w, start_h, roi_w, roi_h, bin_h, bin_w, to_int(np.ceil(bin_h.astype(F32))), to_int(np.ceil(bin_w.astype(F32)))
+
+
 class _Geometry:
     """Per roi and per bin values of the kernel's preamble, in T (as gen.kernels.deform_roi_pool.mmcv_emulation's forward)."""
 
     def __init__(self, rois, offset, params, dtype):
         PH, PW = int(params["pooled_height"]), int(params["pooled_width"])
         sampling_ratio = int(params["sampling_ratio"])
-        scale, self.gamma = as_t(params["spatial_scale"], dtype), as_t(params["gamma"], dtype)
-        minus_half = dtype(-0.5)
+        self.gamma = as_t(params["gamma"], dtype)
         R = rois.shape[0]
-        start_w, start_h = mul_add(rois[:, 1], scale, minus_half), mul_add(rois[:, 2], scale, minus_half)
-        self.roi_w = mul_add(rois[:, 3], scale, minus_half) - start_w
-        self.roi_h = mul_add(rois[:, 4], scale, minus_half) - start_h
-        self.bin_h, self.bin_w = self.roi_h / as_t(PH, dtype), self.roi_w / as_t(PW, dtype)
+        start_w, start_h, self.roi_w, self.roi_h, self.bin_h, self.bin_w, grid_h, grid_w = \
+            _adaptive_grids(rois, params, dtype)
         if sampling_ratio > 0:
             self.grid_h = self.grid_w = np.full(R, sampling_ratio, dtype=np.int64)
         else:
-            self.grid_h = to_int(np.ceil(self.bin_h.astype(F32)))
-            self.grid_w = to_int(np.ceil(self.bin_w.astype(F32)))
+            self.grid_h, self.grid_w = grid_h, grid_w
         # ``const T count = roi_bin_grid_h * roi_bin_grid_w``: no max(.., 1) in the backward; a
         # bin without samples never uses it.
         self.count = as_t(self.grid_h * self.grid_w, dtype)
@@ -160,7 +185,6 @@ def _block_chunk(T: ScalarT, thread, grad_output, features, batch, geo: _Geometr
 
     # Slots [block, step, corner, lane]; a slot a thread does not fill adds nothing.
     steps_h, steps_w = int(chunk.grid_h.max(initial=0)), int(chunk.grid_w.max(initial=0))
-    check_emulated_steps("deform_roi_pool_backward", float(max(steps_h, 0)) * max(steps_w, 0))
     steps = steps_h * steps_w
     slots = (blocks, max(steps, 1), _BLOCK)
     input_target = np.zeros(slots[:2] + (4, _BLOCK), dtype=np.int64)
