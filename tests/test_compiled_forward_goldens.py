@@ -1,5 +1,5 @@
-"""The compiled loops of three_nn_forward, border_align_forward, ms_deform_attn_forward and psamask's
-COLLECT (gen/native.py; the C files beside each family's reference.py) give the numpy path's bits, and
+"""The compiled loops of three_nn_forward, border_align_forward, ms_deform_attn_forward and psamask
+(gen/native.py; the C files beside each family's reference.py) give the numpy path's bits, and
 really run where they apply.
 
 Each random call runs twice: with OPCASE_NO_CC=1 (numpy) and with the C loop, built in a cache of
@@ -189,21 +189,23 @@ def test_ms_deform_attn_refuses_levels_that_disagree(fresh_cache):
         ms_deform_attn_forward.forward(cut, {})
 
 
+@pytest.mark.parametrize("psa_type", [0, 1])
 @pytest.mark.parametrize("direction", ["forward", "backward"])
-def test_psamask_collect_compiled_is_numpy_bit_for_bit(fresh_cache, monkeypatch, direction):
-    """COLLECT's block copies in C and in numpy: the same bytes, masks smaller and larger than the map,
-    even and odd, float16/32/64."""
-    rng = np.random.default_rng(1000)
+def test_psamask_compiled_is_numpy_bit_for_bit(fresh_cache, monkeypatch, direction, psa_type):
+    """COLLECT's block copies and DISTRIBUTE's transposes in C and in numpy: the same bytes, masks smaller
+    and larger than the map, even and odd, float16/32/64."""
+    rng = np.random.default_rng(1000 + psa_type)
     for trial in range(60):
         N, H, W = int(rng.integers(1, 3)), int(rng.integers(1, 9)), int(rng.integers(1, 9))
         hm, wm = int(rng.integers(1, 2 * H + 2)), int(rng.integers(1, 2 * W + 2))
         dtype = (np.float16, np.float32, np.float64)[trial % 3]
         channels = hm * wm if direction == "forward" else H * W
         inputs = {"x" if direction == "forward" else "dy": rng.standard_normal((N, H, W, channels)).astype(dtype)}
-        params = {"psa_type": 0, "h_mask": hm, "w_mask": wm}
+        params = {"psa_type": psa_type, "h_mask": hm, "w_mask": wm}
         reference, fast = _both(monkeypatch, lambda: getattr(psamask, direction)(inputs, params))
         name = "y" if direction == "forward" else "dx"
         assert reference[name].dtype == fast[name].dtype and reference[name].tobytes() == fast[name].tobytes()
         target = np.zeros_like(fast[name])
-        assert psamask_compiled.collect(next(iter(inputs.values())), target, hm, wm, direction == "backward")
+        move = psamask_compiled.collect if psa_type == 0 else psamask_compiled.distribute
+        assert move(next(iter(inputs.values())), target, hm, wm, direction == "backward")
         assert target.tobytes() == reference[name].tobytes()

@@ -74,7 +74,8 @@ def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
     y = np.zeros((N, H, W, H * W), dtype=exact_dtype(x, compute_dtype))
     if y.size == 0:
         return {"y": y}
-    if psa_type == COLLECT and compiled.collect(x.astype(y.dtype, copy=False), y, hm, wm, backward=False):
+    move = compiled.collect if psa_type == COLLECT else compiled.distribute
+    if move(x.astype(y.dtype, copy=False), y, hm, wm, backward=False):
         return {"y": y}
     x5 = x.reshape(N, H, W, hm, wm)
     y5 = y.reshape(N, H, W, H, W)
@@ -100,7 +101,8 @@ def backward(inputs, params, compute_dtype=np.float64, out_shapes=None):
     dx = np.zeros((N, H, W, hm * wm), dtype=exact_dtype(dy, compute_dtype))
     if dx.size == 0 or dy.size == 0:
         return {"dx": dx}
-    if psa_type == COLLECT and compiled.collect(dy.astype(dx.dtype, copy=False), dx, hm, wm, backward=True):
+    move = compiled.collect if psa_type == COLLECT else compiled.distribute
+    if move(dy.astype(dx.dtype, copy=False), dx, hm, wm, backward=True):
         return {"dx": dx}
     dx5 = dx.reshape(N, H, W, hm, wm)
     dy5 = dy.reshape(N, H, W, H, W)
