@@ -40,7 +40,8 @@ typedef struct {
 static void axis(double coord, long size, int64_t *low, int64_t *high, double *fraction)
 {
     double c = coord < 0.0 ? 0.0 : coord;           /* np.maximum(coord, 0); coord is not NaN here */
-    double lo = floor(c);
+    /* floor(c): c lies in [0, size] here, where truncation is floor, exactly (and needs no libm call) */
+    double lo = (double)(int64_t)c;
     if (lo >= (double)(size - 1)) {                 /* at or past the last row: snap onto it */
         lo = (double)(size - 1);
         c = lo;
@@ -52,16 +53,26 @@ static void axis(double coord, long size, int64_t *low, int64_t *high, double *f
     *fraction = c - lo;
 }
 
-/* The corners and weights of border e's point of index `index` of box `box` ([x1, y1, x2, y2]). */
-static void locate(const double *box, int e, double index, long pool_size, long H, long W, point *p)
+/* Border e of box `box` ([x1, y1, x2, y2]) as a line: its first point and the step between points. */
+typedef struct {
+    double start_x, start_y, step_x, step_y;
+} line;
+
+static line border_line(const double *box, int e, long pool_size)
 {
     const double x1 = box[0], y1 = box[1], x2 = box[2], y2 = box[3];
     const double stride_w = (x2 - x1) / (double)pool_size;
     const double stride_h = (y2 - y1) / (double)pool_size;
     const double start_x[4] = {x1, x1, x2, x2}, start_y[4] = {y1, y1, y2, y2};
     const double step_x[4] = {stride_w, 0.0, -stride_w, 0.0}, step_y[4] = {0.0, stride_h, 0.0, -stride_h};
-    const double x = start_x[e] + step_x[e] * index;
-    const double y = start_y[e] + step_y[e] * index;
+    return (line){start_x[e], start_y[e], step_x[e], step_y[e]};
+}
+
+/* The corners and weights of the point of index `index` on border line b. */
+static void locate_on(const line *b, double index, long H, long W, point *p)
+{
+    const double x = b->start_x + b->step_x * index;
+    const double y = b->start_y + b->step_y * index;
     if (!(y >= -1.0 && y <= (double)H && x >= -1.0 && x <= (double)W)) {
         for (int q = 0; q < 4; q++) {
             p->pixel[q] = H * W;
@@ -82,6 +93,13 @@ static void locate(const double *box, int e, double index, long pool_size, long 
     p->pixel[1] = y_low * W + x_high;
     p->pixel[2] = y_high * W + x_low;
     p->pixel[3] = y_high * W + x_high;
+}
+
+/* The corners and weights of border e's point of index `index` of box `box`. */
+static void locate(const double *box, int e, double index, long pool_size, long H, long W, point *p)
+{
+    const line b = border_line(box, e, pool_size);
+    locate_on(&b, index, H, W, p);
 }
 
 /* Corner q's additions of boxes 0..K-1 to channels c0..c0+width of `sums` [H*W + 1, width], from the tabled
@@ -144,12 +162,16 @@ int border_align_backward(const double *grad_output, const double *boxes, const 
         double *image = grad_input + n * pixels * row;
         for (int e = 0; e < 4; e++) {
             /* Corner q's pixels and weights of all K * points points, q = 0..3 one after the other. */
-            for (long j = 0; j < tabled_points; j++) {
-                point p;
-                locate(image_boxes + (j / points) * 4, e, (double)(j % points), pool_size, H, W, &p);
-                for (int q = 0; q < 4; q++) {
-                    pixel[q * tabled_points + j] = p.pixel[q];
-                    weight[q * tabled_points + j] = p.weight[q];
+            for (long k = 0; tabled && k < K; k++) {
+                const line b = border_line(image_boxes + k * 4, e, pool_size);
+                for (long i = 0; i < points; i++) {
+                    const long j = k * points + i;
+                    point p;
+                    locate_on(&b, (double)i, H, W, &p);
+                    for (int q = 0; q < 4; q++) {
+                        pixel[q * tabled_points + j] = p.pixel[q];
+                        weight[q * tabled_points + j] = p.weight[q];
+                    }
                 }
             }
             for (long c0 = 0; c0 < C; c0 += block) {
