@@ -111,7 +111,10 @@ class Cluster:
         in_flight = _wait_for(running_there, 120)
         assert in_flight, "no case ran on the node to be killed"
         for pid in self.raylet_tree(node_manager_port):
-            os.kill(pid, signal.SIGKILL)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass   # a process of the tree ended between the listing and the kill: the rest must still go
         return in_flight
 
     def opcase(self, *args, cwd, check=False) -> subprocess.CompletedProcess:
@@ -401,7 +404,9 @@ def test_losing_the_last_node_with_the_resources_ends_the_run(cluster, cases, tm
                                                "--json", "results.json"]),
                               env=cluster.env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     cluster.kill_node_when_running_a_case(ONLY_NODE_PORT, marks)
-    out, err = driver.communicate(timeout=120)
+    # Bounded, not tight: Ray's health checks declare the node dead within seconds on an idle machine, but
+    # under the whole parallel test run 120 s was once not enough.
+    out, err = driver.communicate(timeout=300)
     results = _results(tmp_path / "results.json")
     errors = [r for r in results if r["status"] == "error"]
     assert driver.returncode == 1 and len(results) == 18 and errors, out + err
