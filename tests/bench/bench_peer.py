@@ -27,12 +27,13 @@ alternating peer and opcase --rounds times, each time the best of R calls in CPU
 outputs malloc'd and zeroed (the executor's baselineOutputMalloc), then cpuCompute; the golden, too, makes
 its outputs every call.  The peer's large outputs get huge pages as numpy gives the golden's (madvise from
 4 MiB up): mlu-ops' own malloc'd buffers would be mapped 4 KiB at a time, which on this project's virtual
-machines costs the peer up to 10x its computation and would say nothing about either side's arithmetic.  A second time, "warm", is cpuCompute alone into output buffers made once and reused:
-their pages are already mapped, which no fresh output is (on a kernel that writes a large, mostly zero
-output, such as psamask's, mapping the pages costs as much as the peer's whole computation).  The table:
-the times and ratio = opcase / peer for both (below 1 opcase is faster); a case of under SMALL_ELEMENTS
-elements counts as small wherever its spec lists it.  The load average is printed beside each row, since only ratios taken in the same
-run mean anything on a shared machine.  The peer's time includes a few microseconds of ctypes call
+machines costs the peer up to 10x its computation and would say nothing about either side's arithmetic.
+A second time, "warm", is cpuCompute alone into output buffers made once and reused: their pages are
+already mapped, which no fresh output is (on a kernel that writes a large, mostly zero output, such as
+psamask's, mapping the pages costs as much as the peer's whole computation).  The table: the times and
+ratio = opcase / peer for both (below 1 opcase is faster); a case of under SMALL_ELEMENTS elements counts
+as small wherever its spec lists it.  The load average is printed beside each row, since only ratios
+taken in the same run mean anything on a shared machine.  The peer's time includes a few microseconds of ctypes call
 and stand-in setup, which only matters on the smallest cases (it makes them look better for opcase by
 that much).  --baseline adds two columns: the mmcv baseline that `opcase gen` calls beside the golden
 of a kernel whose spec takes it for dynamic thresholds (as gen calls it: the emulation, in the case's own
@@ -202,6 +203,7 @@ extern "C" int opcase_peer_run(int n_in, int n_out, const int *ranks, const int6
       // memory is mapped 4 KiB at a time, several times slower on a virtual machine.
       const size_t bytes = meta.shape_count * sizeof(float);
       buffer = (float *)malloc(bytes + 1);
+      if (buffer == nullptr) abort();   // the worker dies, and the driver says it failed
       if (bytes >= ((size_t)1 << 22)) {
         const uintptr_t page = 4096, start = ((uintptr_t)buffer + page - 1) & ~(page - 1);
         const uintptr_t end = ((uintptr_t)buffer + bytes) & ~(page - 1);

@@ -21,8 +21,7 @@ _ARGUMENTS = [ctypes.c_void_p] * 2 + [ctypes.c_long] * 6 + [ctypes.c_int]
 
 
 def _loop(name: str):
-    restype = None if name == "psamask_collect" else ctypes.c_int
-    return native.function(_SOURCE, name, _ARGUMENTS, restype)
+    return native.function(_SOURCE, name, _ARGUMENTS, ctypes.c_int)
 
 
 def _move(name: str, source: np.ndarray, target: np.ndarray, hm: int, wm: int, backward: bool) -> bool:
@@ -37,8 +36,7 @@ def _move(name: str, source: np.ndarray, target: np.ndarray, hm: int, wm: int, b
     if function is None:
         return False
     source = np.ascontiguousarray(source)
-    done = function(source.ctypes.data, target.ctypes.data, N, H, W, hm, wm, target.itemsize, int(backward))
-    return done is None or bool(done)
+    return bool(function(source.ctypes.data, target.ctypes.data, N, H, W, hm, wm, target.itemsize, int(backward)))
 
 
 def collect(source: np.ndarray, target: np.ndarray, hm: int, wm: int, backward: bool) -> bool:

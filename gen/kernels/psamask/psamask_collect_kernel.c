@@ -4,13 +4,13 @@
  *
  * forward:  y[n, h, w, fh*W + fw] = x[n, h, w, hidx*wm + widx]    for (fh, fw) = (h + hidx - half_h,
  * backward: dx[n, h, w, hidx*wm + widx] = dy[n, h, w, fh*W + fw]   w + widx - half_w) inside the map;
- * the caller zeroes the target, whose other elements stay 0.
+ * the caller zeroes the target, whose other elements stay 0.  Returns 1 (done), as psamask_distribute does.
  */
 #include <stdlib.h>
 #include <string.h>
 
-void psamask_collect(const char *source, char *target, long N, long H, long W, long hm, long wm, long elem,
-                     int backward)
+int psamask_collect(const char *source, char *target, long N, long H, long W, long hm, long wm, long elem,
+                    int backward)
 {
     const long half_h = (hm - 1) / 2, half_w = (wm - 1) / 2;
     const long mask = hm * wm, map = H * W;
@@ -36,6 +36,7 @@ void psamask_collect(const char *source, char *target, long N, long H, long W, l
             }
         }
     }
+    return 1;
 }
 
 /* DISTRIBUTE (psa_type 1), the transpose of COLLECT's map:
