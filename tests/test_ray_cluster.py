@@ -53,6 +53,14 @@ def _namespaces_usable() -> str:
     return f"unshare -n fails here: {probe.stderr.strip()}" if probe.returncode else ""
 
 
+def _signal_if_alive(pid: int, sig: int) -> None:
+    """Send sig to pid unless it has ended since it was listed (the others listed with it must still get it)."""
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
 class Cluster:
     """Ray nodes started with `ray start` in a network namespace of their own."""
 
@@ -111,10 +119,7 @@ class Cluster:
         in_flight = _wait_for(running_there, 120)
         assert in_flight, "no case ran on the node to be killed"
         for pid in self.raylet_tree(node_manager_port):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass   # a process of the tree ended between the listing and the kill: the rest must still go
+            _signal_if_alive(pid, signal.SIGKILL)
         return in_flight
 
     def opcase(self, *args, cwd, check=False) -> subprocess.CompletedProcess:
@@ -168,10 +173,7 @@ class Cluster:
         """Stop every process of the cluster; return those that would not die."""
         for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
             for pid in self.processes():
-                try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
+                _signal_if_alive(pid, sig)
             deadline = time.monotonic() + grace
             while self.processes() and time.monotonic() < deadline:
                 time.sleep(0.2)
