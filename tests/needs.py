@@ -23,6 +23,7 @@ NEEDS = {
     "libprotobuf-dev": "libprotobuf's C++ headers: apt-get install libprotobuf-dev",
     "g++": "a C++ compiler: apt-get install g++",
     "cc": "a C compiler on PATH (cc or gcc): apt-get install gcc",
+    "objdump": "binutils' disassembler: apt-get install binutils",
     "cuda": "a CUDA device, and a torch built for it",
 }
 PREFIX = "needs "
