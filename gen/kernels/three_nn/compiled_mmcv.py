@@ -23,7 +23,8 @@ _T = (np.dtype(np.float16), np.dtype(np.float32))
 def _loop():
     """three_nn_mmcv of the compiled library, or None (no compiler, OPCASE_NO_CC)."""
     return native.function(_SOURCE, "three_nn_mmcv",
-                           [ctypes.c_void_p] * 2 + [ctypes.c_long] * 3 + [ctypes.c_int] + [ctypes.c_void_p] * 2)
+                           [ctypes.c_void_p] * 2 + [ctypes.c_long] * 3 + [ctypes.c_int] + [ctypes.c_void_p] * 2,
+                           ctypes.c_int)
 
 
 def forward(unknown: np.ndarray, known: np.ndarray, is_half: bool):
@@ -40,6 +41,7 @@ def forward(unknown: np.ndarray, known: np.ndarray, is_half: bool):
     references = np.ascontiguousarray(known, dtype=np.float32)
     dist2 = np.empty((B, N, 3), dtype=np.float32)
     idx = np.empty((B, N, 3), dtype=np.int32)
-    function(points.ctypes.data, references.ctypes.data, B, N, known.shape[1], int(is_half),
-             dist2.ctypes.data, idx.ctypes.data)
+    if function(points.ctypes.data, references.ctypes.data, B, N, known.shape[1], int(is_half),
+                dist2.ctypes.data, idx.ctypes.data) != 0:
+        return None                                 # no scratch memory for the loop: numpy's way
     return dist2, idx
