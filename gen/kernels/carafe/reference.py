@@ -90,6 +90,13 @@ def _fill_row_stack(stack: np.ndarray, image: np.ndarray, first_row: int, step: 
     """
     rows, cols, _ = image.shape
     count, _, depth, _ = stack.shape
+    if stack.size <= _SMALL_STACK:
+        # One gather instead of three slicings per stacked row: a small case's golden is mostly fixed costs.
+        source, outside = _stack_rows(count, depth, first_row, step, rows)
+        gathered = image[source]                                               # [count, depth, cols, C]
+        gathered[outside] = 0
+        stack[:, pad:pad + cols] = gathered.transpose(0, 2, 1, 3)
+        return stack
     for d in range(depth):
         # Stack rows lo .. hi read image rows first_row + d + step*i inside [0, rows) (integer bounds: a small
         # case's golden is mostly this loop's fixed cost).
@@ -103,6 +110,21 @@ def _fill_row_stack(stack: np.ndarray, image: np.ndarray, first_row: int, step: 
         if lo < hi:
             stack[lo:hi, pad:pad + cols, d] = image[start + step * lo:start + step * (hi - 1) + 1:step]
     return stack
+
+
+# Stacks of at most this many elements are filled by one gather (_fill_row_stack).
+_SMALL_STACK = 1 << 12
+
+
+@functools.lru_cache(maxsize=256)
+def _stack_rows(count: int, depth: int, first_row: int, step: int, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """[count, depth]: the image row stack row i, depth d reads (first_row + step*i + d, clamped into the
+    image), and whether it lies outside the image (read-only)."""
+    source = first_row + step * np.arange(count)[:, None] + np.arange(depth)[None, :]
+    outside = (source < 0) | (source >= rows)
+    clamped = np.clip(source, 0, max(rows - 1, 0))
+    clamped.flags.writeable = outside.flags.writeable = False
+    return clamped, outside
 
 
 def _windows(stack: np.ndarray, count: int, col_step: int, width: int, groups: int) -> np.ndarray:
@@ -229,13 +251,16 @@ def _forward_image(image, mask, k, G, s, dtype, target=None):
         yield from ordered_map(float64_rows.releasing(rows_of), _compiled_chunks(H, s * s * W * C, _COMPILED_CHUNK_ELEMENTS))
         return
     for i0, i1, windows in _input_windows(image, k, G, _rows_for_input_windows(W, C, k, s), dtype):
-        yield i0, i1, _forward_rows(mask_pixels, row_ok, col_ok, windows, i0, i1, s, dtype)
+        yield i0, i1, _forward_rows(mask_pixels, row_ok, col_ok, windows, i0, i1, s, dtype,
+                                    None if target is None else target[i0 * s:i1 * s])
 
 
-def _forward_rows(mask_pixels, row_ok, col_ok, windows, i0, i1, s, dtype) -> np.ndarray:
-    """Output rows i0*s .. i1*s from the windows [i1-i0, W, G, kw, kh, Cg] of input rows i0 .. i1."""
+def _forward_rows(mask_pixels, row_ok, col_ok, windows, i0, i1, s, dtype, block=None) -> np.ndarray:
+    """Output rows i0*s .. i1*s from the windows [i1-i0, W, G, kw, kh, Cg] of input rows i0 .. i1, written
+    into `block` (C-ordered, those rows' shape) where given, else into a new array."""
     _, W, G, _, _, Cg = windows.shape
-    block = np.empty(((i1 - i0) * s, W * s, G * Cg), dtype=dtype)
+    if block is None:
+        block = np.empty(((i1 - i0) * s, W * s, G * Cg), dtype=dtype)
     out_pixels = _per_pixel(block.reshape(i1 - i0, s, W, s, G, Cg))
     # Outside taps get weight 0 so that a non-finite mask value there is skipped rather
     # than multiplied by the zero padding.

@@ -24,16 +24,16 @@ def forward(inputs, params, compute_dtype=np.float64, out_shapes=None):
     dtype = exact_dtype(feature, compute_dtype)
     if C * kh * kw * M == 0 or H == 0 or W == 0:
         return {"data_col": np.zeros((C * kh * kw, M), dtype)}
-    rows = mh - pad_h + np.arange(kh)[:, None]            # (kh, M)
-    columns = mw - pad_w + np.arange(kw)[:, None]         # (kw, M)
-    inside = ((rows >= 0) & (rows < H))[:, None] & ((columns >= 0) & (columns < W))[None]
+    rows = (mh - pad_h) + np.arange(kh)[:, None]          # (kh, M)
+    columns = (mw - pad_w) + np.arange(kw)[:, None]       # (kw, M)
+    # Inside the map: 0 <= index < size, one comparison as unsigned (a negative index wraps past any size).
+    inside = (rows.view(np.uintp) < H)[:, None] & (columns.view(np.uintp) < W)[None]
     # Every tap of every position in one gather per channel row, whatever the kernel size (at
     # the doc's small shapes the cost is the number of numpy calls, not the bytes).  A tap
     # outside the map reads a zero column appended to the feature planes.
     taps = np.where(inside, (rows * W)[:, None] + columns[None], H * W)
-    planes = np.empty((C, H * W + 1), dtype)
+    planes = np.zeros((C, H * W + 1), dtype)
     planes[:, :-1] = feature[0].reshape(C, H * W)
-    planes[:, -1] = 0
     cols = np.empty((C * kh * kw, M), dtype)
     np.take(planes, taps.reshape(-1), axis=1, out=cols.reshape(C, kh * kw * M), mode="clip")
     return {"data_col": cols}
