@@ -604,3 +604,14 @@ def test_native_falls_back_silently_and_says_why_on_request(compiled, tmp_path, 
     monkeypatch.setenv("OPCASE_NO_CC", "1")
     assert native.load(fine) is None and carafe._compiled_forward() is None
     assert carafe._compiled_backward("carafe_grad_mask_rows", (4, 4, 8), 1, np.float64) is None
+
+
+def test_address_is_the_arrays_own_data_pointer():
+    """native.address gives what array.ctypes.data gives, by either of its ways: writable, read-only,
+    a view at an offset, non-contiguous, empty."""
+    base = np.arange(24, dtype=np.float64).reshape(4, 6)
+    frozen = base.copy()
+    frozen.flags.writeable = False
+    arrays = [base, frozen, base[1:], base[:, 1:], base[:, ::2], np.empty(0), np.frombuffer(bytes(16), np.float32)]
+    for array in arrays:
+        assert native.address(array) == array.ctypes.data

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -106,7 +107,8 @@ def kernel_module(part: str, op: str, known: bool = False):
         if module_name in _ABSENT:
             continue
         try:
-            module = importlib.import_module(module_name)
+            # sys.modules first: import_module's own lookup costs a small call more than the dict's.
+            module = sys.modules.get(module_name) or importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
             # Absent (the family folder or this part of it) is fine; a module that fails to import is not.
             if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):

@@ -42,8 +42,8 @@ def forward(features: np.ndarray, boxes: np.ndarray, pool_size: int, compute_dty
     corners = widen.to_float64(np.ascontiguousarray(boxes))
     output = np.empty((N, K, 4, C4 // 4))
     argmax_idx = np.empty(output.shape, dtype=np.int32)
-    status = function(image.ctypes.data, corners.ctypes.data, N, H, W, K, C4 // 4, pool_size,
-                      output.ctypes.data, argmax_idx.ctypes.data)
+    status = function(native.address(image), native.address(corners), N, H, W, K, C4 // 4, pool_size,
+                      native.address(output), native.address(argmax_idx))
     if status != 0 or (output.size and np.isnan(output.min())):
         return None
     return output, argmax_idx

@@ -48,6 +48,6 @@ def border_align_backward(grad_output, boxes, argmax_idx, pool_size: int, shape,
     corners = np.ascontiguousarray(boxes, dtype=grad_output.dtype)      # boxes.astype(T), as the emulation's
     indices = np.ascontiguousarray(argmax_idx)
     grad_input = np.empty((N, H, W, C4), dtype=grad_output.dtype)
-    status = function(grads.ctypes.data, corners.ctypes.data, indices.ctypes.data, N, K, C, H, W, pool_size,
-                      int(grad_output.dtype == _T[0]), int(thread_by_thread), grad_input.ctypes.data)
+    status = function(native.address(grads), native.address(corners), native.address(indices), N, K, C, H, W, pool_size,
+                      int(grad_output.dtype == _T[0]), int(thread_by_thread), native.address(grad_input))
     return grad_input if status == 0 else None

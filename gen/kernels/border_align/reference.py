@@ -132,8 +132,8 @@ def _compiled_backward(grad_output, boxes, argmax_idx, pool_size: int, grad_inpu
     gradients = widen.to_float64(np.ascontiguousarray(grad_output))
     corners = widen.to_float64(np.ascontiguousarray(boxes))
     indices = np.ascontiguousarray(argmax_idx)
-    status = function(*(ctypes.c_void_p(a.ctypes.data) for a in (gradients, corners, indices)),
-                      N, K, C, H, W, pool_size, _channel_block(H * W, C), ctypes.c_void_p(grad_input.ctypes.data))
+    status = function(*(native.address(a) for a in (gradients, corners, indices)),
+                      N, K, C, H, W, pool_size, _channel_block(H * W, C), native.address(grad_input))
     if status == 0 and not np.isnan(grad_input.min()):
         return True
     grad_input[...] = 0

@@ -76,9 +76,9 @@ def forward(inputs: dict, k: int, G: int, s: int, units=None):
         count, pointer = N * H * W, None
     else:
         out = np.empty((units.size, s, s, C), image.dtype)
-        count, pointer = units.size, units.ctypes.data
-    status = function(image.ctypes.data, mask.ctypes.data, N, H, W, C, G, k, s, int(image.dtype == _T[0]),
-                      pointer, count, out.ctypes.data)
+        count, pointer = units.size, native.address(units)
+    status = function(native.address(image), native.address(mask), N, H, W, C, G, k, s, int(image.dtype == _T[0]),
+                      pointer, count, native.address(out))
     return out if status == 0 else None
 
 
@@ -103,7 +103,7 @@ def backward(inputs: dict, k: int, G: int, s: int, units=None):
     else:
         grad_input = np.empty((units.size, C), image.dtype)
         grad_mask = np.empty((units.size, s, s, G * k * k), image.dtype)
-        count, pointer = units.size, units.ctypes.data
-    status = function(image.ctypes.data, mask.ctypes.data, grad_output.ctypes.data, N, H, W, C, G, k, s,
-                      int(image.dtype == _T[0]), pointer, count, grad_input.ctypes.data, grad_mask.ctypes.data)
+        count, pointer = units.size, native.address(units)
+    status = function(native.address(image), native.address(mask), native.address(grad_output), N, H, W, C, G, k, s,
+                      int(image.dtype == _T[0]), pointer, count, native.address(grad_input), native.address(grad_mask))
     return (grad_input, grad_mask) if status == 0 else None

@@ -397,7 +397,7 @@ def _call_compiled(function, rows, lo, other, block, *sizes) -> bool:
     assert rows.strides[-1] == 8 and other.dtype == rows.dtype == np.float64
     layout = ((rows.strides[0] // 8, rows.strides[1] // 8) if rows.ndim == 3 else
               (rows.strides[1] // 8, rows.strides[0] // 8, rows.shape[-1]))
-    made_nan = function(rows.ctypes.data, lo, other.ctypes.data, block.ctypes.data, *sizes, *layout)
+    made_nan = function(native.address(rows), lo, native.address(other), native.address(block), *sizes, *layout)
     if made_nan < 0:
         raise MemoryError("carafe's compiled loop could not allocate its scratch")
     return bool(made_nan)

@@ -78,11 +78,11 @@ def backward(inputs, params, compute_dtype) -> dict | None:
     grad_offset = np.zeros((R, 2, PH, PW))
     points = ctypes.c_double(0.0)
     work = np.empty(3 * C)
-    status = function(pixels.ctypes.data, grads.ctypes.data, N, H, W, C, corners.ctypes.data, R,
-                      None if shifts is None else shifts.ctypes.data, PH, PW, float(params["spatial_scale"]),
+    status = function(native.address(pixels), native.address(grads), N, H, W, C, native.address(corners), R,
+                      None if shifts is None else native.address(shifts), PH, PW, float(params["spatial_scale"]),
                       float(params["gamma"]), sampling_ratio, reference.samples_per_chunk(C),
-                      float(MAX_SAMPLE_POINTS), grad_input.ctypes.data, grad_offset.ctypes.data,
-                      ctypes.addressof(points), work.ctypes.data)
+                      float(MAX_SAMPLE_POINTS), native.address(grad_input), native.address(grad_offset),
+                      ctypes.addressof(points), native.address(work))
     if status == _OVER_THE_LIMIT:
         check_sample_points("deform_roi_pool", points.value)
     if status != 0:

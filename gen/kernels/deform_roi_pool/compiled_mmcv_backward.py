@@ -52,10 +52,10 @@ def deform_roi_pool_backward(inputs: dict, params: dict, thread_by_thread: bool)
     pixels, corners, shifts = compiled_mmcv_forward.carriers(features, rois, offset)
     grad_input = np.empty((N, H, W, C), dtype=features.dtype)
     grad_offset = np.empty((R, 2, PH, PW), dtype=features.dtype)
-    status = function(grads.ctypes.data, pixels.ctypes.data, N, H, W, C, corners.ctypes.data, R,
-                      None if shifts is None else shifts.ctypes.data, PH, PW, float(params["spatial_scale"]),
+    status = function(native.address(grads), native.address(pixels), N, H, W, C, native.address(corners), R,
+                      None if shifts is None else native.address(shifts), PH, PW, float(params["spatial_scale"]),
                       float(params["gamma"]), int(params["sampling_ratio"]), int(features.dtype == _T[0]),
-                      int(thread_by_thread), MAX_SLOTS, grad_input.ctypes.data, grad_offset.ctypes.data)
+                      int(thread_by_thread), MAX_SLOTS, native.address(grad_input), native.address(grad_offset))
     if status != 0:
         return None
     return {"grad_input": grad_input, "grad_offset": grad_offset}

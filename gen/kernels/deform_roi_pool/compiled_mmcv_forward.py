@@ -80,11 +80,11 @@ def deform_roi_pool_forward(inputs: dict, params: dict, chunk_elements: int) -> 
     pixels, corners, shifts = carriers(features, rois, offset)
     output = np.empty((R, PH, PW, C), dtype=features.dtype)
     refused = ctypes.c_double(-1.0)
-    status = function(pixels.ctypes.data, N, H, W, C, corners.ctypes.data, R,
-                      None if shifts is None else shifts.ctypes.data, PH, PW,
+    status = function(native.address(pixels), N, H, W, C, native.address(corners), R,
+                      None if shifts is None else native.address(shifts), PH, PW,
                       float(params["spatial_scale"]), float(params["gamma"]), int(params["sampling_ratio"]),
                       int(features.dtype == _T[0]), max(1, chunk_elements // max(1, PH * PW * C)),
-                      float(reference.MAX_EMULATED_STEPS), ctypes.byref(refused), output.ctypes.data)
+                      float(reference.MAX_EMULATED_STEPS), ctypes.byref(refused), native.address(output))
     if status == _STEPS_OVER:
         reference.check_emulated_steps("deform_roi_pool_forward", refused.value)
     return {"output": output} if status == 0 else None

@@ -250,7 +250,9 @@ def compiled_loop(name: str, features: np.ndarray, bins: Bins, dtype):
 
 
 def pointer(array: np.ndarray) -> ctypes.c_void_p:
-    return ctypes.c_void_p(array.ctypes.data)
+    """The array's address as a pointer argument (these loops are called without argtypes: a bare int would
+    pass as a 32-bit int)."""
+    return ctypes.c_void_p(native.address(array))
 
 
 def _compiled_bin_sums(features: np.ndarray, bins: Bins, dtype) -> np.ndarray | None:

@@ -39,6 +39,6 @@ def thread_sums(value, shapes, starts, loc, attn, Q: int, col) -> bool:
     attn = np.ascontiguousarray(attn, dtype=np.float32)
     shapes = np.ascontiguousarray(shapes, dtype=np.int64)
     starts = np.ascontiguousarray(starts, dtype=np.int64)
-    function(value.ctypes.data, N, K, M, C, shapes.ctypes.data, starts.ctypes.data, L, P,
-             loc.ctypes.data, attn.ctypes.data, Q, col.ctypes.data)
+    at = native.address
+    function(at(value), N, K, M, C, at(shapes), at(starts), L, P, at(loc), at(attn), Q, at(col))
     return True

@@ -41,7 +41,7 @@ def forward(unknown: np.ndarray, known: np.ndarray, is_half: bool):
     references = np.ascontiguousarray(known, dtype=np.float32)
     dist2 = np.empty((B, N, 3), dtype=np.float32)
     idx = np.empty((B, N, 3), dtype=np.int32)
-    if function(points.ctypes.data, references.ctypes.data, B, N, known.shape[1], int(is_half),
-                dist2.ctypes.data, idx.ctypes.data) != 0:
+    if function(native.address(points), native.address(references), B, N, known.shape[1], int(is_half),
+                native.address(dist2), native.address(idx)) != 0:
         return None                                 # no scratch memory for the loop: numpy's way
     return dist2, idx
