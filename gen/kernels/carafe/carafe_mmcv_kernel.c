@@ -32,18 +32,6 @@
 /* Set to 1 (from Python, by ctypes) to run the baseline x86-64 build on any CPU: the tests check its bits too. */
 int carafe_mmcv_generic_only = 0;
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define V3 __attribute__((target("arch=x86-64-v3")))
-static int v3(void)
-{
-    __builtin_cpu_init();
-    return !carafe_mmcv_generic_only && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-#else
-#define V3
-static int v3(void) { return 0; }
-#endif
-
 #define CHUNK 16                   /* channels per vectorized step */
 #define NUMPY_DECIDES 1            /* a status besides 0 (done): no memory; numpy runs */
 
@@ -158,13 +146,13 @@ MMCV_INLINE int forward_body(const Shape *d, const void *input, const void *mask
     void *out
 #define FORWARD(is_half) forward_body(d, input, mask, units, count, is_half, out)
 static int forward_generic(FORWARD_ARGS) { return is_half ? FORWARD(1) : FORWARD(0); }
-V3 static int forward_v3(FORWARD_ARGS) { return is_half ? FORWARD(1) : FORWARD(0); }
+MMCV_V3 static int forward_v3(FORWARD_ARGS) { return is_half ? FORWARD(1) : FORWARD(0); }
 
 int carafe_forward_mmcv(const void *input, const void *mask, long N, long H, long W, long C, long G, long k, long s,
                         int is_half, const long *units, long count, void *out)
 {
     const Shape d = {N, H, W, C, G, k, s};
-    return (v3() ? forward_v3 : forward_generic)(input, mask, &d, is_half, units, count, out);
+    return (mmcv_v3(carafe_mmcv_generic_only) ? forward_v3 : forward_generic)(input, mask, &d, is_half, units, count, out);
 }
 
 /* acc[c] = acc[c] + x[c] in T for c < n (ScalarT.add). */
@@ -322,13 +310,13 @@ done:
     const long *units, long count, void *grad_input, void *grad_mask
 #define BACKWARD(is_half) backward_body(d, input, mask, grad_output, units, count, is_half, grad_input, grad_mask)
 static int backward_generic(BACKWARD_ARGS) { return is_half ? BACKWARD(1) : BACKWARD(0); }
-V3 static int backward_v3(BACKWARD_ARGS) { return is_half ? BACKWARD(1) : BACKWARD(0); }
+MMCV_V3 static int backward_v3(BACKWARD_ARGS) { return is_half ? BACKWARD(1) : BACKWARD(0); }
 
 int carafe_backward_mmcv(const void *input, const void *mask, const void *grad_output, long N, long H, long W,
                          long C, long G, long k, long s, int is_half, const long *units, long count,
                          void *grad_input, void *grad_mask)
 {
     const Shape d = {N, H, W, C, G, k, s};
-    return (v3() ? backward_v3 : backward_generic)(input, mask, grad_output, &d, is_half, units, count, grad_input,
+    return (mmcv_v3(carafe_mmcv_generic_only) ? backward_v3 : backward_generic)(input, mask, grad_output, &d, is_half, units, count, grad_input,
                                                     grad_mask);
 }

@@ -296,20 +296,8 @@ static double steps_over(const Roi *geo, long R, long chunk_rois, double max_ste
     return -1;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define V3 __attribute__((target("arch=x86-64-v3")))
 /* Set to 1 (from Python, by ctypes) to run the forward's baseline x86-64 build on any CPU: the tests check its bits too. */
 int deform_roi_pool_mmcv_generic_only = 0;
-static int v3(void)
-{
-    __builtin_cpu_init();
-    return !deform_roi_pool_mmcv_generic_only && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-#else
-#define V3
-int deform_roi_pool_mmcv_generic_only = 0;
-static int v3(void) { return 0; }
-#endif
 
 #define CHUNK 16                   /* channels per vectorized step (GCC's -O2 vectorizes loops without remainder) */
 
@@ -367,12 +355,12 @@ MMCV_INLINE void half_row(const uint16_t *restrict bits, long n, float *restrict
 }
 
 static void half_row_generic(const uint16_t *bits, long n, float *out) { half_row(bits, n, out); }
-V3 static void half_row_v3(const uint16_t *bits, long n, float *out) { half_row(bits, n, out); }
+MMCV_V3 static void half_row_v3(const uint16_t *bits, long n, float *out) { half_row(bits, n, out); }
 
 /* half_row of the build the forward runs, for the tests. */
 void deform_roi_pool_mmcv_half_row(const uint16_t *bits, long n, float *out)
 {
-    (v3() ? half_row_v3 : half_row_generic)(bits, n, out);
+    (mmcv_v3(deform_roi_pool_mmcv_generic_only) ? half_row_v3 : half_row_generic)(bits, n, out);
 }
 
 /* One bin's sums [C] (mmcv_emulation._pool's total[r, ph, pw]): its samples in (iy, ix) order, each added
@@ -450,7 +438,7 @@ MMCV_INLINE void forward_body(const Forward *f, const Roi *geo, const int is_hal
 #define FORWARD_ARGS const Forward *f, const Roi *geo, int is_half, float *rows, float *total, void *out
 static void forward_generic(FORWARD_ARGS) { is_half ? forward_body(f, geo, 1, rows, total, out)
                                                     : forward_body(f, geo, 0, rows, total, out); }
-V3 static void forward_v3(FORWARD_ARGS) { is_half ? forward_body(f, geo, 1, rows, total, out)
+MMCV_V3 static void forward_v3(FORWARD_ARGS) { is_half ? forward_body(f, geo, 1, rows, total, out)
                                                   : forward_body(f, geo, 0, rows, total, out); }
 
 /* deform_roi_pool_forward_cuda_kernel as mmcv_emulation.deform_roi_pool_forward computes it: features
@@ -483,7 +471,7 @@ int deform_roi_pool_forward_mmcv(const void *features, long N, long H, long W, l
         goto done;
     }
     const Forward f = {features, offset, H, W, C, R, PH, PW};
-    (v3() ? forward_v3 : forward_generic)(&f, geo, is_half, rows, total, out);
+    (mmcv_v3(deform_roi_pool_mmcv_generic_only) ? forward_v3 : forward_generic)(&f, geo, is_half, rows, total, out);
 done:
     free(geo);
     free(total);

@@ -21,6 +21,22 @@
 
 #define MMCV_INLINE static inline __attribute__((always_inline))
 
+/* A loop built twice: for x86-64-v3 (AVX2 and FMA, where fmaf is one instruction; mark it MMCV_V3) and for the
+ * baseline (fmaf a libm call): the same operations, so the same bits.  mmcv_v3(generic_only) says whether this
+ * CPU runs the v3 build; generic_only is the library's own exported flag, set to 1 from Python (ctypes) so that
+ * the tests check the baseline build's bits on any CPU. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define MMCV_V3 __attribute__((target("arch=x86-64-v3")))
+MMCV_INLINE int mmcv_v3(int generic_only)
+{
+    __builtin_cpu_init();
+    return !generic_only && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#else
+#define MMCV_V3
+MMCV_INLINE int mmcv_v3(int generic_only) { (void)generic_only; return 0; }
+#endif
+
 MMCV_INLINE uint32_t mmcv_bits_of(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
 MMCV_INLINE float mmcv_float_of(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
 

@@ -94,33 +94,23 @@ MMCV_INLINE void offer(nearest3 *n, double d, int32_t m)
         }                                                                                                  \
     }
 
+typedef void scan_fn(const float *unknown, const float *kx, const float *ky, const float *kz, long N, long M,
+                     int is_half, float *dist2, int32_t *idx);
+
 static void scan_generic(const float *unknown, const float *kx, const float *ky, const float *kz, long N, long M,
                          int is_half, float *dist2, int32_t *idx)
 {
     SCAN_BODY
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define V3 __attribute__((target("arch=x86-64-v3")))
-V3 static void scan_v3(const float *unknown, const float *kx, const float *ky, const float *kz, long N, long M,
-                       int is_half, float *dist2, int32_t *idx)
+MMCV_V3 static void scan_v3(const float *unknown, const float *kx, const float *ky, const float *kz, long N, long M,
+                            int is_half, float *dist2, int32_t *idx)
 {
     SCAN_BODY
 }
-#endif
 
 /* Set to 1 (from Python, by ctypes) to run the baseline x86-64 build on any CPU: the tests check its bits too. */
 int three_nn_mmcv_generic_only = 0;
-
-static int v3(void)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    return !three_nn_mmcv_generic_only && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-    return 0;
-#endif
-}
 
 /* unknown [B, N, 3], known [B, M, 3] in float32 (T's values) -> dist2 [B, N, 3] float32 (inf where a
  * slot stays empty), idx [B, N, 3] int32 (0 there).  Returns 0, or -1 when scratch memory could not be had
@@ -132,7 +122,7 @@ int three_nn_mmcv(const float *unknown, const float *known, long B, long N, long
     if (rows == NULL)
         return -1;
     float *kx = rows, *ky = rows + M, *kz = rows + 2 * M;
-    const int wide = v3();
+    scan_fn *const scan = mmcv_v3(three_nn_mmcv_generic_only) ? scan_v3 : scan_generic;
     for (long b = 0; b < B; b++) {
         const float *k = known + b * M * 3;
         for (long m = 0; m < M; m++) {
@@ -141,12 +131,7 @@ int three_nn_mmcv(const float *unknown, const float *known, long B, long N, long
             kz[m] = k[3 * m + 2];
         }
         const float *u = unknown + b * N * 3;
-#if defined(__x86_64__) && defined(__GNUC__)
-        if (wide)
-            scan_v3(u, kx, ky, kz, N, M, is_half, dist2 + b * N * 3, idx + b * N * 3);
-        else
-#endif
-            scan_generic(u, kx, ky, kz, N, M, is_half, dist2 + b * N * 3, idx + b * N * 3);
+        scan(u, kx, ky, kz, N, M, is_half, dist2 + b * N * 3, idx + b * N * 3);
     }
     free(rows);
     return 0;
