@@ -186,7 +186,7 @@ def load(source: Path) -> ctypes.CDLL | None:
 
 
 def address(array) -> int:
-    """The address of a C-contiguous numpy array's first element, for a compiled loop's pointer argument.
+    """The address of a numpy array's first element (array.ctypes.data), for a compiled loop's pointer argument.
     A writable array's is taken through the buffer protocol, a few times cheaper than ``array.ctypes.data``
     (which builds an object per call: on a small case, a loop's half a dozen pointers cost more than its
     arithmetic); a read-only array's through ``ctypes.data``."""

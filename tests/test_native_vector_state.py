@@ -33,7 +33,7 @@ def dirty_exits(disassembly: str) -> list[str]:
         if not header:
             continue
         name = header.group(2)
-        leaves = re.compile(r"(jmp|call)\s+[0-9a-f]+ <(?!" + re.escape(name) + r"[+>])")
+        leaves = re.compile(r"jmp\s+[0-9a-f]+ <(?!" + re.escape(name) + r"[+>])")      # a jump to another function
         dirty = False
         for line in text.splitlines()[1:]:
             instruction = line.split("\t")[-1].strip()
@@ -41,8 +41,7 @@ def dirty_exits(disassembly: str) -> list[str]:
                 dirty = False
             elif "%ymm" in instruction or "%zmm" in instruction:
                 dirty = True
-            elif dirty and (instruction.startswith("ret") or
-                            (instruction.startswith("jmp") and leaves.match(instruction))):
+            elif dirty and (instruction.startswith("ret") or leaves.match(instruction)):
                 found.append(f"{name}: {instruction}")
     return found
 
