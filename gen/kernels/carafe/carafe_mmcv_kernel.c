@@ -152,7 +152,8 @@ int carafe_forward_mmcv(const void *input, const void *mask, long N, long H, lon
                         int is_half, const long *units, long count, void *out)
 {
     const Shape d = {N, H, W, C, G, k, s};
-    return (mmcv_v3(carafe_mmcv_generic_only) ? forward_v3 : forward_generic)(input, mask, &d, is_half, units, count, out);
+    return (mmcv_v3(carafe_mmcv_generic_only) ? forward_v3 : forward_generic)(input, mask, &d, is_half, units,
+                                                                              count, out);
 }
 
 /* acc[c] = acc[c] + x[c] in T for c < n (ScalarT.add). */
@@ -317,6 +318,6 @@ int carafe_backward_mmcv(const void *input, const void *mask, const void *grad_o
                          void *grad_input, void *grad_mask)
 {
     const Shape d = {N, H, W, C, G, k, s};
-    return (mmcv_v3(carafe_mmcv_generic_only) ? backward_v3 : backward_generic)(input, mask, grad_output, &d, is_half, units, count, grad_input,
-                                                    grad_mask);
+    return (mmcv_v3(carafe_mmcv_generic_only) ? backward_v3 : backward_generic)(input, mask, grad_output, &d, is_half,
+                                                                                units, count, grad_input, grad_mask);
 }

@@ -43,8 +43,9 @@ def forward(value, shapes, starts, loc, attn, out, compute_dtype) -> bool:
     arrays = [np.ascontiguousarray(a) if in_place else widen.to_float64(np.ascontiguousarray(a))
               for a in (value, loc, attn)]
     geometry = [np.ascontiguousarray(a, dtype=np.int64) for a in (shapes, starts)]
-    function(native.address(arrays[0]), native.address(geometry[0]), native.address(geometry[1]), native.address(arrays[1]),
-             native.address(arrays[2]), N, value.shape[1], M, C, L, Q, P, native.address(out))
+    at = native.address
+    function(at(arrays[0]), at(geometry[0]), at(geometry[1]), at(arrays[1]), at(arrays[2]), N, value.shape[1], M, C,
+             L, Q, P, at(out))
     if np.isnan(out.min()):
         out[...] = 0
         return False

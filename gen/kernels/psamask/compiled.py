@@ -36,7 +36,8 @@ def _move(name: str, source: np.ndarray, target: np.ndarray, hm: int, wm: int, b
     if function is None:
         return False
     source = np.ascontiguousarray(source)
-    return bool(function(native.address(source), native.address(target), N, H, W, hm, wm, target.itemsize, int(backward)))
+    return bool(function(native.address(source), native.address(target), N, H, W, hm, wm, target.itemsize,
+                         int(backward)))
 
 
 def collect(source: np.ndarray, target: np.ndarray, hm: int, wm: int, backward: bool) -> bool:

@@ -39,6 +39,7 @@ def forward(unknown: np.ndarray, known: np.ndarray, compute_dtype):
     references = widen.to_float64(np.ascontiguousarray(known))
     dist2 = np.empty((B, N, 3))
     idx = np.empty((B, N, 3), dtype=np.int32)
-    if function(native.address(points), native.address(references), B, N, M, native.address(dist2), native.address(idx)) != 0:
+    at = native.address
+    if function(at(points), at(references), B, N, M, at(dist2), at(idx)) != 0:
         return None
     return dist2, idx
